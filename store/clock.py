@@ -1,0 +1,97 @@
+"""The one clock of a process (C5): admission times, debounce, not-before times, schedules and statistics.
+
+Times are aware UTC datetimes in Python and fixed-width ISO-8601 text in the store, so text order is time order.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Protocol
+
+UTC = timezone.utc
+_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def to_text(moment: datetime) -> str:
+    """Render an aware datetime as the store's fixed-width UTC text."""
+    if moment.tzinfo is None:
+        raise ValueError("naive datetime: every time in shopbot is aware UTC")
+    return moment.astimezone(UTC).strftime(_FORMAT)
+
+
+def from_text(text: str) -> datetime:
+    return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
+class AcceleratedClock:
+    """Simulated time running `factor` times faster than the wall clock from `start` (test mode only)."""
+
+    def __init__(self, start: datetime, factor: float) -> None:
+        if start.tzinfo is None:
+            raise ValueError("accelerated clock start must carry a time zone")
+        if factor <= 0:
+            raise ValueError("accelerated clock factor must be positive")
+        self.start = start.astimezone(UTC)
+        self.factor = factor
+        self._origin = time.monotonic()
+
+    def now(self) -> datetime:
+        return self.start + timedelta(seconds=(time.monotonic() - self._origin) * self.factor)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds) / self.factor)
+
+
+class ManualClock:
+    """A clock that moves only when told to: for tests and simulations in simulated time."""
+
+    def __init__(self, start: datetime) -> None:
+        self._now = start.astimezone(UTC)
+
+    def now(self) -> datetime:
+        return self._now
+
+    def advance(self, seconds: float) -> datetime:
+        self._now += timedelta(seconds=seconds)
+        return self._now
+
+    def set(self, moment: datetime) -> None:
+        self._now = moment.astimezone(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+        await asyncio.sleep(0)
+
+
+def parse_clock(spec: str, *, test_mode: bool) -> Clock:
+    """`system` or `accelerated:<start ISO-8601>:<factor>` (the latter only with SHOPBOT_TEST_MODE=1)."""
+    if spec in ("", "system"):
+        return SystemClock()
+    if spec.startswith("accelerated:"):
+        if not test_mode:
+            raise ValueError("SHOPBOT_CLOCK=accelerated:... is refused unless SHOPBOT_TEST_MODE=1")
+        start_text, _, factor_text = spec[len("accelerated:"):].rpartition(":")
+        try:
+            start = datetime.fromisoformat(start_text.replace("Z", "+00:00"))
+            factor = float(factor_text)
+        except ValueError as exc:
+            raise ValueError(f"SHOPBOT_CLOCK: cannot read {spec!r}: expected accelerated:<start ISO-8601>:<factor>") from exc
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=UTC)
+        return AcceleratedClock(start, factor)
+    raise ValueError(f"SHOPBOT_CLOCK: unknown clock {spec!r}: use 'system' or 'accelerated:<start>:<factor>'")
