@@ -1,0 +1,87 @@
+"""Numbered migrations, each applied in one transaction together with its version record."""
+from __future__ import annotations
+
+import re
+import sqlite3
+from importlib import resources
+
+from ..errors import SchemaTooNew, SchemaTooOld
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+def available() -> list[tuple[int, str, str]]:
+    """(version, name, sql) for every migration file, in order."""
+    found = []
+    for entry in resources.files(__package__).iterdir():
+        match = _NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    found.sort()
+    for expected, (version, _, _) in enumerate(found, start=1):
+        if version != expected:
+            raise RuntimeError(f"migration numbering has a gap at {expected}")
+    return found
+
+
+LATEST = len(available())
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").fetchone()
+    if not exists:
+        has_tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        if has_tables:
+            raise SchemaTooOld(0, LATEST, "this database (it holds tables but no shopbot schema record)")
+        return 0
+    return conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+
+
+def check_not_newer(conn: sqlite3.Connection, path: str) -> int:
+    version = current_version(conn)
+    if version > LATEST:
+        raise SchemaTooNew(version, LATEST, path)
+    return version
+
+
+def migrate(conn: sqlite3.Connection, path: str, now_text: str) -> list[int]:
+    """Apply every missing migration, each in its own transaction with its version row. Returns versions applied."""
+    version = check_not_newer(conn, path)
+    applied = []
+    for number, name, sql in available():
+        if number <= version:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-check inside the write lock: another process may have migrated meanwhile.
+            if current_version(conn) >= number:
+                conn.execute("ROLLBACK")
+                continue
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                         "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+            for statement in split_statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                         (number, name, now_text))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        applied.append(number)
+    return applied
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a migration into statements (executescript would commit on its own; we keep one transaction)."""
+    statements, buffer = [], ""
+    for line in sql.splitlines(keepends=True):
+        if line.lstrip().startswith("--") and not buffer.strip():
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        raise ValueError(f"incomplete statement at the end of a migration: {buffer.strip()[:60]}")
+    return statements

@@ -1,0 +1,233 @@
+"""The operator's command line: `shopbot <command>`. Every command has help and appears in the README."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from store import (Admission, InstanceLock, Occurrence, Store, StoreError, WorkKind, parse_clock, restore)
+from store.invariants import check as check_invariants
+
+from . import config as config_module
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(name: str):
+    def register(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        COMMANDS[name] = fn
+        return fn
+    return register
+
+
+def load_config(args: argparse.Namespace) -> config_module.Config:
+    overrides = {"SHOPBOT_DB": str(args.db)} if getattr(args, "db", None) else {}
+    return config_module.load(overrides=overrides)
+
+
+async def open_store(cfg: config_module.Config, *, create: bool = True, migrate: bool = False) -> Store:
+    return await Store.open(cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode), capacity=cfg.capacity,
+                            debounce_ms=cfg.debounce_ms, attempt_cap=cfg.attempt_cap, create=create,
+                            migrate=migrate, max_pages=cfg.db_max_pages)
+
+
+def with_store(args: argparse.Namespace, fn: Callable[[Store], Any], *, create: bool = False) -> Any:
+    cfg = load_config(args)
+    if not create and not cfg.db.exists():
+        raise StoreError(f"no database at {cfg.db.resolve()} (set SHOPBOT_DB or --db; `shopbot migrate` creates one)")
+
+    async def main() -> Any:
+        store = await open_store(cfg, create=create)
+        try:
+            return await fn(store)
+        finally:
+            await store.close()
+    return asyncio.run(main())
+
+
+@command("admit")
+def cmd_admit(args: argparse.Namespace) -> int:
+    destination = args.destination or (args.session if args.session.startswith("tg:") else None)
+    result = with_store(args, lambda s: s.admit(Occurrence(args.source, args.session, args.text, WorkKind.AGENT,
+                                                           destination)), create=True)
+    print(result.outcome.value)
+    return 0 if result.outcome in (Admission.ACCEPTED, Admission.DUPLICATE) else 1
+
+
+def print_status(status: dict) -> None:
+    work, deliveries = status["work"], status["deliveries"]
+    print("work:       " + "  ".join(f"{k} {v}" for k, v in work.items()))
+    print("deliveries: " + "  ".join(f"{k} {v}" for k, v in deliveries.items()))
+    oldest = status["oldest_pending_seconds"]
+    print(f"open agent work: {status['open_agent_work']}; oldest pending: "
+          + (f"{oldest:.1f} s" if oldest is not None else "none"))
+    law = status["littles_law"]
+    print(f"last {law['window_seconds'] / 60:.0f} min: λ {law['lambda_per_s']:.4f}/s  W {law['W_s']:.2f} s  "
+          f"L {law['L']:.3f}  λW {law['lambda_W']:.3f}  arrivals {law['arrivals']}  refused {law['refused']}")
+    for row in status["unknown"]:
+        print(f"UNKNOWN  {row['report_id']} part {row['part']}/{row['parts']} to chat {row['chat_id']}: {row['reason']}"
+              f"  -> shopbot resolve {row['report_id']} --resend | --delivered")
+    for row in status["failed_work"]:
+        print(f"FAILED   work {row['work_id']} ({row['source']}) report {row['report_id']}")
+    for row in status["failed_deliveries"]:
+        print(f"NOT SENT {row['report_id']} part {row['part']} to chat {row['chat_id']}: {row['reason']}")
+    for key, rows in status.get("extra", {}).items():
+        for row in rows:
+            print(f"{key.upper():8} {row}")
+    if status["counters"]:
+        print("counted:    " + "  ".join(f"{k} {v}" for k, v in status["counters"].items()))
+
+
+@command("status")
+def cmd_status(args: argparse.Namespace) -> int:
+    status = with_store(args, lambda s: s.status())
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True))
+    else:
+        print_status(status)
+    return 0
+
+
+@command("check")
+def cmd_check(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    try:
+        violations = check_invariants(cfg.db)
+    except (FileNotFoundError, OSError) as exc:
+        print(f"cannot check: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a corrupt or foreign file: we could not check, which is not "all hold"
+        print(f"cannot check {cfg.db}: {exc}", file=sys.stderr)
+        return 2
+    for v in violations:
+        print(f"{v.rule}: {v.detail}")
+    if violations:
+        print(f"{len(violations)} violation(s)")
+        return 1
+    from store.invariants import RULES
+    print(f"all {len(RULES)} invariants hold ({', '.join(RULES)})")
+    return 0
+
+
+@command("reports")
+def cmd_reports(args: argparse.Namespace) -> int:
+    rows = with_store(args, lambda s: s.reports(args.limit))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        states = ", ".join(f"{d['part']}:{d['state']}" + (f"#{d['receipt']}" if d["receipt"] else "")
+                           for d in row["deliveries"]) or "not sent to a chat"
+        print(f"{row['report']}  work {','.join(map(str, row['work']))}  {row['destination'] or '-'}  [{states}]"
+              + ("  ERROR" if row["is_error"] else ""))
+        for line in row["body"].splitlines():
+            print(f"    {line}")
+    return 0
+
+
+@command("migrate")
+def cmd_migrate(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    with InstanceLock(cfg.db.resolve()):
+        async def main() -> int:
+            store = await open_store(cfg, create=True, migrate=True)
+            try:
+                return await store.schema_version()
+            finally:
+                await store.close()
+        version = asyncio.run(main())
+    print(f"{cfg.db.resolve()} is at schema version {version}")
+    return 0
+
+
+@command("backup")
+def cmd_backup(args: argparse.Namespace) -> int:
+    with_store(args, lambda s: s.backup(Path(args.path)))
+    print(f"backed up to {Path(args.path).resolve()}")
+    return 0
+
+
+@command("restore")
+def cmd_restore(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    with InstanceLock(cfg.db.resolve()):
+        n = restore(Path(args.path), cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode))
+    print(f"restored {args.path} into {cfg.db.resolve()}; {n} delivery(ies) not known to be sent are now unknown "
+          "(see `shopbot status`; resolve each with `shopbot resolve`)")
+    return 0
+
+
+@command("resolve")
+def cmd_resolve(args: argparse.Namespace) -> int:
+    decision = "resend" if args.resend else "delivered"
+    import getpass
+    moved = with_store(args, lambda s: s.resolve(args.report, decision, f"operator:{getpass.getuser()}"))
+    print(f"{args.report}: recorded '{decision}' for {len(moved)} part(s)"
+          + ("; it will be sent once more" if decision == "resend" else ""))
+    return 0
+
+
+@command("forget")
+def cmd_forget(args: argparse.Namespace) -> int:
+    import getpass
+    deleted, cancelled = with_store(args, lambda s: s.forget(args.session, f"operator:{getpass.getuser()}"))
+    print(f"forgot {args.session}: {deleted} history entries deleted, {cancelled} pending item(s) cancelled")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shopbot", description="A durable Telegram agent bot for a small shop.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--db", type=Path, help="database path (default: SHOPBOT_DB or ./shopbot.sqlite3)")
+        return p
+
+    p = add("admit", "admit one occurrence; prints accepted, duplicate, conflict or refused")
+    p.add_argument("--source", required=True, help="the occurrence's full identity, e.g. till:1:abc")
+    p.add_argument("--session", required=True, help="the conversation, e.g. tg:42 or till:1")
+    p.add_argument("--text", required=True, help="the work's text")
+    p.add_argument("--destination", help="where the report goes (default: the session when it is tg:<chat>)")
+    p = add("status", "counts per work and delivery state, unknown and failed items, L, λ and W")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add("check", "run every invariant on an independent connection; exit 0 all hold, 1 violations, 2 cannot check")
+    p = add("reports", "the latest reports with their work items, delivery states, receipts and bodies")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=int, default=20)
+    add("migrate", "create the database or bring it to this version's schema")
+    p = add("backup", "online backup of the live database to PATH")
+    p.add_argument("path")
+    p = add("restore", "copy a backup in (the bot must be stopped); unsent deliveries become unknown")
+    p.add_argument("path")
+    p = add("resolve", "decide about a report that may not have arrived (C8)")
+    p.add_argument("report", help="report identity, e.g. r12.1")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--resend", action="store_true", help="send it once more")
+    group.add_argument("--delivered", action="store_true", help="the owner has it: record it as delivered")
+    p = add("forget", "delete a conversation's agent history and cancel its waiting work (C12)")
+    p.add_argument("--session", required=True, help="e.g. tg:42")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except config_module.ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except FileExistsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

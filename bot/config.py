@@ -1,0 +1,194 @@
+"""All configuration, read in one place from one mapping (the environment over an optional `.env` file).
+
+A missing or malformed value fails naming the key; an unknown SHOPBOT_ key is refused (a typo must not silently
+fall back to a default); secrets print as ****. Every key is documented in .env.example (a test keeps both in step).
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class Secret(str):
+    """A string that never shows itself in repr or logs."""
+
+    def __repr__(self) -> str:
+        return "Secret('****')" if self else "Secret('')"
+
+
+# key -> (default, help). The order is the order of .env.example.
+KEYS: dict[str, tuple[str, str]] = {
+    "SHOPBOT_DB": ("./shopbot.sqlite3", "path of the SQLite database"),
+    "SHOPBOT_CAPACITY": ("100", "most open agent work (pending + running) before new work is refused"),
+    "SHOPBOT_DEBOUNCE_MS": ("300", "a session is claimed this long after its oldest pending item arrived; 0 disables"),
+    "SHOPBOT_ATTEMPT_CAP": ("3", "attempts per work item before it fails with an error report"),
+    "SHOPBOT_WORKER_CONCURRENCY": ("1", "sessions the worker runs at once (one turn per session at a time)"),
+    "SHOPBOT_MODEL": ("offline", "offline | openai:<model> | anthropic:<model>"),
+    "SHOPBOT_MODEL_BASE_URL": ("", "OpenAI-compatible server root (Ollama, vLLM, OpenRouter); empty for the default"),
+    "SHOPBOT_MODEL_API_KEY": ("", "the model provider's API key (secret)"),
+    "SHOPBOT_SHOP_FILE": ("shop.example.toml", "the shop description (TOML): time zone, items, schedules, limits"),
+    "TELEGRAM_BOT_TOKEN": ("", "the bot token from @BotFather (secret); empty runs without Telegram"),
+    "TELEGRAM_API_BASE_URL": ("https://api.telegram.org", "Bot API server root; the bot calls <root>/bot<token>/<method>"),
+    "SHOPBOT_OWNER_IDS": ("", "comma-separated Telegram user ids allowed to use the bot"),
+    "SHOPBOT_OWNER_CHAT_ID": ("", "chat for briefs, stock checks and notices; default the first owner id"),
+    "SHOPBOT_WEBHOOK_URL": ("", "public HTTPS URL of /telegram/webhook; empty uses long polling"),
+    "SHOPBOT_WEBHOOK_SECRET": ("", "secret token Telegram sends with each webhook call (secret, 1-256 of A-Za-z0-9_-)"),
+    "SHOPBOT_HTTP_HOST": ("127.0.0.1", "address of the HTTP server (webhook, till, health)"),
+    "SHOPBOT_HTTP_PORT": ("8080", "port of the HTTP server; 0 picks a free port; -1 disables the server"),
+    "SHOPBOT_CHAT_PACE_MS": ("1000", "least time between two messages to one chat (Telegram allows about 1/s)"),
+    "SHOPBOT_LOG_LEVEL": ("INFO", "DEBUG | INFO | WARNING | ERROR"),
+    "SHOPBOT_LOG_FILE": ("", "also write the log to this file"),
+    "SHOPBOT_CLOCK": ("system", "system | accelerated:<start ISO-8601>:<factor> (test mode only)"),
+    "SHOPBOT_TEST_MODE": ("0", "1 allows test-only settings (accelerated clock, database page cap)"),
+    "SHOPBOT_FAULT": ("", "arm a fault point for drills, e.g. K7:kill (kills the process when reached)"),
+    "SHOPBOT_DB_MAX_PAGES": ("", "test only: cap the database size in pages to simulate a full disk"),
+}
+SECRETS = ("SHOPBOT_MODEL_API_KEY", "TELEGRAM_BOT_TOKEN", "SHOPBOT_WEBHOOK_SECRET")
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    values: dict[str, str] = {}
+    if not path.exists():
+        return values
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ConfigError(f"{path}:{number}: expected KEY=value")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key.strip()] = value
+    return values
+
+
+def environment(cwd: Path | None = None) -> dict[str, str]:
+    """The one mapping: `.env` in the working directory, overridden by the process environment."""
+    merged = read_dotenv((cwd or Path.cwd()) / ".env")
+    merged.update(os.environ)
+    return merged
+
+
+def _int(env: Mapping[str, str], key: str, minimum: int | None = None) -> int:
+    raw = env.get(key, "") or KEYS[key][0]
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{key} must be a whole number, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{key} must be at least {minimum}, got {value}")
+    return value
+
+
+def _ids(env: Mapping[str, str], key: str) -> tuple[int, ...]:
+    raw = env.get(key, "")
+    try:
+        return tuple(int(part) for part in raw.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise ConfigError(f"{key} must be comma-separated Telegram user ids, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class Config:
+    db: Path
+    capacity: int
+    debounce_ms: int
+    attempt_cap: int
+    worker_concurrency: int
+    model: str
+    model_base_url: str
+    model_api_key: Secret
+    shop_file: Path
+    telegram_token: Secret
+    telegram_api_base_url: str
+    owner_ids: tuple[int, ...]
+    owner_chat_id: int | None
+    webhook_url: str
+    webhook_secret: Secret
+    http_host: str
+    http_port: int
+    chat_pace_ms: int
+    log_level: str
+    log_file: Path | None
+    clock: str
+    test_mode: bool
+    fault: str
+    db_max_pages: int | None
+    extra: dict = field(default_factory=dict, repr=False)
+
+    def secrets(self) -> list[str]:
+        return [str(value) for value in (self.model_api_key, self.telegram_token, self.webhook_secret) if value]
+
+    def redacted(self) -> dict[str, str]:
+        shown = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            shown[f.name] = "****" if isinstance(value, Secret) and value else str(value)
+        return shown
+
+
+def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] | None = None) -> Config:
+    env = dict(environment() if env is None else env)
+    env.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    unknown = sorted(k for k in env if k.startswith("SHOPBOT_") and k not in KEYS)
+    if unknown:
+        raise ConfigError(f"unknown setting {', '.join(unknown)}: see .env.example for the known keys")
+
+    def text(key: str) -> str:
+        return env.get(key, "") or KEYS[key][0]
+
+    test_mode = text("SHOPBOT_TEST_MODE") == "1"
+    owner_ids = _ids(env, "SHOPBOT_OWNER_IDS")
+    owner_chat = _ids(env, "SHOPBOT_OWNER_CHAT_ID")
+    webhook_url, webhook_secret = text("SHOPBOT_WEBHOOK_URL"), env.get("SHOPBOT_WEBHOOK_SECRET", "")
+    if webhook_url and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", webhook_secret):
+        raise ConfigError("SHOPBOT_WEBHOOK_URL is set, so SHOPBOT_WEBHOOK_SECRET must be 1-256 characters of "
+                          "A-Za-z0-9_- (Telegram sends it back with every update)")
+    level = text("SHOPBOT_LOG_LEVEL").upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError(f"SHOPBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
+    max_pages = env.get("SHOPBOT_DB_MAX_PAGES", "")
+    if max_pages and not test_mode:
+        raise ConfigError("SHOPBOT_DB_MAX_PAGES is a test-only setting: it needs SHOPBOT_TEST_MODE=1")
+    if text("SHOPBOT_CLOCK") != "system" and not test_mode:
+        raise ConfigError("SHOPBOT_CLOCK=accelerated:... is refused unless SHOPBOT_TEST_MODE=1")
+    from store import faults
+    try:
+        faults.parse(text("SHOPBOT_FAULT"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return Config(
+        db=Path(text("SHOPBOT_DB")),
+        capacity=_int(env, "SHOPBOT_CAPACITY", 1),
+        debounce_ms=_int(env, "SHOPBOT_DEBOUNCE_MS", 0),
+        attempt_cap=_int(env, "SHOPBOT_ATTEMPT_CAP", 1),
+        worker_concurrency=_int(env, "SHOPBOT_WORKER_CONCURRENCY", 1),
+        model=text("SHOPBOT_MODEL"),
+        model_base_url=text("SHOPBOT_MODEL_BASE_URL"),
+        model_api_key=Secret(env.get("SHOPBOT_MODEL_API_KEY", "")),
+        shop_file=Path(text("SHOPBOT_SHOP_FILE")),
+        telegram_token=Secret(env.get("TELEGRAM_BOT_TOKEN", "")),
+        telegram_api_base_url=text("TELEGRAM_API_BASE_URL").rstrip("/"),
+        owner_ids=owner_ids,
+        owner_chat_id=owner_chat[0] if owner_chat else (owner_ids[0] if owner_ids else None),
+        webhook_url=webhook_url,
+        webhook_secret=Secret(webhook_secret),
+        http_host=text("SHOPBOT_HTTP_HOST"),
+        http_port=_int(env, "SHOPBOT_HTTP_PORT", -1),
+        chat_pace_ms=_int(env, "SHOPBOT_CHAT_PACE_MS", 0),
+        log_level=level,
+        log_file=Path(env["SHOPBOT_LOG_FILE"]) if env.get("SHOPBOT_LOG_FILE") else None,
+        clock=text("SHOPBOT_CLOCK"),
+        test_mode=test_mode,
+        fault=text("SHOPBOT_FAULT"),
+        db_max_pages=int(max_pages) if max_pages else None,
+    )

@@ -1,0 +1,384 @@
+"""The store's interface: everything bot/, producers/ and worker/ may do with durable state.
+
+This class is the seam: a PostgreSQL implementation will offer the same methods (and pass the same contract
+tests) without any change above store/. Each method is one short transaction; none holds a network call.
+"""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from . import inbox, invariants, journal, migrations, outbox, prompts, recovery, stats
+from .clock import Clock, from_text, to_text
+from .connection import Database, configure
+from .errors import SchemaTooOld, UnknownTarget
+from .outbox import ReportDraft
+from .records import (Admission, AdmitResult, Claim, Delivery, FinishOutcome, Occurrence, RecoverySummary, Stats,
+                      Violation)
+from .signals import Signals
+
+DEFAULT_CAPACITY = 100
+DEFAULT_DEBOUNCE_MS = 300     # see README: long enough for a double tap or a burst of short messages
+DEFAULT_ATTEMPT_CAP = 3
+
+
+class Store:
+    def __init__(self, db: Database, clock: Clock, *, capacity: int, debounce_ms: int, attempt_cap: int) -> None:
+        self.db = db
+        self.clock = clock
+        self.capacity = capacity
+        self.debounce = timedelta(milliseconds=debounce_ms)
+        self.attempt_cap = attempt_cap
+        self.signals = Signals()
+
+    # ---- lifecycle ----------------------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, path: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
+                   debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
+                   create: bool = True, migrate: bool = False, max_pages: int | None = None) -> "Store":
+        """Open a database. A missing or empty one is created at the current schema (when `create`); an older one
+        is refused with the command that migrates it (unless `migrate`); a newer one is refused before anything
+        changes."""
+        path = Path(path).resolve()
+        db = await Database.open(path, max_pages=max_pages)
+        try:
+            version = await db.raw(lambda conn: migrations.check_not_newer(conn, str(path)))
+            if version < migrations.LATEST:
+                if version == 0 and not create:
+                    raise SchemaTooOld(0, migrations.LATEST, str(path))
+                if version > 0 and not migrate:
+                    raise SchemaTooOld(version, migrations.LATEST, str(path))
+                now = to_text(clock.now())
+                await db.raw(lambda conn: migrations.migrate(conn, str(path), now))
+        except BaseException:
+            await db.close()
+            raise
+        return cls(db, clock, capacity=capacity, debounce_ms=debounce_ms, attempt_cap=attempt_cap)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    @property
+    def path(self) -> Path:
+        return self.db.path
+
+    def now(self) -> str:
+        return to_text(self.clock.now())
+
+    async def schema_version(self) -> int:
+        return await self.db.read(migrations.current_version)
+
+    async def data_version(self) -> int:
+        """Changes when another connection commits (cheap cross-process change detection)."""
+        return await self.db.raw(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0])
+
+    # ---- admission (C1, C2) -------------------------------------------------------------------------------
+    async def admit(self, occurrence: Occurrence) -> AdmitResult:
+        return (await self.admit_many([occurrence]))[0]
+
+    async def admit_many(self, occurrences: Sequence[Occurrence]) -> list[AdmitResult]:
+        """A whole batch in one commit (a getUpdates batch); each occurrence gets its own outcome."""
+        now = self.now()
+        results = await self.db.write(
+            lambda conn: [inbox.admit(conn, o, now, self.capacity) for o in occurrences])
+        if any(r.outcome is Admission.ACCEPTED for r in results):
+            self.signals.work.notify()
+        return results
+
+    async def admit_answered(self, occurrence: Occurrence, answer: Callable[[Any, int], ReportDraft]) -> AdmitResult:
+        """A control or notice item with its report, in one transaction. `answer(tx, work_id)` builds the report
+        inside the transaction (it may read and decide through `tx`, a `Transaction`)."""
+        now = self.now()
+        result = await self.db.write(
+            lambda conn: inbox.admit_answered(conn, occurrence, now,
+                                              lambda work_id: answer(Transaction(conn, now, self), work_id)))
+        if result.report_id:
+            self.signals.deliveries.notify()
+        return result
+
+    async def count(self, kind: str, by: int = 1) -> int:
+        now = self.now()
+        return await self.db.write(lambda conn: inbox.count(conn, now, kind, by))
+
+    async def atomic(self, fn: Callable[["Transaction"], Any]) -> Any:
+        """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2)."""
+        now = self.now()
+        result = await self.db.write(lambda conn: fn(Transaction(conn, now, self)))
+        self.signals.work.notify()
+        self.signals.deliveries.notify()
+        return result
+
+    # ---- the worker (C5, C6, C9) ---------------------------------------------------------------------------
+    async def claim(self, worker_id: str, skip_sessions: Sequence[str] = ()) -> Claim | None:
+        now_dt = self.clock.now()
+        cutoff = to_text(now_dt - self.debounce)
+        run_id = uuid.uuid4().hex
+        return await self.db.write(
+            lambda conn: inbox.claim(conn, worker_id, run_id, to_text(now_dt), cutoff, skip_sessions))
+
+    async def next_claim_time(self) -> datetime | None:
+        """When the earliest waiting session becomes due (debounce, not-before); None when none is waiting."""
+        rows = await self.db.read(inbox.waiting_sessions)
+        due = [max(from_text(admitted) + self.debounce, from_text(not_before) if not_before else from_text(admitted))
+               for admitted, not_before in rows]
+        return min(due) if due else None
+
+    async def finish(self, claim: Claim, draft: ReportDraft, *, user_text: str | None = None,
+                     stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
+                     apply: Callable[["Transaction"], None] | None = None,
+                     between: Callable[[], None] | None = None) -> FinishOutcome:
+        now = self.now()
+        outcome = await self.db.write(lambda conn: inbox.finish(
+            conn, claim, draft, now, user_text=user_text, stop_reason=stop_reason, usage=usage,
+            apply=(lambda c: apply(Transaction(c, now, self))) if apply else None, between=between))
+        self.signals.deliveries.notify()
+        return outcome
+
+    async def fail(self, claim: Claim, draft: ReportDraft, *, stop_reason: str | None = None,
+                   usage: tuple[int, int, int] = (0, 0, 0)) -> str:
+        now = self.now()
+        report_id = await self.db.write(
+            lambda conn: inbox.fail(conn, claim, draft, now, stop_reason=stop_reason, usage=usage))
+        self.signals.deliveries.notify()
+        return report_id
+
+    async def release(self, claim: Claim, *, delay_seconds: float, reason: str, refund: bool = False,
+                      usage: tuple[int, int, int] = (0, 0, 0)) -> str | None:
+        now_dt = self.clock.now()
+        not_before = to_text(now_dt + timedelta(seconds=delay_seconds)) if delay_seconds > 0 else None
+        report_id = await self.db.write(lambda conn: inbox.release(
+            conn, claim, to_text(now_dt), not_before, self.attempt_cap, reason=reason, refund=refund, usage=usage))
+        (self.signals.deliveries if report_id else self.signals.work).notify()
+        return report_id
+
+    async def op_started(self, run_id: str, call_id: str, tool: str, arguments: dict, effect: str) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: journal.op_started(conn, run_id, call_id, tool, arguments, effect, now))
+
+    async def op_finished(self, run_id: str, call_id: str, status: str, result: dict, *,
+                          acted_outside: bool = False) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: journal.op_finished(conn, run_id, call_id, status, result, now,
+                                                             acted_outside=acted_outside))
+
+    async def run_in_transaction(self, run_id: str, fn: Callable[["Transaction"], Any]) -> Any:
+        """An internal tool's business write, committed together with its run still being open."""
+        now = self.now()
+
+        def body(conn: sqlite3.Connection) -> Any:
+            journal._run_open(conn, run_id)  # noqa: SLF001 - same package
+            return fn(Transaction(conn, now, self))
+        return await self.db.write(body)
+
+    async def operations(self, run_id: str) -> list[dict]:
+        return await self.db.read(journal.operations, run_id)
+
+    async def history(self, session: str, limit: int = 20) -> list[tuple[str, str]]:
+        return await self.db.read(inbox.history, session, limit)
+
+    async def forget(self, session: str, by: str) -> tuple[int, int]:
+        now = self.now()
+        result = await self.db.write(lambda conn: inbox.forget(conn, session, by, now))
+        self.signals.deliveries.notify()
+        return result
+
+    async def recover(self) -> RecoverySummary:
+        now = self.now()
+        summary = await self.db.write(lambda conn: recovery.recover(conn, now, self.attempt_cap))
+        self.signals.work.notify()
+        self.signals.deliveries.notify()
+        return summary
+
+    # ---- the relay (C7, C8) --------------------------------------------------------------------------------
+    async def due_deliveries(self, limit: int = 20, skip_chats: Sequence[int] = ()) -> list[Delivery]:
+        now = self.now()
+        return await self.db.read(outbox.due_deliveries, now, limit, skip_chats)
+
+    async def next_delivery_time(self) -> datetime | None:
+        text = await self.db.read(outbox.next_wake)
+        return from_text(text) if text else None
+
+    async def mark_sending(self, delivery_id: int) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: outbox.mark_sending(conn, delivery_id, now))
+
+    async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: outbox.mark_confirmed(conn, delivery_id, receipt, now))
+
+    async def mark_not_sent(self, delivery_id: int, reason: str, retry_after: float | None = None) -> None:
+        now_dt = self.clock.now()
+        not_before = to_text(now_dt + timedelta(seconds=retry_after)) if retry_after else None
+        await self.db.write(lambda conn: outbox.mark_not_sent(conn, delivery_id, not_before, reason, to_text(now_dt)))
+
+    async def mark_failed(self, delivery_id: int, reason: str) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: outbox.mark_failed(conn, delivery_id, reason, now))
+
+    async def mark_unknown(self, delivery_id: int, reason: str) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: outbox.mark_unknown(conn, delivery_id, reason, now))
+
+    async def mark_denied(self, delivery_id: int, reason: str) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: outbox.mark_denied(conn, delivery_id, reason, now))
+
+    async def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
+        now = self.now()
+
+        def body(conn: sqlite3.Connection) -> list[int]:
+            moved = outbox.resolve(conn, report_id, decision, by, now)
+            prompts.close_for_target(conn, "unknown", report_id, decision, by, now)
+            return moved
+        moved = await self.db.write(body)
+        self.signals.deliveries.notify()
+        return moved
+
+    # ---- reading ---------------------------------------------------------------------------------------------
+    async def stats(self, start: datetime, end: datetime) -> Stats:
+        return await self.db.read(stats.window, to_text(start), to_text(end))
+
+    async def status(self, window_seconds: float = 3600.0) -> dict:
+        now_dt = self.clock.now()
+        window = await self.stats(now_dt - timedelta(seconds=window_seconds), now_dt)
+        return await self.db.read(lambda conn: read_status(conn, now_dt, window))
+
+    async def reports(self, limit: int = 20) -> list[dict]:
+        return await self.db.read(read_reports, limit)
+
+    async def check(self) -> list[Violation]:
+        return await self.db.read(invariants.check_connection)
+
+    async def backup(self, target: Path | str) -> None:
+        """SQLite's online backup of the live database into `target` (a consistent copy, WAL included)."""
+        target = Path(target)
+        if target.exists():
+            raise FileExistsError(f"{target} exists; choose a new path for the backup")
+
+        def copy(conn: sqlite3.Connection) -> None:
+            dest = sqlite3.connect(str(target))
+            try:
+                conn.backup(dest)
+            finally:
+                dest.close()
+        await self.db.raw(copy)
+
+
+class Transaction:
+    """The store's moves available inside one open write transaction (sync: no awaits inside a transaction)."""
+
+    def __init__(self, conn: sqlite3.Connection, now: str, store: Store) -> None:
+        self.conn = conn
+        self.now = now
+        self._store = store
+
+    def admit(self, occurrence: Occurrence) -> AdmitResult:
+        return inbox.admit(self.conn, occurrence, self.now, self._store.capacity)
+
+    def count(self, kind: str, by: int = 1) -> int:
+        return inbox.count(self.conn, self.now, kind, by)
+
+    def create_prompt(self, kind: str, target: str, chat_id: int, expires_at: str | None = None) -> str:
+        return prompts.create(self.conn, kind, target, chat_id, self.now, expires_at)
+
+    def prompt(self, nonce: str) -> prompts.Prompt | None:
+        return prompts.get(self.conn, nonce)
+
+    def decide_prompt(self, nonce: str, decision: str, by: str) -> bool:
+        return prompts.decide(self.conn, nonce, decision, by, self.now)
+
+    def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
+        moved = outbox.resolve(self.conn, report_id, decision, by, self.now)
+        prompts.close_for_target(self.conn, "unknown", report_id, decision, by, self.now)
+        return moved
+
+    def forget(self, session: str, by: str) -> tuple[int, int]:
+        return inbox.forget(self.conn, session, by, self.now)
+
+    def delivery_states(self, report_id: str) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT state FROM deliveries WHERE report_id = ? ORDER BY part", (report_id,)).fetchall()]
+
+
+def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict:
+    from .clock import from_text
+    work = {state: 0 for state in ("pending", "running", "finished", "failed")}
+    for state, n in conn.execute("SELECT state, count(*) FROM work GROUP BY state"):
+        work[state] = n
+    deliveries = {state: 0 for state in ("pending", "sending", "confirmed", "unknown", "failed", "denied")}
+    for state, n in conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state"):
+        deliveries[state] = n
+    oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
+    unknown = [dict(r) for r in conn.execute(
+        "SELECT report_id, part, parts, chat_id, reason, updated_at FROM deliveries WHERE state = 'unknown' "
+        "ORDER BY delivery_id")]
+    failed_deliveries = [dict(r) for r in conn.execute(
+        "SELECT report_id, part, chat_id, reason FROM deliveries WHERE state IN ('failed', 'denied') "
+        "ORDER BY delivery_id DESC LIMIT 20")]
+    failed_work = [dict(r) for r in conn.execute(
+        "SELECT w.work_id, w.source, i.report_id FROM work w LEFT JOIN report_items i USING (work_id) "
+        "WHERE w.state = 'failed' ORDER BY w.work_id DESC LIMIT 20")]
+    counters = {kind: n for kind, n in conn.execute(
+        "SELECT kind, sum(count) FROM counters GROUP BY kind ORDER BY kind")}
+    return {
+        "work": work,
+        "deliveries": deliveries,
+        "open_agent_work": inbox.open_agent_work(conn),
+        "oldest_pending_seconds": (now - from_text(oldest)).total_seconds() if oldest else None,
+        "unknown": unknown,
+        "failed_work": failed_work,
+        "failed_deliveries": failed_deliveries,
+        "counters": counters,
+        "littles_law": {"window_seconds": window.window_seconds, "lambda_per_s": window.lam, "W_s": window.w,
+                        "L": window.l, "lambda_W": window.lam_w, "arrivals": window.arrivals,
+                        "refused": window.refused},
+    }
+
+
+def read_reports(conn: sqlite3.Connection, limit: int) -> list[dict]:
+    rows = conn.execute("SELECT * FROM reports ORDER BY created_at DESC, anchor DESC, generation DESC LIMIT ?",
+                        (limit,)).fetchall()
+    result = []
+    for row in rows:
+        items = [r[0] for r in conn.execute("SELECT work_id FROM report_items WHERE report_id = ? ORDER BY work_id",
+                                            (row["report_id"],))]
+        parts = [dict(r) for r in conn.execute(
+            "SELECT part, state, receipt, reason FROM deliveries WHERE report_id = ? ORDER BY part",
+            (row["report_id"],))]
+        result.append({"report": row["report_id"], "work": items, "is_error": bool(row["is_error"]),
+                       "destination": row["destination"], "created_at": row["created_at"],
+                       "deliveries": parts, "body": row["body"]})
+    return result
+
+
+def restore(backup: Path | str, target: Path | str, clock: Clock) -> int:
+    """Copy a backup over the (stopped) database and turn every non-terminal delivery into `unknown`, so a restore
+    never resends silently. The caller holds the instance lock. Returns the deliveries made unknown."""
+    backup, target = Path(backup), Path(target)
+    if not backup.exists():
+        raise UnknownTarget(f"no backup at {backup}")
+    check = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
+    try:
+        migrations.check_not_newer(check, str(backup))
+        check.execute("PRAGMA quick_check").fetchone()
+    finally:
+        check.close()
+    for suffix in ("-wal", "-shm"):
+        Path(str(target) + suffix).unlink(missing_ok=True)
+    tmp = Path(str(target) + ".restoring")
+    shutil.copyfile(backup, tmp)
+    tmp.replace(target)
+    conn = sqlite3.connect(str(target), isolation_level=None)
+    try:
+        configure(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        n = outbox.mark_all_unknown_after_restore(conn, to_text(clock.now()))
+        conn.execute("COMMIT")
+        return n
+    finally:
+        conn.close()

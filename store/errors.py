@@ -1,0 +1,55 @@
+"""The store's exceptions. Driver errors are translated here and nowhere else; expected outcomes of admission
+(duplicate, conflict, refused) are return values, not exceptions."""
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Root of every error the store raises."""
+
+
+class SchemaTooNew(StoreError):
+    def __init__(self, found: int, supported: int, path: str) -> None:
+        self.found, self.supported, self.path = found, supported, path
+        super().__init__(
+            f"{path} was written by a newer shopbot (schema version {found}; this version knows up to {supported}). "
+            "Nothing was changed. Upgrade shopbot, or restore a backup made by this version.")
+
+
+class SchemaTooOld(StoreError):
+    def __init__(self, found: int, supported: int, path: str) -> None:
+        self.found, self.supported, self.path = found, supported, path
+        super().__init__(
+            f"{path} has schema version {found}, this shopbot needs {supported}. Nothing was changed. "
+            f"Back it up (`shopbot backup PATH`), then run `shopbot migrate --db {path}`.")
+
+
+class IllegalTransition(StoreError):
+    """The database refused a state move (a C4/C6/C7/C8 trigger) or the code found the move illegal."""
+
+
+class NotClaimed(StoreError):
+    """A worker tried to finish, release or fail work it does not hold (C5)."""
+
+    def __init__(self, run_id: str, detail: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id}: {detail}")
+
+
+class UnknownTarget(StoreError):
+    """A report, delivery, session or prompt that does not exist."""
+
+
+class StoreBusy(StoreError):
+    """Another process held the database's write lock for longer than the busy timeout."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be written (disk full, read-only, I/O error, missing file)."""
+
+
+class InstanceLocked(StoreError):
+    def __init__(self, path: str, pid: str) -> None:
+        self.path, self.pid = path, pid
+        super().__init__(
+            f"another shopbot process (pid {pid or 'unknown'}) owns {path}; one process per database runs the "
+            "worker, the relays and recovery. Stop it first, or use a different SHOPBOT_DB.")

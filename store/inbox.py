@@ -1,0 +1,259 @@
+"""The work inbox: admission (C1), claim (C5), finish (C6), release and fail (C9), forget (C12).
+
+Every function here runs inside a transaction that its caller opened (`Database.write`), on the connection it is
+given, so a producer can admit inside its own transaction together with its cursor (C2).
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+
+from . import outbox
+from .clock import from_text
+from .errors import IllegalTransition, NotClaimed
+from .records import Admission, AdmitResult, Claim, FinishOutcome, Occurrence, WorkItem, WorkKind, WorkState
+
+OPEN_AGENT = "kind = 'agent' AND state IN ('pending', 'running')"
+
+
+def minute_of(now: str) -> str:
+    return now[:16]
+
+
+def count(conn: sqlite3.Connection, now: str, kind: str, by: int = 1) -> int:
+    """Bump a per-minute counter (refusals, strangers, malformed input) and return its new value."""
+    row = conn.execute(
+        "INSERT INTO counters (minute, kind, count) VALUES (?, ?, ?) "
+        "ON CONFLICT (minute, kind) DO UPDATE SET count = count + excluded.count RETURNING count",
+        (minute_of(now), kind, by)).fetchone()
+    return row[0]
+
+
+def open_agent_work(conn: sqlite3.Connection) -> int:
+    return conn.execute(f"SELECT count(*) FROM work WHERE {OPEN_AGENT}").fetchone()[0]
+
+
+def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: int) -> AdmitResult:
+    """C1 on an open transaction: identity first, then capacity (agent work only), then the insert."""
+    existing = conn.execute("SELECT work_id, session, payload FROM work WHERE source = ?",
+                            (occurrence.source,)).fetchone()
+    if existing is not None:
+        same = existing["session"] == occurrence.session and existing["payload"] == occurrence.payload
+        return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, existing["work_id"])
+    if occurrence.kind is WorkKind.AGENT and open_agent_work(conn) >= capacity:
+        count(conn, now, "refused_capacity")
+        return AdmitResult(Admission.REFUSED)
+    work_id = conn.execute(
+        "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (occurrence.source, occurrence.session, occurrence.kind.value, occurrence.payload,
+         occurrence.destination, now)).lastrowid
+    return AdmitResult(Admission.ACCEPTED, work_id)
+
+
+def admit_answered(conn: sqlite3.Connection, occurrence: Occurrence, now: str, answer: Callable[[int], "outbox.ReportDraft"]) -> AdmitResult:
+    """A control or notice item: admitted, run and finished with its report in this one transaction (DESIGN, Words).
+
+    `answer(work_id)` is called only for a new occurrence, inside the transaction, and returns the report to store.
+    Never refused for capacity; never claimed by the worker; not part of agent history.
+    """
+    if occurrence.kind is WorkKind.AGENT:
+        raise ValueError("admit_answered is for control and notice items")
+    result = admit(conn, occurrence, now, capacity=0)
+    if result.outcome is not Admission.ACCEPTED:
+        return result
+    assert result.work_id is not None
+    draft = answer(result.work_id)
+    conn.execute("UPDATE work SET state = 'running' WHERE work_id = ?", (result.work_id,))
+    report_id = outbox.insert_report(conn, [result.work_id], draft, now, run_id=None)
+    conn.execute("UPDATE work SET state = ?, ended_at = ? WHERE work_id = ?",
+                 ("failed" if draft.is_error else "finished", now, result.work_id))
+    return AdmitResult(Admission.ACCEPTED, result.work_id, report_id)
+
+
+def _item(row: sqlite3.Row) -> WorkItem:
+    return WorkItem(row["work_id"], row["source"], row["session"], WorkKind(row["kind"]), row["payload"],
+                    row["destination"], WorkState(row["state"]), row["attempts"], from_text(row["admitted_at"]))
+
+
+def session_epoch(conn: sqlite3.Connection, session: str) -> int:
+    row = conn.execute("SELECT epoch FROM sessions WHERE session = ?", (session,)).fetchone()
+    return row[0] if row else 0
+
+
+def claim(conn: sqlite3.Connection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
+          skip_sessions: Sequence[str] = ()) -> Claim | None:
+    """C5: the pending items of one due session become one turn, running for this worker, committed before any
+    model runs. A session is due when its oldest pending item was admitted at or before the cutoff (the debounce
+    window is not reset by later items) and has no not-before time in the future, and no turn of it is running."""
+    skip = tuple(skip_sessions)
+    row = conn.execute(
+        f"""SELECT w.session, w.work_id FROM work w
+            WHERE w.state = 'pending' AND w.kind = 'agent'
+              AND w.work_id = (SELECT min(x.work_id) FROM work x
+                               WHERE x.session = w.session AND x.state IN ('pending', 'running') AND x.kind = 'agent')
+              AND w.admitted_at <= ? AND (w.not_before IS NULL OR w.not_before <= ?)
+              AND w.session NOT IN ({','.join('?' * len(skip))})
+            ORDER BY w.work_id LIMIT 1""",
+        (debounce_cutoff, now, *skip)).fetchone()
+    if row is None:
+        return None
+    session = row["session"]
+    epoch = session_epoch(conn, session)
+    rows = conn.execute(
+        "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = ?, run_id = ?, not_before = NULL "
+        "WHERE session = ? AND state = 'pending' AND kind = 'agent' RETURNING *",
+        (worker_id, run_id, session)).fetchall()
+    items = tuple(sorted((_item(r) for r in rows), key=lambda item: item.work_id))
+    attempt = max(item.attempts for item in items)
+    conn.execute(
+        "INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (run_id, worker_id, session, items[0].work_id, attempt, epoch, now))
+    return Claim(run_id, worker_id, session, items, attempt, epoch)
+
+
+def waiting_sessions(conn: sqlite3.Connection) -> list[tuple[str, str | None]]:
+    """(admitted_at, not_before) of the oldest item of every session whose turn is not running."""
+    return [tuple(r) for r in conn.execute(
+        "SELECT w.admitted_at, w.not_before FROM work w WHERE w.state = 'pending' AND w.kind = 'agent' "
+        "AND w.work_id = (SELECT min(x.work_id) FROM work x WHERE x.session = w.session "
+        "AND x.state IN ('pending', 'running') AND x.kind = 'agent')").fetchall()]
+
+
+def _held(conn: sqlite3.Connection, claim: Claim) -> None:
+    """C5: a worker finishes, releases or fails only the exact set it claimed and still holds."""
+    ids = [item.work_id for item in claim.items]
+    held = conn.execute(
+        f"SELECT count(*) FROM work WHERE work_id IN ({','.join('?' * len(ids))}) "
+        "AND state = 'running' AND run_id = ? AND worker_id = ?",
+        (*ids, claim.run_id, claim.worker_id)).fetchone()[0]
+    if held != len(ids):
+        raise NotClaimed(claim.run_id, f"holds {held} of the {len(ids)} items of its turn; it cannot end them")
+
+
+def _end_run(conn: sqlite3.Connection, run_id: str, now: str, outcome: str, *, report_id: str | None = None,
+             stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0)) -> None:
+    conn.execute(
+        "UPDATE runs SET ended_at = ?, outcome = ?, report_id = ?, stop_reason = ?, "
+        "model_calls = model_calls + ?, input_tokens = input_tokens + ?, output_tokens = output_tokens + ? "
+        "WHERE run_id = ?",
+        (now, outcome, report_id, stop_reason, *usage, run_id))
+
+
+def finish(conn: sqlite3.Connection, claim: Claim, draft: "outbox.ReportDraft", now: str, *,
+           user_text: str | None = None, stop_reason: str | None = None,
+           usage: tuple[int, int, int] = (0, 0, 0),
+           apply: Callable[[sqlite3.Connection], None] | None = None,
+           between: Callable[[], None] | None = None) -> FinishOutcome:
+    """C6 in one transaction: items finished, report inserted and linked, operations attached, history updated.
+
+    `apply` runs domain changes that belong to the same commit (a till count's stock update). `between` is a test
+    hook between the two writes. If the session was forgotten during the run (C12) the result is discarded and
+    the items fail with a report saying so.
+    """
+    _held(conn, claim)
+    ids = [item.work_id for item in claim.items]
+    if session_epoch(conn, claim.session) != claim.epoch:
+        who = conn.execute("SELECT forgotten_by FROM sessions WHERE session = ?", (claim.session,)).fetchone()[0]
+        cancel = outbox.ReportDraft(
+            f"This conversation was forgotten ({who}) while I was answering; the answer was discarded.",
+            destination=claim.destination, is_error=True)
+        report_id = _fail_items(conn, ids, cancel, now, claim.run_id)
+        _end_run(conn, claim.run_id, now, "discarded", report_id=report_id, stop_reason="forgotten", usage=usage)
+        return FinishOutcome(report_id, discarded=True)
+    conn.execute(
+        f"UPDATE work SET state = 'finished', ended_at = ? WHERE work_id IN ({','.join('?' * len(ids))})",
+        (now, *ids))
+    if between is not None:
+        between()
+    if apply is not None:
+        apply(conn)
+    report_id = outbox.insert_report(conn, ids, draft, now, run_id=claim.run_id)
+    conn.execute("UPDATE operations SET report_id = ? WHERE run_id = ?", (report_id, claim.run_id))
+    _end_run(conn, claim.run_id, now, "finished", report_id=report_id, stop_reason=stop_reason, usage=usage)
+    if user_text is not None:
+        conn.execute("INSERT INTO history (session, role, text, created_at) VALUES (?, 'user', ?, ?)",
+                     (claim.session, user_text, now))
+        conn.execute("INSERT INTO history (session, role, text, report_id, created_at) "
+                     "VALUES (?, 'assistant', ?, ?, ?)", (claim.session, draft.body, report_id, now))
+    conn.execute(
+        "INSERT INTO sessions (session, turns, last_report) VALUES (?, 1, ?) "
+        "ON CONFLICT (session) DO UPDATE SET turns = turns + 1, last_report = excluded.last_report",
+        (claim.session, report_id))
+    return FinishOutcome(report_id)
+
+
+def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: "outbox.ReportDraft", now: str,
+                run_id: str | None) -> str:
+    """Items (running or pending) become failed with one error report linked to all of them (C9, R3)."""
+    conn.execute(f"UPDATE work SET state = 'failed', ended_at = ? WHERE work_id IN ({','.join('?' * len(ids))})",
+                 (now, *ids))
+    return outbox.insert_report(conn, ids, draft, now, run_id=run_id)
+
+
+def fail(conn: sqlite3.Connection, claim: Claim, draft: "outbox.ReportDraft", now: str, *,
+         stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0)) -> str:
+    """running -> failed with an error report the owner will see (C9)."""
+    _held(conn, claim)
+    report_id = _fail_items(conn, [item.work_id for item in claim.items], draft, now, claim.run_id)
+    conn.execute("UPDATE operations SET report_id = ? WHERE run_id = ?", (report_id, claim.run_id))
+    _end_run(conn, claim.run_id, now, "failed", report_id=report_id, stop_reason=stop_reason, usage=usage)
+    return report_id
+
+
+def cap_failure(attempts: int, destination: str | None, reason: str) -> "outbox.ReportDraft":
+    return outbox.ReportDraft(
+        f"Sorry, I could not do this after {attempts} attempts ({reason}). Nothing was lost: the request is "
+        "kept as failed, and you can ask again.", destination=destination, is_error=True)
+
+
+def release(conn: sqlite3.Connection, claim: Claim, now: str, not_before: str | None, attempt_cap: int, *,
+            reason: str, refund: bool = False, usage: tuple[int, int, int] = (0, 0, 0)) -> str | None:
+    """running -> pending with a not-before time, or failed at the attempt cap (C9). `refund` gives back the
+    attempt (a model call abandoned at shutdown). Returns the error report id when the cap failed the turn."""
+    _held(conn, claim)
+    ids = [item.work_id for item in claim.items]
+    marks = ','.join('?' * len(ids))
+    if not refund and claim.attempt >= attempt_cap:
+        report_id = _fail_items(conn, ids, cap_failure(claim.attempt, claim.destination, reason), now, claim.run_id)
+        _end_run(conn, claim.run_id, now, "failed", report_id=report_id, stop_reason=reason, usage=usage)
+        return report_id
+    conn.execute(
+        f"UPDATE work SET state = 'pending', not_before = ?, attempts = attempts - ? WHERE work_id IN ({marks})",
+        (not_before, 1 if refund else 0, *ids))
+    _end_run(conn, claim.run_id, now, "released", stop_reason=reason, usage=usage)
+    return None
+
+
+def forget(conn: sqlite3.Connection, session: str, by: str, now: str) -> tuple[int, int]:
+    """C12: delete the session's agent history and cancel its pending work (pending -> failed, with a report naming
+    who cancelled). A running turn finds the new epoch at finish and is discarded. Returns (history rows, cancelled)."""
+    deleted = conn.execute("DELETE FROM history WHERE session = ?", (session,)).rowcount
+    conn.execute(
+        "INSERT INTO sessions (session, epoch, forgotten_at, forgotten_by) VALUES (?, 1, ?, ?) "
+        "ON CONFLICT (session) DO UPDATE SET epoch = epoch + 1, forgotten_at = excluded.forgotten_at, "
+        "forgotten_by = excluded.forgotten_by", (session, now, by))
+    rows = conn.execute("SELECT work_id, destination FROM work WHERE session = ? AND state = 'pending' "
+                        "AND kind = 'agent' ORDER BY work_id", (session,)).fetchall()
+    if rows:
+        ids = [r["work_id"] for r in rows]
+        draft = outbox.ReportDraft(
+            f"Cancelled {len(ids)} waiting request(s): the conversation was forgotten ({by}).",
+            destination=rows[0]["destination"], is_error=True)
+        _fail_items(conn, ids, draft, now, None)
+    return deleted, len(rows)
+
+
+def cancel_pending_item(conn: sqlite3.Connection, work_id: int, by: str, now: str) -> str:
+    """pending -> failed for one item, with a report naming who cancelled (C4)."""
+    row = conn.execute("SELECT state, destination FROM work WHERE work_id = ?", (work_id,)).fetchone()
+    if row is None or row["state"] != "pending":
+        raise IllegalTransition(f"work {work_id} is not pending; only pending work can be cancelled")
+    return _fail_items(conn, [work_id], outbox.ReportDraft(f"Cancelled by {by}.", destination=row["destination"],
+                                                          is_error=True), now, None)
+
+
+def history(conn: sqlite3.Connection, session: str, limit: int) -> list[tuple[str, str]]:
+    rows = conn.execute("SELECT role, text FROM history WHERE session = ? ORDER BY entry_id DESC LIMIT ?",
+                        (session, limit)).fetchall()
+    return [(r["role"], r["text"]) for r in reversed(rows)]

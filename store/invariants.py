@@ -1,0 +1,77 @@
+"""Invariant queries, run on an independent read-only connection (`shopbot check`, the drills, the tests).
+
+Each rule is one query that returns the violating rows; a check that has never failed has not shown it can, so
+tests/test_invariants.py plants each violation and sees it caught.
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from .records import Violation
+
+RULES: dict[str, tuple[str, str]] = {
+    "R1": ("every finished item has a report",
+           "SELECT w.work_id, 'finished work ' || w.work_id || ' has no report' FROM work w "
+           "WHERE w.state = 'finished' AND NOT EXISTS (SELECT 1 FROM report_items i WHERE i.work_id = w.work_id)"),
+    "R2": ("every report belongs to finished or failed work",
+           "SELECT r.report_id, 'report ' || r.report_id || ' answers no work' FROM reports r "
+           "WHERE NOT EXISTS (SELECT 1 FROM report_items i WHERE i.report_id = r.report_id) "
+           "UNION ALL "
+           "SELECT i.report_id, 'report ' || i.report_id || ' answers work ' || w.work_id || ' which is ' || w.state "
+           "FROM report_items i JOIN work w USING (work_id) WHERE w.state NOT IN ('finished', 'failed')"),
+    "R3": ("every failed item has an error report",
+           "SELECT w.work_id, 'failed work ' || w.work_id || ' has no error report' FROM work w "
+           "WHERE w.state = 'failed' AND NOT EXISTS (SELECT 1 FROM report_items i JOIN reports r USING (report_id) "
+           "WHERE i.work_id = w.work_id AND r.is_error = 1)"),
+    "T1": ("a turn never mixes sessions",
+           "SELECT i.report_id, 'report ' || i.report_id || ' answers ' || count(DISTINCT w.session) || ' sessions' "
+           "FROM report_items i JOIN work w USING (work_id) GROUP BY i.report_id HAVING count(DISTINCT w.session) > 1"),
+    "T2": ("one running turn per session",
+           "SELECT session, 'session ' || session || ' runs ' || count(DISTINCT run_id) || ' turns at once' "
+           "FROM work WHERE state = 'running' AND kind = 'agent' GROUP BY session HAVING count(DISTINCT run_id) > 1"),
+    "T3": ("running agent work is held by an open run",
+           "SELECT w.work_id, 'running work ' || w.work_id || ' has no open run' FROM work w "
+           "LEFT JOIN runs r ON r.run_id = w.run_id "
+           "WHERE w.state = 'running' AND w.kind = 'agent' AND (r.run_id IS NULL OR r.ended_at IS NOT NULL)"),
+    "T4": ("control and notice items finish inside their admission",
+           "SELECT work_id, w.kind || ' item ' || work_id || ' is ' || state FROM work w "
+           "WHERE kind IN ('control', 'notice') AND state IN ('pending', 'running')"),
+    "D1": ("a confirmed delivery has a receipt or a recorded 'delivered' decision",
+           "SELECT d.delivery_id, 'delivery ' || d.delivery_id || ' of ' || d.report_id || ' confirmed with no receipt' "
+           "FROM deliveries d WHERE d.state = 'confirmed' AND d.receipt IS NULL AND NOT EXISTS ("
+           "SELECT 1 FROM resolutions r WHERE r.delivery_id = d.delivery_id AND r.decision = 'delivered')"),
+    "D2": ("every resend has a recorded decision",
+           "SELECT d.delivery_id, 'delivery ' || d.delivery_id || ' resent ' || d.resends || ' times with fewer decisions' "
+           "FROM deliveries d WHERE d.resends > (SELECT count(*) FROM resolutions r "
+           "WHERE r.delivery_id = d.delivery_id AND r.decision = 'resend')"),
+    "D3": ("a report to a Telegram chat has all its parts",
+           "SELECT r.report_id, 'report ' || r.report_id || ' to ' || r.destination || ' has ' || "
+           "(SELECT count(*) FROM deliveries d WHERE d.report_id = r.report_id) || ' parts queued' FROM reports r "
+           "WHERE r.destination LIKE 'tg:%' AND (SELECT count(*) FROM deliveries d WHERE d.report_id = r.report_id) "
+           "!= coalesce((SELECT max(parts) FROM deliveries d WHERE d.report_id = r.report_id), -1)"),
+    "D4": ("a part is sent only after every earlier part was confirmed",
+           "SELECT d.delivery_id, 'part ' || d.part || ' of ' || d.report_id || ' was sent before part ' || e.part "
+           "|| ' (' || e.state || ')' FROM deliveries d JOIN deliveries e ON e.report_id = d.report_id "
+           "AND e.part < d.part WHERE d.attempts > 0 AND e.state != 'confirmed'"),
+}
+
+
+def check_connection(conn: sqlite3.Connection) -> list[Violation]:
+    violations = []
+    for rule, (_, query) in RULES.items():
+        for subject, detail in conn.execute(query).fetchall():
+            violations.append(Violation(rule, str(subject), detail))
+    return violations
+
+
+def check(path: Path) -> list[Violation]:
+    """Run every rule on a fresh read-only connection of the database file."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no database at {path}")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        conn.execute("BEGIN")   # one snapshot for every rule
+        return check_connection(conn)
+    finally:
+        conn.close()

@@ -1,0 +1,37 @@
+"""The operations journal: every tool call of a run, started before it acts and finished after (C10, C11)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+
+def op_started(conn: sqlite3.Connection, run_id: str, call_id: str, tool: str, arguments: dict, effect: str,
+               now: str) -> None:
+    _run_open(conn, run_id)
+    conn.execute("INSERT INTO operations (run_id, call_id, tool, arguments, effect, started_at) "
+                 "VALUES (?, ?, ?, ?, ?, ?)",
+                 (run_id, call_id, tool, json.dumps(arguments, sort_keys=True), effect, now))
+
+
+def op_finished(conn: sqlite3.Connection, run_id: str, call_id: str, status: str, result: dict, now: str, *,
+                acted_outside: bool = False) -> None:
+    _run_open(conn, run_id)
+    cursor = conn.execute(
+        "UPDATE operations SET status = ?, result = ?, finished_at = ?, acted_outside = ? "
+        "WHERE run_id = ? AND call_id = ? AND status = 'started'",
+        (status, json.dumps(result, sort_keys=True, default=str), now, int(acted_outside), run_id, call_id))
+    if cursor.rowcount != 1:
+        raise ValueError(f"operation {call_id} of run {run_id} was not started or is already finished")
+
+
+def _run_open(conn: sqlite3.Connection, run_id: str) -> None:
+    """A run whose turn was released, failed or finished cannot write more (its claim is gone)."""
+    row = conn.execute("SELECT ended_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None or row[0] is not None:
+        from .errors import NotClaimed
+        raise NotClaimed(run_id, "the run is over; it cannot journal operations")
+
+
+def operations(conn: sqlite3.Connection, run_id: str) -> list[dict]:
+    return [dict(r) for r in conn.execute("SELECT * FROM operations WHERE run_id = ? ORDER BY op_id",
+                                          (run_id,)).fetchall()]

@@ -1,0 +1,220 @@
+"""The report outbox: immutable reports (C6), their deliveries in parts (C7) and recorded decisions (C8).
+
+Functions run inside their caller's transaction. The relay's moves are each one short transaction of their own:
+`sending` is committed before the HTTP call and the outcome after it; the network never sits inside a transaction.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .errors import IllegalTransition, UnknownTarget
+from .records import Delivery, DeliveryState
+
+PART_LIMIT = 4000   # C7: parts of at most 4,000 characters (Telegram's hard limit is 4,096)
+
+Buttons = Sequence[Sequence[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class ReportDraft:
+    body: str
+    destination: str | None = None       # 'tg:<chat_id>' gets deliveries; anything else is stored only
+    is_error: bool = False
+    buttons: Buttons | None = None       # inline keyboard rows of (label, callback data), under the last part
+
+
+def chat_of(destination: str | None) -> int | None:
+    if destination and destination.startswith("tg:"):
+        try:
+            return int(destination[3:])
+        except ValueError:
+            return None
+    return None
+
+
+def split_parts(body: str, report_id: str, limit: int = PART_LIMIT) -> list[str]:
+    """Split at line boundaries into parts that, with their identity line, fit `limit`; each part ends with its
+    identity (`r12.1`, or `r12.1 (2/3)`) so a person can spot a duplicate."""
+    room = limit - len(f"\n\n{report_id} (999/999)")
+    chunks: list[str] = []
+    current = ""
+    for line in body.splitlines(keepends=True) or [""]:
+        while len(line) > room:                       # a single line longer than a part: hard split
+            if current:
+                chunks.append(current)
+                current = ""
+            chunks.append(line[:room])
+            line = line[room:]
+        if len(current) + len(line) > room:
+            chunks.append(current)
+            current = ""
+        current += line
+    if current or not chunks:
+        chunks.append(current)
+    total = len(chunks)
+    if total == 1:
+        return [f"{chunks[0].rstrip()}\n\n{report_id}"]
+    return [f"{chunk.rstrip()}\n\n{report_id} ({i}/{total})" for i, chunk in enumerate(chunks, start=1)]
+
+
+def next_generation(conn: sqlite3.Connection, anchor: int) -> int:
+    return conn.execute("SELECT coalesce(max(generation), 0) + 1 FROM reports WHERE anchor = ?",
+                        (anchor,)).fetchone()[0]
+
+
+def insert_report(conn: sqlite3.Connection, work_ids: Sequence[int], draft: ReportDraft, now: str, *,
+                  run_id: str | None) -> str:
+    """Insert a report for a turn (anchor = lowest work id, next generation), link it to every item of the turn,
+    and queue its deliveries when the destination is a Telegram chat."""
+    anchor = min(work_ids)
+    generation = next_generation(conn, anchor)
+    report_id = f"r{anchor}.{generation}"
+    conn.execute(
+        "INSERT INTO reports (report_id, anchor, generation, body, is_error, destination, buttons, run_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (report_id, anchor, generation, draft.body, int(draft.is_error), draft.destination,
+         json.dumps([list(map(list, row)) for row in draft.buttons]) if draft.buttons else None, run_id, now))
+    conn.executemany("INSERT INTO report_items (report_id, work_id) VALUES (?, ?)",
+                     [(report_id, work_id) for work_id in sorted(set(work_ids))])
+    chat_id = chat_of(draft.destination)
+    if chat_id is not None:
+        parts = split_parts(draft.body, report_id)
+        conn.executemany(
+            "INSERT INTO deliveries (report_id, part, parts, chat_id, text, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(report_id, i, len(parts), chat_id, text, now, now) for i, text in enumerate(parts, start=1)])
+    return report_id
+
+
+def _delivery(row: sqlite3.Row) -> Delivery:
+    buttons = None
+    if row["part"] == row["parts"] and row["buttons"]:
+        buttons = tuple(tuple((label, data) for label, data in r) for r in json.loads(row["buttons"]))
+    return Delivery(row["delivery_id"], row["report_id"], row["part"], row["parts"], row["chat_id"], row["text"],
+                    DeliveryState(row["state"]), row["attempts"], buttons)
+
+
+_SELECT_DELIVERY = ("SELECT d.*, r.buttons FROM deliveries d JOIN reports r USING (report_id) ")
+
+
+def due_deliveries(conn: sqlite3.Connection, now: str, limit: int, skip_chats: Sequence[int] = ()) -> list[Delivery]:
+    """Pending deliveries that are due, oldest first, whose earlier parts are all confirmed (C7: a report's parts go
+    in order and stop at the first part that is not confirmed)."""
+    skip = tuple(skip_chats)
+    rows = conn.execute(
+        _SELECT_DELIVERY +
+        f"""WHERE d.state = 'pending' AND (d.not_before IS NULL OR d.not_before <= ?)
+              AND d.chat_id NOT IN ({','.join('?' * len(skip))})
+              AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.report_id = d.report_id AND e.part < d.part
+                              AND e.state != 'confirmed')
+            ORDER BY d.delivery_id LIMIT ?""", (now, *skip, limit)).fetchall()
+    return [_delivery(r) for r in rows]
+
+
+def next_wake(conn: sqlite3.Connection) -> str | None:
+    """The earliest not-before time among pending deliveries (for the relay's timed wake-up)."""
+    return conn.execute("SELECT min(not_before) FROM deliveries WHERE state = 'pending' AND not_before IS NOT NULL"
+                        ).fetchone()[0]
+
+
+def _move(conn: sqlite3.Connection, delivery_id: int, expect: str, new: str, now: str, **columns: object) -> None:
+    sets = ", ".join(f"{name} = ?" for name in columns)
+    cursor = conn.execute(
+        f"UPDATE deliveries SET state = ?, updated_at = ?{', ' + sets if sets else ''} "
+        "WHERE delivery_id = ? AND state = ?",
+        (new, now, *columns.values(), delivery_id, expect))
+    if cursor.rowcount != 1:
+        raise IllegalTransition(f"delivery {delivery_id} is not {expect}; cannot move it to {new}")
+
+
+def mark_sending(conn: sqlite3.Connection, delivery_id: int, now: str) -> None:
+    conn.execute("UPDATE deliveries SET attempts = attempts + 1 WHERE delivery_id = ?", (delivery_id,))
+    _move(conn, delivery_id, "pending", "sending", now)
+
+
+def mark_confirmed(conn: sqlite3.Connection, delivery_id: int, receipt: str, now: str) -> None:
+    _move(conn, delivery_id, "sending", "confirmed", now, receipt=receipt, reason=None)
+
+
+def mark_not_sent(conn: sqlite3.Connection, delivery_id: int, not_before: str | None, reason: str, now: str) -> None:
+    """sending -> pending: the request provably never reached Telegram, or 429 with a not-before time."""
+    _move(conn, delivery_id, "sending", "pending", now, not_before=not_before, reason=reason)
+
+
+def _cascade(conn: sqlite3.Connection, delivery_id: int, state: str, reason: str, now: str) -> None:
+    """Later parts of a refused report can never go out in order: they end the same way (through the legal moves)."""
+    row = conn.execute("SELECT report_id, part FROM deliveries WHERE delivery_id = ?", (delivery_id,)).fetchone()
+    later = "WHERE report_id = ? AND part > ? AND state = ?"
+    if state == "failed":   # failed is reached only from sending
+        conn.execute(f"UPDATE deliveries SET state = 'sending' {later}", (row["report_id"], row["part"], "pending"))
+        source = "sending"
+    else:
+        source = "pending"
+    conn.execute(f"UPDATE deliveries SET state = ?, reason = ?, updated_at = ? {later}",
+                 (state, f"an earlier part was {state}: {reason}", now, row["report_id"], row["part"], source))
+
+
+def mark_failed(conn: sqlite3.Connection, delivery_id: int, reason: str, now: str) -> None:
+    _move(conn, delivery_id, "sending", "failed", now, reason=reason)
+    _cascade(conn, delivery_id, "failed", reason, now)
+
+
+def mark_unknown(conn: sqlite3.Connection, delivery_id: int, reason: str, now: str) -> None:
+    _move(conn, delivery_id, "sending", "unknown", now, reason=reason)
+
+
+def mark_denied(conn: sqlite3.Connection, delivery_id: int, reason: str, now: str) -> None:
+    _move(conn, delivery_id, "pending", "denied", now, reason=reason)
+    _cascade(conn, delivery_id, "denied", reason, now)
+
+
+def sending_to_unknown(conn: sqlite3.Connection, now: str) -> list[int]:
+    """C7/C10: a delivery found in `sending` at startup may or may not have reached Telegram."""
+    rows = conn.execute("UPDATE deliveries SET state = 'unknown', updated_at = ?, "
+                        "reason = 'the process stopped while sending' WHERE state = 'sending' RETURNING delivery_id",
+                        (now,)).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def unknown_report_ids(conn: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT report_id FROM deliveries WHERE state = 'unknown' ORDER BY report_id").fetchall()]
+
+
+def resolve(conn: sqlite3.Connection, report_id: str, decision: str, by: str, now: str) -> list[int]:
+    """C8: record the decision for every unknown part of the report and apply it: `resend` puts the part back to
+    pending (it is sent once more), `delivered` confirms it without a receipt. Returns the deliveries moved."""
+    if decision not in ("resend", "delivered"):
+        raise ValueError(f"unknown decision {decision!r}: use resend or delivered")
+    exists = conn.execute("SELECT 1 FROM reports WHERE report_id = ?", (report_id,)).fetchone()
+    if exists is None:
+        raise UnknownTarget(f"no report {report_id}")
+    ids = [r[0] for r in conn.execute(
+        "SELECT delivery_id FROM deliveries WHERE report_id = ? AND state = 'unknown' ORDER BY part",
+        (report_id,)).fetchall()]
+    if not ids:
+        raise IllegalTransition(f"report {report_id} has no delivery awaiting a decision (none is unknown)")
+    for delivery_id in ids:
+        conn.execute("INSERT INTO resolutions (delivery_id, decision, decided_by, decided_at) VALUES (?, ?, ?, ?)",
+                     (delivery_id, decision, by, now))
+        if decision == "resend":
+            conn.execute("UPDATE deliveries SET state = 'pending', resends = resends + 1, not_before = NULL, "
+                         "updated_at = ? WHERE delivery_id = ?", (now, delivery_id))
+        else:
+            conn.execute("UPDATE deliveries SET state = 'confirmed', updated_at = ?, reason = ? "
+                         "WHERE delivery_id = ?", (now, f"confirmed by {by}", delivery_id))
+    return ids
+
+
+def mark_all_unknown_after_restore(conn: sqlite3.Connection, now: str) -> int:
+    """After a restore nothing non-terminal is known to be unsent: pending and sending become unknown (via sending),
+    so nothing is resent silently; the owner or operator decides."""
+    n = conn.execute("UPDATE deliveries SET state = 'sending', updated_at = ? WHERE state = 'pending'",
+                     (now,)).rowcount
+    n += len(sending_to_unknown(conn, now))
+    conn.execute("UPDATE deliveries SET reason = 'restored from a backup: may or may not have been sent' "
+                 "WHERE state = 'unknown' AND updated_at = ?", (now,))
+    return n

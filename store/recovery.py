@@ -1,0 +1,44 @@
+"""Recovery at startup (C10, single worker): every non-terminal state is examined, from records only."""
+from __future__ import annotations
+
+import sqlite3
+
+from . import inbox, outbox
+from .records import Claim, RecoverySummary, WorkItem, WorkKind, WorkState
+from .clock import from_text
+
+
+def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySummary:
+    """A running turn whose operations stayed inside the store (read, internal, or a proposal: void while its turn
+    is unfinished, C11) goes back to pending, or fails at the attempt cap (C9); a turn with a completed operation
+    that acted outside the store fails visibly; `sending` deliveries become unknown (C7)."""
+    released: list[int] = []
+    failed: list[int] = []
+    runs = conn.execute(
+        "SELECT DISTINCT w.run_id, w.worker_id, w.session FROM work w "
+        "WHERE w.state = 'running' AND w.kind = 'agent' ORDER BY w.run_id").fetchall()
+    for run in runs:
+        rows = conn.execute("SELECT * FROM work WHERE run_id = ? AND state = 'running' ORDER BY work_id",
+                            (run["run_id"],)).fetchall()
+        items = tuple(WorkItem(r["work_id"], r["source"], r["session"], WorkKind(r["kind"]), r["payload"],
+                               r["destination"], WorkState(r["state"]), r["attempts"], from_text(r["admitted_at"]))
+                      for r in rows)
+        claim = Claim(run["run_id"], run["worker_id"], run["session"], items, max(i.attempts for i in items),
+                      inbox.session_epoch(conn, run["session"]))
+        ids = [i.work_id for i in items]
+        acted = conn.execute("SELECT tool FROM operations WHERE run_id = ? AND acted_outside = 1 AND status = 'done'",
+                             (claim.run_id,)).fetchone()
+        if acted is not None:
+            draft = outbox.ReportDraft(
+                f"I stopped while working on this, after '{acted[0]}' had already acted outside the shop's records. "
+                "I will not redo it on my own: please check the result and ask again if needed.",
+                destination=claim.destination, is_error=True)
+            inbox.fail(conn, claim, draft, now, stop_reason="recovery: acted outside the store")
+            failed.extend(ids)
+        elif inbox.release(conn, claim, now, None, attempt_cap, reason="the process stopped during this turn"):
+            failed.extend(ids)
+        else:
+            released.extend(ids)
+    conn.execute("UPDATE runs SET ended_at = ?, outcome = 'recovered' WHERE ended_at IS NULL", (now,))
+    unknown = outbox.sending_to_unknown(conn, now)
+    return RecoverySummary(tuple(released), tuple(failed), tuple(unknown))

@@ -1,0 +1,31 @@
+"""In-process wake-ups: admissions wake the worker, reports wake the relay (no fixed sleeps, no busy polling)."""
+from __future__ import annotations
+
+import asyncio
+
+
+class Pulse:
+    """A level-triggered wake-up: `notify` marks it; `wait` returns at once if notified since the last wait."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        try:
+            if timeout is None:
+                await self._event.wait()
+            else:
+                await asyncio.wait_for(self._event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        self._event.clear()
+        return True
+
+
+class Signals:
+    def __init__(self) -> None:
+        self.work = Pulse()         # new agent work, or work released
+        self.deliveries = Pulse()   # new reports, or deliveries back to pending
