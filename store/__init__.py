@@ -5,6 +5,7 @@ from .errors import (IllegalTransition, InstanceLocked, NotClaimed, SchemaTooNew
                      StoreUnavailable, UnknownTarget)
 from .lock import InstanceLock
 from .outbox import ReportDraft
+from .shop import ItemSpec
 from .records import (Admission, AdmitResult, Claim, Delivery, DeliveryState, FinishOutcome, Occurrence,
                       RecoverySummary, Stats, Violation, WorkItem, WorkKind, WorkState)
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import inbox, invariants, journal, migrations, outbox, prompts, recovery, stats
+from . import inbox, invariants, journal, migrations, outbox, prompts, recovery, shop, stats
 from .clock import Clock, from_text, to_text
 from .connection import Database, configure
 from .errors import SchemaTooOld, UnknownTarget
@@ -139,6 +139,24 @@ class Store:
         self.signals.deliveries.notify()
         return outcome
 
+    async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict]],
+                            render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:
+        """A till turn: every request's counts applied to the stock (count events with till and request id) and the
+        report rendered from the applied counts, in the finish transaction (C6)."""
+        now = self.now()
+        work_ids = {item.source: item.work_id for item in claim.items}
+        applied: list[tuple[str, str, int, int]] = []
+
+        def apply(conn: sqlite3.Connection) -> None:
+            for source, payload in requests:
+                for item, old, new in shop.apply_counts(conn, payload["counts"], source, work_ids[source], now):
+                    applied.append((source, item, old, new))
+        outcome = await self.db.write(lambda conn: inbox.finish(
+            conn, claim, lambda: ReportDraft(render(applied), destination=claim.destination), now,
+            stop_reason="counts applied", apply=apply))
+        self.signals.deliveries.notify()
+        return outcome
+
     async def fail(self, claim: Claim, draft: ReportDraft, *, stop_reason: str | None = None,
                    usage: tuple[int, int, int] = (0, 0, 0)) -> str:
         now = self.now()
@@ -165,15 +183,6 @@ class Store:
         now = self.now()
         await self.db.write(lambda conn: journal.op_finished(conn, run_id, call_id, status, result, now,
                                                              acted_outside=acted_outside))
-
-    async def run_in_transaction(self, run_id: str, fn: Callable[["Transaction"], Any]) -> Any:
-        """An internal tool's business write, committed together with its run still being open."""
-        now = self.now()
-
-        def body(conn: sqlite3.Connection) -> Any:
-            journal._run_open(conn, run_id)  # noqa: SLF001 - same package
-            return fn(Transaction(conn, now, self))
-        return await self.db.write(body)
 
     async def operations(self, run_id: str) -> list[dict]:
         return await self.db.read(journal.operations, run_id)
@@ -238,6 +247,43 @@ class Store:
         moved = await self.db.write(body)
         self.signals.deliveries.notify()
         return moved
+
+    # ---- the shop ------------------------------------------------------------------------------------------
+    async def shop_items(self) -> list[dict]:
+        return await self.db.read(shop.list_items)
+
+    async def shop_item(self, item: str) -> dict | None:
+        return await self.db.read(shop.get_item, item)
+
+    async def seed_shop(self, specs: Sequence[shop.ItemSpec], source: str) -> bool:
+        now = self.now()
+        return await self.db.write(lambda conn: shop.seed(conn, specs, source, now))
+
+    async def sync_shop(self, specs: Sequence[shop.ItemSpec], source: str, reset_stock: bool = False) -> list[str]:
+        now = self.now()
+        return await self.db.write(lambda conn: shop.sync(conn, specs, source, now, reset_stock=reset_stock))
+
+    async def record_draft(self, run_id: str, item: str, quantity: int) -> dict:
+        now = self.now()
+
+        def body(conn: sqlite3.Connection) -> dict:
+            journal._run_open(conn, run_id)  # noqa: SLF001 - same package
+            return shop.record_draft(conn, run_id, item, quantity, now)
+        return await self.db.write(body)
+
+    async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int) -> dict:
+        """C11: the proposal and its operation's completion in one transaction."""
+        now = self.now()
+
+        def body(conn: sqlite3.Connection) -> dict:
+            journal._run_open(conn, run_id)  # noqa: SLF001 - same package
+            result = shop.record_proposal(conn, run_id, supplier, item, quantity, now)
+            journal.op_finished(conn, run_id, call_id, "done", result, now)
+            return result
+        return await self.db.write(body)
+
+    async def proposals(self, run_id: str | None = None) -> list[dict]:
+        return await self.db.read(shop.proposals, run_id)
 
     # ---- reading ---------------------------------------------------------------------------------------------
     async def stats(self, start: datetime, end: datetime) -> Stats:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from . import outbox
+from . import outbox, shop
 from .clock import from_text
 from .errors import IllegalTransition, NotClaimed
 from .records import Admission, AdmitResult, Claim, FinishOutcome, Occurrence, WorkItem, WorkKind, WorkState
@@ -133,6 +133,10 @@ def _held(conn: sqlite3.Connection, claim: Claim) -> None:
 
 def _end_run(conn: sqlite3.Connection, run_id: str, now: str, outcome: str, *, report_id: str | None = None,
              stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0)) -> None:
+    if outcome == "finished":
+        shop.activate_proposals(conn, run_id, report_id, now)
+    else:
+        shop.void_proposals(conn, run_id, now)   # C11: a proposal whose turn did not finish is void
     conn.execute(
         "UPDATE runs SET ended_at = ?, outcome = ?, report_id = ?, stop_reason = ?, "
         "model_calls = model_calls + ?, input_tokens = input_tokens + ?, output_tokens = output_tokens + ? "
@@ -140,7 +144,8 @@ def _end_run(conn: sqlite3.Connection, run_id: str, now: str, outcome: str, *, r
         (now, outcome, report_id, stop_reason, *usage, run_id))
 
 
-def finish(conn: sqlite3.Connection, claim: Claim, draft: "outbox.ReportDraft", now: str, *,
+def finish(conn: sqlite3.Connection, claim: Claim, draft: "outbox.ReportDraft | Callable[[], outbox.ReportDraft]",
+           now: str, *,
            user_text: str | None = None, stop_reason: str | None = None,
            usage: tuple[int, int, int] = (0, 0, 0),
            apply: Callable[[sqlite3.Connection], None] | None = None,
@@ -168,6 +173,8 @@ def finish(conn: sqlite3.Connection, claim: Claim, draft: "outbox.ReportDraft", 
         between()
     if apply is not None:
         apply(conn)
+    if callable(draft):   # a report rendered from what `apply` did, inside the same transaction
+        draft = draft()
     report_id = outbox.insert_report(conn, ids, draft, now, run_id=claim.run_id)
     conn.execute("UPDATE operations SET report_id = ? WHERE run_id = ?", (report_id, claim.run_id))
     _end_run(conn, claim.run_id, now, "finished", report_id=report_id, stop_reason=stop_reason, usage=usage)

@@ -39,6 +39,7 @@ def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySum
             failed.extend(ids)
         else:
             released.extend(ids)
-    conn.execute("UPDATE runs SET ended_at = ?, outcome = 'recovered' WHERE ended_at IS NULL", (now,))
+    for (run_id,) in conn.execute("SELECT run_id FROM runs WHERE ended_at IS NULL").fetchall():
+        inbox._end_run(conn, run_id, now, "recovered", stop_reason="the process stopped")  # noqa: SLF001
     unknown = outbox.sending_to_unknown(conn, now)
     return RecoverySummary(tuple(released), tuple(failed), tuple(unknown))

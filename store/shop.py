@@ -1,0 +1,167 @@
+"""The shop's records: items and stock, stock events, drafts and proposals (the agent's tools read and write these)."""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .errors import UnknownTarget
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    """An item as the shop file describes it."""
+    item: str
+    unit: str
+    on_hand: int
+    reorder_point: int
+    target: int
+    unit_cost_cents: int
+    max_order: int | None = None
+
+
+ITEM_COLUMNS = "i.item, i.unit, i.on_hand, i.reorder_point, i.target, i.unit_cost_cents, i.max_order"
+
+
+def _item(row: sqlite3.Row) -> dict:
+    return {"item": row["item"], "unit": row["unit"], "on_hand": row["on_hand"], "reorder_point": row["reorder_point"],
+            "target": row["target"], "unit_cost_cents": row["unit_cost_cents"], "max_order": row["max_order"],
+            "open_proposal": row["open_proposal"]}
+
+
+_SELECT = (f"SELECT {ITEM_COLUMNS}, (SELECT p.proposal_id FROM proposals p WHERE p.item = i.item "
+           "AND p.state IN ('proposed', 'awaiting_approval')) AS open_proposal FROM items i ")
+
+
+def list_items(conn: sqlite3.Connection) -> list[dict]:
+    return [_item(r) for r in conn.execute(_SELECT + "ORDER BY i.item").fetchall()]
+
+
+def get_item(conn: sqlite3.Connection, item: str) -> dict | None:
+    row = conn.execute(_SELECT + "WHERE i.item = ?", (item,)).fetchone()
+    return _item(row) if row else None
+
+
+def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM shop_meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def seed(conn: sqlite3.Connection, specs: Sequence[ItemSpec], source: str, now: str) -> bool:
+    """Seed items and stock from the shop file once; later edits of the file go through `sync`."""
+    if get_meta(conn, "seeded_from") is not None:
+        return False
+    for spec in specs:
+        _insert(conn, spec, now)
+        conn.execute("INSERT INTO stock_events (item, kind, new_on_hand, source, created_at) VALUES (?, 'seed', ?, ?, ?)",
+                     (spec.item, spec.on_hand, source, now))
+    conn.execute("INSERT INTO shop_meta (key, value) VALUES ('seeded_from', ?)", (source,))
+    return True
+
+
+def _insert(conn: sqlite3.Connection, spec: ItemSpec, now: str) -> None:
+    conn.execute("INSERT INTO items (item, unit, on_hand, reorder_point, target, unit_cost_cents, max_order, "
+                 "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                 (spec.item, spec.unit, spec.on_hand, spec.reorder_point, spec.target, spec.unit_cost_cents,
+                  spec.max_order, now))
+
+
+def sync(conn: sqlite3.Connection, specs: Sequence[ItemSpec], source: str, now: str, *,
+         reset_stock: bool = False) -> list[str]:
+    """Apply an edited shop file explicitly: new items are added with their stock; existing items take the file's
+    reorder point, target, cost, unit and limit; counted stock is kept unless `reset_stock`. Items missing from the
+    file are reported, never deleted. Returns one line per change."""
+    changes = []
+    existing = {row["item"]: row for row in conn.execute("SELECT * FROM items").fetchall()}
+    for spec in specs:
+        old = existing.get(spec.item)
+        if old is None:
+            _insert(conn, spec, now)
+            conn.execute("INSERT INTO stock_events (item, kind, new_on_hand, source, created_at) "
+                         "VALUES (?, 'sync', ?, ?, ?)", (spec.item, spec.on_hand, source, now))
+            changes.append(f"added {spec.item} ({spec.on_hand} {spec.unit} on hand)")
+            continue
+        for column in ("unit", "reorder_point", "target", "unit_cost_cents", "max_order"):
+            new = getattr(spec, column)
+            if old[column] != new:
+                conn.execute(f"UPDATE items SET {column} = ?, updated_at = ? WHERE item = ?", (new, now, spec.item))
+                changes.append(f"{spec.item}: {column} {old[column]} -> {new}")
+        if reset_stock and old["on_hand"] != spec.on_hand:
+            set_on_hand(conn, spec.item, spec.on_hand, "sync", source, None, now)
+            changes.append(f"{spec.item}: on hand {old['on_hand']} -> {spec.on_hand} (reset from the file)")
+    for name in sorted(set(existing) - {s.item for s in specs}):
+        changes.append(f"{name}: not in the file any more (kept; stock records are never deleted silently)")
+    conn.execute("INSERT INTO shop_meta (key, value) VALUES ('synced_from', ?) "
+                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (source,))
+    return changes
+
+
+def set_on_hand(conn: sqlite3.Connection, item: str, on_hand: int, kind: str, source: str | None,
+                work_id: int | None, now: str) -> tuple[int, int]:
+    row = conn.execute("SELECT on_hand FROM items WHERE item = ?", (item,)).fetchone()
+    if row is None:
+        raise UnknownTarget(f"unknown item {item!r}")
+    conn.execute("UPDATE items SET on_hand = ?, updated_at = ? WHERE item = ?", (on_hand, now, item))
+    conn.execute("INSERT INTO stock_events (item, kind, old_on_hand, new_on_hand, source, work_id, created_at) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (item, kind, row[0], on_hand, source, work_id, now))
+    return row[0], on_hand
+
+
+def apply_counts(conn: sqlite3.Connection, counts: Mapping[str, int], source: str, work_id: int,
+                 now: str) -> list[tuple[str, int, int]]:
+    """A till count: stock set to the counted values, each recorded as a count event. Returns (item, old, new)."""
+    return [(item, *set_on_hand(conn, item, value, "count", source, work_id, now))
+            for item, value in sorted(counts.items())]
+
+
+def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int, now: str) -> dict:
+    spec = get_item(conn, item)
+    if spec is None:
+        raise UnknownTarget(f"unknown item {item!r}")
+    cost = quantity * spec["unit_cost_cents"]
+    draft_id = conn.execute(
+        "INSERT INTO drafts (run_id, item, quantity, unit_cost_cents, cost_cents, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (run_id, item, quantity, spec["unit_cost_cents"], cost, now)).lastrowid
+    return {"draft_id": draft_id, "item": item, "quantity": quantity, "cost_cents": cost, "unit": spec["unit"]}
+
+
+def record_proposal(conn: sqlite3.Connection, run_id: str, supplier: str, item: str, quantity: int,
+                    now: str) -> dict:
+    """C11: a typed proposal, costs from the catalog; never contacts anyone. Rejected by policy (with the reason) when
+    the item is unknown, the quantity is outside its limits, or the item already has an open proposal."""
+    spec = get_item(conn, item)
+    if spec is None:
+        raise UnknownTarget(f"unknown item {item!r}")
+    unit_cost = spec["unit_cost_cents"]
+    reason = None
+    if quantity <= 0:
+        reason = f"quantity must be positive, got {quantity}"
+    elif spec["max_order"] is not None and quantity > spec["max_order"]:
+        reason = f"{quantity} {spec['unit']} is over the limit of {spec['max_order']} per order for {item}"
+    elif spec["open_proposal"] is not None:
+        reason = f"{item} already has an open proposal (#{spec['open_proposal']})"
+    state = "rejected_by_policy" if reason else "proposed"
+    proposal_id = conn.execute(
+        "INSERT INTO proposals (run_id, supplier, item, quantity, unit_cost_cents, total_cents, state, reason, "
+        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (run_id, supplier, item, quantity, unit_cost, quantity * unit_cost, state, reason, now, now)).lastrowid
+    return {"proposal_id": proposal_id, "item": item, "quantity": quantity, "total_cents": quantity * unit_cost,
+            "unit": spec["unit"], "state": "rejected" if reason else "awaiting_approval", "reason": reason}
+
+
+def activate_proposals(conn: sqlite3.Connection, run_id: str, report_id: str, now: str) -> int:
+    """In the finish transaction: the run's proposals become visible and approvable (C11)."""
+    conn.execute("UPDATE proposals SET report_id = ? WHERE run_id = ?", (report_id, run_id))
+    return conn.execute("UPDATE proposals SET state = 'awaiting_approval', updated_at = ? "
+                        "WHERE run_id = ? AND state = 'proposed'", (now, run_id)).rowcount
+
+
+def void_proposals(conn: sqlite3.Connection, run_id: str, now: str) -> int:
+    """A proposal whose turn did not finish is void: never shown, never approvable (C11)."""
+    return conn.execute("UPDATE proposals SET state = 'void', reason = 'its turn did not finish', updated_at = ? "
+                        "WHERE run_id = ? AND state = 'proposed'", (now, run_id)).rowcount
+
+
+def proposals(conn: sqlite3.Connection, run_id: str | None = None) -> list[dict]:
+    where, args = ("WHERE run_id = ?", (run_id,)) if run_id else ("", ())
+    return [dict(r) for r in conn.execute(f"SELECT * FROM proposals {where} ORDER BY proposal_id", args).fetchall()]
