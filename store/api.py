@@ -19,7 +19,7 @@ from .connection import Database, configure
 from .errors import SchemaTooOld, UnknownTarget
 from .outbox import ReportDraft
 from .records import (Admission, AdmitResult, Claim, Delivery, FinishOutcome, Occurrence, RecoverySummary, Stats,
-                      Violation)
+                      Violation, WorkKind)
 from .signals import Signals
 
 DEFAULT_CAPACITY = 100
@@ -100,6 +100,13 @@ class Store:
         if result.report_id:
             self.signals.deliveries.notify()
         return result
+
+    async def notice(self, kind: str, subject: str, text: str, destination: str) -> bool:
+        """A system notice `notice:<kind>:<subject>` with its report; the identity makes it once only."""
+        result = await self.admit_answered(
+            Occurrence(f"notice:{kind}:{subject}", f"notice:{kind}", text, WorkKind.NOTICE, destination),
+            lambda tx, work_id: ReportDraft(text, destination=destination))
+        return result.outcome is Admission.ACCEPTED
 
     async def count(self, kind: str, by: int = 1) -> int:
         now = self.now()
@@ -328,6 +335,22 @@ class Transaction:
 
     def count(self, kind: str, by: int = 1) -> int:
         return inbox.count(self.conn, self.now, kind, by)
+
+    def admit_answered(self, occurrence: Occurrence, answer: Callable[["Transaction", int], ReportDraft]) -> AdmitResult:
+        return inbox.admit_answered(self.conn, occurrence, self.now, lambda work_id: answer(self, work_id))
+
+    def unknown_reports(self) -> list[dict]:
+        """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice
+        is written about a notice's delivery: it shows in /pending and `shopbot status`)."""
+        return outbox.unknown_reports(self.conn)
+
+    def status(self) -> dict:
+        from .clock import from_text
+        now = from_text(self.now)
+        return read_status(self.conn, now, stats.window(self.conn, to_text(now - timedelta(hours=1)), self.now))
+
+    def unknown_prompt_open(self, report_id: str) -> bool:
+        return outbox.has_unknown(self.conn, report_id)
 
     def create_prompt(self, kind: str, target: str, chat_id: int, expires_at: str | None = None) -> str:
         return prompts.create(self.conn, kind, target, chat_id, self.now, expires_at)

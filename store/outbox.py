@@ -179,9 +179,18 @@ def sending_to_unknown(conn: sqlite3.Connection, now: str) -> list[int]:
     return sorted(r[0] for r in rows)
 
 
-def unknown_report_ids(conn: sqlite3.Connection) -> list[str]:
-    return [r[0] for r in conn.execute(
-        "SELECT DISTINCT report_id FROM deliveries WHERE state = 'unknown' ORDER BY report_id").fetchall()]
+def unknown_reports(conn: sqlite3.Connection) -> list[dict]:
+    rows = conn.execute(
+        "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
+        "w.kind AS kind, substr(r.body, 1, 80) AS preview, r.created_at AS created_at "
+        "FROM deliveries d JOIN reports r USING (report_id) JOIN work w ON w.work_id = r.anchor "
+        "WHERE d.state = 'unknown' GROUP BY d.report_id ORDER BY min(d.delivery_id)").fetchall()
+    return [dict(r) for r in rows]
+
+
+def has_unknown(conn: sqlite3.Connection, report_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM deliveries WHERE report_id = ? AND state = 'unknown'",
+                        (report_id,)).fetchone() is not None
 
 
 def resolve(conn: sqlite3.Connection, report_id: str, decision: str, by: str, now: str) -> list[int]:

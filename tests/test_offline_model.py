@@ -1,0 +1,171 @@
+"""The offline rules model through the real agent loop, with in-memory fakes of the shop's tools."""
+import pytest
+
+from tests.fake_model_servers import FakeShop, RecordingJournal, lucy_stock, stock_item
+from worker.agent_loop import Limits, run_agent
+from worker.figures import DASH
+from worker.models import OfflineModel, load_model
+from worker.models.base import Message
+from worker.models.offline import HELP, NOT_UNDERSTOOD
+from worker.tool_registry import ToolRegistry
+
+
+async def ask(shop, text, *, history=(), registry=None, limits=Limits()):
+    return await run_agent(model=OfflineModel(), registry=shop.registry() if registry is None else registry, system="", history=history,
+                           user_text=text, journal=RecordingJournal(shop.events), context=None, limits=limits)
+
+
+def runs(shop, tool=None):
+    return [e[1:] for e in shop.events if e[0] == "run" and (tool is None or e[1] == tool)]
+
+
+async def test_how_much_names_the_item_and_its_count():
+    shop = FakeShop()
+    result = await ask(shop, "how much vanilla")
+    assert result.stop_reason == "answered"
+    assert result.prose == "vanilla: 2 tubs on hand."
+    assert result.text.startswith("vanilla: 2 tubs on hand.\n\nFigures:\n")
+    assert "- vanilla on hand: 2 tubs" in result.text
+    assert [r[0] for r in runs(shop)] == ["list_stock", "get_item"]  # names learnt first, then the item
+
+
+async def test_the_answer_follows_the_stock_not_a_script():
+    shop = FakeShop()
+    shop.stock["vanilla"]["on_hand"] = 5
+    result = await ask(shop, "How much VANILLA do we have?")
+    assert result.prose == "vanilla: 5 tubs on hand."
+    assert "- vanilla on hand: 5 tubs" in result.text and "vanilla on hand: 2" not in result.text
+
+    mango = FakeShop({"mango sorbet": stock_item(3, 4, 9, 150, unit="boxes")})
+    result = await ask(mango, "count mango sorbet please")
+    assert result.prose == "mango sorbet: 3 boxes on hand."
+
+
+@pytest.mark.parametrize("text", ["stock vanilla", "count vanilla", "Stock Vanilla!", "any vanilla in stock?"])
+async def test_item_query_forms(text):
+    result = await ask(FakeShop(), text)
+    assert result.prose == "vanilla: 2 tubs on hand."
+
+
+async def test_several_items_in_one_question():
+    result = await ask(FakeShop(), "how much strawberry and vanilla")
+    assert result.prose == "strawberry: 1 tubs on hand.\nvanilla: 2 tubs on hand."
+
+
+async def test_stock_lists_every_item():
+    shop = FakeShop()
+    result = await ask(shop, "stock")
+    assert result.prose == ("Stock: vanilla 2 tubs (below reorder point), chocolate 12 tubs, "
+                            "strawberry 1 tubs (below reorder point).")
+    assert DASH not in result.text
+    assert runs(shop) == [("list_stock", {})]
+
+
+async def test_unknown_item_reports_the_tool_error():
+    shop = FakeShop()
+    result = await ask(shop, "how much pistachio")
+    assert result.prose == ("I could not find pistachio: unknown item 'pistachio'. "
+                            "Items I know: vanilla, chocolate, strawberry.")
+    assert [(r.tool, r.ok) for r in result.tool_results] == [("list_stock", True), ("get_item", False)]
+
+
+async def test_opening_brief():
+    shop = FakeShop()  # stock vanilla 2/8/8/300, chocolate 12/6/12/250, strawberry 1/5/5/200
+    result = await ask(shop, "Prepare the opening brief")
+    assert result.stop_reason == "answered"
+    assert result.prose == "Opening brief: vanilla needs 6 tubs, strawberry needs 4 tubs; total 2600 cents."
+    assert result.text.startswith(result.prose + "\n\nFigures:\n")  # every number kept: each is a figure
+    for line in ("- vanilla reorder quantity: 6 tubs", "- strawberry reorder quantity: 4 tubs",
+                 "- reorder total: 2600 cents"):
+        assert line in result.text
+    assert runs(shop) == [("reorder_need", {"item": None})]  # the tool computes the total, not the model
+    assert result.model_calls == 2
+
+
+async def test_opening_brief_when_reorder_need_wants_an_item():
+    shop = FakeShop(need_for_all=False)
+    result = await ask(shop, "Prepare the opening brief")
+    assert result.prose == ("Opening brief: vanilla needs 6 tubs (1800 cents), "
+                            "strawberry needs 4 tubs (800 cents).")
+    assert DASH not in result.text  # every number in the prose is backed by a figure
+    # C13: no tool returned the total (2600), so the model does not state it
+    assert "2600" not in result.text
+    assert runs(shop) == [("list_stock", {}), ("reorder_need", {"item": "vanilla"}),
+                          ("reorder_need", {"item": "strawberry"})]
+    assert result.model_calls == 3  # list_stock, then both reorder_need calls in one response, then prose
+
+
+@pytest.mark.parametrize("need_for_all", [True, False])
+async def test_brief_when_nothing_is_low(need_for_all):
+    shop = FakeShop({"vanilla": stock_item(9, 8, 8, 300)}, need_for_all=need_for_all)
+    result = await ask(shop, "brief")
+    assert result.prose.startswith("Opening brief: every item is at or above its reorder point.")
+
+
+async def test_reorder_proposes_once_per_low_item_without_an_open_proposal():
+    shop = FakeShop()
+    shop.stock["vanilla"]["open_proposal"] = "p0"
+    result = await ask(shop, "reorder")
+    assert runs(shop, "propose_order") == [("propose_order", {"item": "strawberry", "quantity": 4})]
+    assert [r[0] for r in runs(shop)] == ["list_stock", "reorder_need", "draft_order", "propose_order"]
+    assert result.prose == ("Proposed: strawberry 4 tubs for 800 cents, awaiting your approval.\n"
+                            "vanilla already has an open proposal awaiting your approval.")
+    assert DASH not in result.text
+    assert [r.effect for r in result.tool_results] == ["read", "read", "internal", "external"]
+
+
+async def test_reorder_every_low_item_then_nothing_left_to_reorder():
+    shop = FakeShop()
+    result = await ask(shop, "Please reorder what we need")
+    assert runs(shop, "propose_order") == [("propose_order", {"item": "vanilla", "quantity": 6}),
+                                           ("propose_order", {"item": "strawberry", "quantity": 4})]
+    assert "Proposed: vanilla 6 tubs for 1800 cents" in result.prose
+    assert result.model_calls == 5 and result.stop_reason == "answered"
+
+    shop.events.clear()
+    again = await ask(shop, "reorder")
+    assert runs(shop, "propose_order") == []
+    assert again.prose.startswith("Nothing to reorder")
+
+
+async def test_unknown_text_gets_the_help_list():
+    shop = FakeShop()
+    result = await ask(shop, "hello there")
+    assert result.prose == f"{NOT_UNDERSTOOD}\n\n{HELP}"
+    assert runs(shop) == [] and result.model_calls == 1
+    assert (await ask(shop, "help")).prose == HELP
+    assert DASH not in result.text
+
+
+async def test_several_messages_in_one_turn_each_answered_once():
+    shop = FakeShop()
+    result = await ask(shop, "how much vanilla\nbrief\nhow much vanilla\nwhat a day")
+    assert result.prose.startswith("vanilla: 2 tubs on hand.\n\nOpening brief: vanilla needs 6 tubs")
+    assert result.prose.endswith("(Some lines I did not understand: send help to see what I can do.)")
+    assert runs(shop, "get_item") == [("get_item", {"item": "vanilla"})]  # asked twice, answered once
+    assert result.model_calls == 3  # list_stock with reorder_need, then get_item, then prose
+    assert [r[0] for r in runs(shop)] == ["list_stock", "reorder_need", "get_item"]
+
+
+async def test_only_the_current_request_is_answered():
+    shop = FakeShop()
+    history = (Message("user", "reorder"), Message("assistant", "Proposed: ..."))
+    result = await ask(shop, "how much chocolate", history=history)
+    assert result.prose == "chocolate: 12 tubs on hand."
+    assert runs(shop, "propose_order") == []
+
+
+async def test_missing_tools_are_said_plainly():
+    shop = FakeShop()
+    result = await ask(shop, "stock", registry=ToolRegistry())
+    assert result.prose == "I could not read the stock: the list_stock tool is not available."
+
+
+def test_load_model_offline_is_the_default():
+    assert isinstance(load_model("offline"), OfflineModel)
+    assert isinstance(load_model(""), OfflineModel)
+    assert load_model("offline").name == "offline"
+    with pytest.raises(ValueError, match="offline"):
+        load_model("gpt-4o")
+    with pytest.raises(ValueError):
+        load_model("openai:")

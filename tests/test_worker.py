@@ -1,0 +1,144 @@
+"""The worker on a real store with the offline and scripted models: C5, C6, C9, C11, C13."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.shop_file import load_shop
+from store import Occurrence
+from worker.models.base import ModelConfigFault, ModelRefused, ModelTransient, ModelTurn, ToolCall
+from worker.models.offline import OfflineModel
+from worker.models.scripted import ScriptedModel
+from worker.worker import Worker, WorkerSettings, WorkerStopped
+
+SHOP = load_shop(Path(__file__).parent.parent / "shop.example.toml")
+
+
+@pytest.fixture
+async def shop_store(store):
+    await store.seed_shop(SHOP.items, "test")
+    return store
+
+
+def message(n: int, text: str, chat: int = 1) -> Occurrence:
+    return Occurrence(f"tg:{chat}:{n}", f"tg:{chat}", text, destination=f"tg:{chat}")
+
+
+async def body(raw, report_id: str) -> str:
+    return raw.execute("SELECT body FROM reports WHERE report_id = ?", (report_id,)).fetchone()[0]
+
+
+async def test_report_is_built_from_tool_results(shop_store, raw):
+    store = shop_store
+    worker = Worker(store, OfflineModel())
+    await store.admit(message(1, "How much vanilla?"))
+    assert await worker.drain() == 1
+    first = await body(raw, "r1.1")
+    assert "vanilla on hand: 2 tubs" in first
+    # a count changes the stock: the next answer changes with it (no hard-coded strings)
+    await store.admit(Occurrence("till:1:a", "till:1", json.dumps({"counts": {"vanilla": 5}}), destination="till:1"))
+    await worker.drain()
+    await store.admit(message(3, "how much vanilla"))
+    await worker.drain()
+    second = await body(raw, "r3.1")
+    assert "vanilla on hand: 5 tubs" in second and "vanilla on hand: 2" not in second
+    assert await store.check() == []
+
+
+async def test_opening_brief_reproduces_the_seed(shop_store, raw):
+    await shop_store.admit(message(1, "Prepare the opening brief"))
+    await Worker(shop_store, OfflineModel()).drain()
+    text = await body(raw, "r1.1")
+    for figure in ("6", "4", "2600"):
+        assert figure in text, text
+    assert "vanilla" in text and "strawberry" in text
+
+
+async def test_wrong_narrated_number_is_replaced(shop_store, raw):
+    model = ScriptedModel([
+        ModelTurn("", (ToolCall("c1", "get_item", json.dumps({"item": "vanilla"})),)),
+        ModelTurn("vanilla: 7 tubs on hand", ()),
+    ])
+    await shop_store.admit(message(1, "vanilla?"))
+    await Worker(shop_store, model).drain()
+    text = await body(raw, "r1.1")
+    assert "7" not in text and "vanilla on hand: 2" in text
+    ops = raw.execute("SELECT tool, effect, status FROM operations").fetchall()
+    assert [tuple(o) for o in ops] == [("get_item", "read", "done")]
+    assert raw.execute("SELECT report_id FROM operations").fetchone()[0] == "r1.1"
+
+
+async def test_propose_order_records_a_proposal_and_contacts_no_one(shop_store, raw):
+    await shop_store.admit(message(1, "reorder"))
+    await Worker(shop_store, OfflineModel()).drain()
+    proposals = raw.execute("SELECT item, quantity, total_cents, state, report_id FROM proposals ORDER BY item").fetchall()
+    assert [tuple(p) for p in proposals] == [("strawberry", 4, 800, "awaiting_approval", "r1.1"),
+                                            ("vanilla", 6, 1800, "awaiting_approval", "r1.1")]
+    effects = {r[0]: r[1] for r in raw.execute("SELECT tool, effect FROM operations")}
+    assert effects["propose_order"] == "external" and effects["draft_order"] == "internal"
+    # a second reorder finds the open proposals and proposes nothing new
+    await shop_store.admit(message(2, "reorder"))
+    await Worker(shop_store, OfflineModel()).drain()
+    assert raw.execute("SELECT count(*) FROM proposals").fetchone()[0] == 2
+
+
+async def test_transient_failures_release_with_backoff_then_fail_at_the_cap(shop_store, raw, clock):
+    model = ScriptedModel([ModelTransient("503", status=503)] * 3)
+    worker = Worker(shop_store, model, WorkerSettings(backoff=(30, 120, 600)))
+    await shop_store.admit(message(1, "stock"))
+    await worker.drain()
+    assert tuple(raw.execute("SELECT state, attempts FROM work").fetchone()) == ("pending", 1)
+    assert await worker.drain() == 0          # not before 30 s
+    clock.advance(30)
+    await worker.drain()
+    clock.advance(120)
+    await worker.drain()
+    assert tuple(raw.execute("SELECT state, attempts FROM work").fetchone()) == ("failed", 3)
+    text = raw.execute("SELECT body FROM reports").fetchone()[0]
+    assert "3 attempts" in text
+    assert await shop_store.check() == []
+
+
+async def test_refusal_fails_at_once_and_config_fault_stops_with_work_pending(shop_store, raw):
+    await shop_store.admit(message(1, "stock"))
+    await Worker(shop_store, ScriptedModel([ModelRefused("bad request", status=400)])).drain()
+    assert raw.execute("SELECT state FROM work WHERE work_id = 1").fetchone()[0] == "failed"
+    await shop_store.admit(message(2, "stock"))
+    with pytest.raises(WorkerStopped, match="SHOPBOT_MODEL"):
+        await Worker(shop_store, ScriptedModel([ModelConfigFault("bad key", status=401)])).drain()
+    assert tuple(raw.execute("SELECT state, attempts FROM work WHERE work_id = 2").fetchone()) == ("pending", 0)
+
+
+async def test_debounced_messages_are_one_turn_with_one_report(db_path, clock):
+    from store import Store
+    store = await Store.open(db_path, clock, debounce_ms=1000)
+    try:
+        await store.seed_shop(SHOP.items, "test")
+        for n, text in enumerate(["stock vanilla", "stock chocolate", "stock strawberry"], start=1):
+            await store.admit(message(n, text))
+            clock.advance(0.2)
+        await store.admit(message(9, "stock vanilla", chat=2))
+        worker = Worker(store, OfflineModel())
+        clock.advance(1)
+        assert await worker.drain() == 2
+        rows = await store.reports()
+        by_report = {r["report"]: r["work"] for r in rows}
+        assert by_report == {"r1.1": [1, 2, 3], "r4.1": [4]}
+        text = next(r["body"] for r in rows if r["report"] == "r1.1")
+        assert all(name in text for name in ("vanilla", "chocolate", "strawberry"))
+    finally:
+        await store.close()
+
+
+async def test_till_counts_are_applied_in_the_finish_transaction(shop_store, raw):
+    await shop_store.admit(Occurrence("till:1:r1", "till:1", json.dumps({"counts": {"vanilla": 9, "chocolate": 3}}),
+                                      destination="till:1"))
+    await Worker(shop_store, ScriptedModel([])).drain()     # no model call
+    assert {r[0]: r[1] for r in raw.execute("SELECT item, on_hand FROM items")}["vanilla"] == 9
+    events = raw.execute("SELECT item, old_on_hand, new_on_hand, source, work_id FROM stock_events "
+                         "WHERE kind = 'count' ORDER BY item").fetchall()
+    assert [tuple(e) for e in events] == [("chocolate", 12, 3, "till:1:r1", 1), ("vanilla", 2, 9, "till:1:r1", 1)]
+    text = raw.execute("SELECT body FROM reports").fetchone()[0]
+    assert "vanilla: 9 (was 2)" in text

@@ -1,0 +1,233 @@
+"""The agent loop: one hand-written loop over a provider-neutral Model and a ToolRegistry.
+
+Rules (each one is tested in tests/test_agent_loop.py):
+
+* Tools run sequentially, in the order the model gave them; several calls in one response are allowed and
+  run one by one, so the journal order is the execution order.
+* For a call that will run, `journal.started(...)` is awaited before the tool's fn and `journal.finished(...)`
+  after it. The arguments journaled are the validated, normalised arguments (`model_dump(mode="json")`).
+* A call that cannot run (unknown tool name, or arguments that fail `args_model.model_validate_json`) is
+  answered to the model as an error tool message and is NOT journaled: the journal records operations, i.e.
+  tool executions, and such a call executed nothing. It is not in `AgentResult.tool_results` either; it is
+  logged (tool name and error, never the arguments). It does count against `max_tool_calls`.
+  Empty arguments text ("") is read as "{}" (OpenAI-compatible servers send it for argument-less tools).
+* `ToolError` from fn: `finished(call_id, "failed", {"error": msg})`, the model sees {"error": msg}, and the
+  run goes on. Any other exception from fn propagates and `finished` is not called: the operation stays
+  `started`, which is the honest record (the tool may or may not have acted) for the worker and recovery.
+* Call ids: a call with an empty id, or an id already used in this run, gets a fresh unique id before it is
+  journaled or echoed back to the model, so journal keys never collide.
+* Limits end the run with a stop reason and a plain prose (no digits in it, so C13 cannot mangle it):
+  - `model_calls`: checked before each model call; a response that asks for tools when no model call is
+    left stops the run *before* those tools run (nobody would read their results).
+  - `tool_calls`: counts every call the model asked for (run or rejected); the first call over the budget
+    stops the run before it runs; the calls before it ran normally.
+  - `seconds`: checked before each model call and each tool call; a model call is also cancelled when the
+    remaining time runs out (a tool call is never cancelled: it may be writing).
+  - `output_size`: the final answer longer than `max_output_chars` is cut at a word boundary and ends with
+    a notice; the whole prose stays within `max_output_chars`.
+  The final `text` always carries the figures of every tool call that ran ok, in order (C13).
+* ModelError exceptions (and any exception from the model) propagate to the worker.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Protocol, Sequence
+
+import pydantic
+
+from worker.figures import Figure, render_report
+from worker.models.base import Message, Model, ModelTurn, ToolCall
+from worker.tool_registry import ToolError, ToolRegistry
+
+log = logging.getLogger("shopbot.agent")
+
+StopReason = Literal["answered", "model_calls", "tool_calls", "seconds", "output_size"]
+
+NOTICE_MODEL_CALLS = "I stopped before finishing: this request needed more steps than one turn allows."
+NOTICE_TOOL_CALLS = "I stopped before finishing: this request needed more tool calls than one turn allows."
+NOTICE_SECONDS = "I stopped before finishing: this request took longer than one turn allows."
+NOTICE_OUTPUT_SIZE = "[Answer cut short: it was longer than a report may be.]"
+NOTICE_PARTIAL = "The figures below come from the steps that did run."
+NOTICE_TRUNCATED = "[The model's answer was cut off at its length limit.]"
+NOTICE_EMPTY = "(The model gave no answer text.)"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_model_calls: int = 6
+    max_tool_calls: int = 24
+    max_seconds: float = 120.0
+    max_output_chars: int = 6000
+
+
+class Journal(Protocol):
+    async def started(self, call_id: str, tool: str, arguments: dict, effect: str) -> None: ...
+
+    async def finished(self, call_id: str, status: Literal["done", "failed"], result: dict) -> None: ...
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str
+    tool: str
+    arguments: dict
+    result: dict
+    ok: bool
+    effect: str
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    text: str  # the report body: render_report(prose, figures of every ok tool result, in order)
+    prose: str
+    stop_reason: StopReason
+    tool_results: tuple[ToolResult, ...]
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+
+
+def _tool_message(call_id: str, payload: dict, *, is_error: bool) -> Message:
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    return Message(role="tool", text=text, tool_call_id=call_id, is_error=is_error)
+
+
+def _bound(prose: str, max_chars: int) -> str:
+    """Cut `prose` to at most max_chars including the notice, never inside a word (or a number)."""
+    tail = "\n\n" + NOTICE_OUTPUT_SIZE
+    room = max_chars - len(tail)
+    if room <= 0:
+        return NOTICE_OUTPUT_SIZE[:max_chars]
+    cut = prose[:room]
+    if room < len(prose) and not prose[room].isspace():
+        space = max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"))
+        cut = cut[:space] if space > 0 else ""
+    return cut.rstrip() + tail if cut.strip() else NOTICE_OUTPUT_SIZE
+
+
+class _Run:
+    def __init__(self, registry: ToolRegistry, journal: Journal, context: Any) -> None:
+        self.registry = registry
+        self.journal = journal
+        self.context = context
+        self.results: list[ToolResult] = []
+        self.figures: list[Figure] = []
+        self.seen_ids: set[str] = set()
+
+    def fresh_id(self, call: ToolCall) -> ToolCall:
+        call_id = call.id
+        if not call_id or call_id in self.seen_ids:
+            call_id = f"call_{len(self.seen_ids)}_{uuid.uuid4().hex[:12]}"
+        self.seen_ids.add(call_id)
+        return call if call_id == call.id else ToolCall(id=call_id, name=call.name, arguments=call.arguments)
+
+    async def execute(self, call: ToolCall) -> Message:
+        tool = self.registry.get(call.name)
+        if tool is None:
+            log.warning("model asked for unknown tool %r", call.name)
+            known = ", ".join(self.registry.names()) or "none"
+            return _tool_message(
+                call.id, {"error": f"unknown tool {call.name!r}; available tools: {known}"}, is_error=True
+            )
+        try:
+            args = tool.args_model.model_validate_json(call.arguments.strip() or "{}")
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+            )
+            log.warning("model sent invalid arguments for %r: %s", call.name, problems)
+            return _tool_message(
+                call.id, {"error": f"invalid arguments for {call.name}: {problems}"}, is_error=True
+            )
+        arguments = args.model_dump(mode="json")
+        await self.journal.started(call.id, tool.name, arguments, tool.effect)
+        try:
+            result = await tool.fn(args, self.context)
+        except ToolError as exc:
+            failure = {"error": str(exc) or type(exc).__name__}
+            await self.journal.finished(call.id, "failed", failure)
+            self.results.append(ToolResult(call.id, tool.name, arguments, failure, False, tool.effect))
+            return _tool_message(call.id, failure, is_error=True)
+        if not isinstance(result, dict):
+            raise TypeError(f"tool {tool.name!r} returned {type(result).__name__}, not a dict")
+        await self.journal.finished(call.id, "done", result)
+        self.results.append(ToolResult(call.id, tool.name, arguments, result, True, tool.effect))
+        if tool.figures is not None:
+            self.figures.extend(tool.figures(result))
+        return _tool_message(call.id, result, is_error=False)
+
+
+async def run_agent(
+    *,
+    model: Model,
+    registry: ToolRegistry,
+    system: str,
+    history: Sequence[Message],
+    user_text: str,
+    journal: Journal,
+    context: Any,
+    limits: Limits = Limits(),
+    monotonic: Callable[[], float] = time.monotonic,
+) -> AgentResult:
+    run = _Run(registry, journal, context)
+    messages: list[Message] = [*history, Message(role="user", text=user_text)]
+    specs = registry.specs()
+    deadline = monotonic() + limits.max_seconds
+    model_calls = tool_calls = input_tokens = output_tokens = 0
+
+    def finish(prose: str, reason: StopReason) -> AgentResult:
+        if reason in ("model_calls", "tool_calls", "seconds") and run.figures:
+            prose = f"{prose} {NOTICE_PARTIAL}"
+        return AgentResult(
+            text=render_report(prose, run.figures),
+            prose=prose,
+            stop_reason=reason,
+            tool_results=tuple(run.results),
+            model_calls=model_calls,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+
+    while True:
+        if model_calls >= limits.max_model_calls:
+            return finish(NOTICE_MODEL_CALLS, "model_calls")
+        remaining = deadline - monotonic()
+        if remaining <= 0:
+            return finish(NOTICE_SECONDS, "seconds")
+        budget = asyncio.timeout(remaining)
+        try:
+            async with budget:
+                turn: ModelTurn = await model.complete(system, tuple(messages), specs)
+        except TimeoutError:
+            if not budget.expired():
+                raise  # the model's own timeout, not our deadline: it propagates like any model error
+            return finish(NOTICE_SECONDS, "seconds")
+        model_calls += 1
+        input_tokens += turn.input_tokens
+        output_tokens += turn.output_tokens
+
+        if not turn.tool_calls:
+            prose = turn.text.strip() or NOTICE_EMPTY
+            if turn.truncated:
+                prose = f"{prose}\n\n{NOTICE_TRUNCATED}"
+            if len(prose) > limits.max_output_chars:
+                return finish(_bound(prose, limits.max_output_chars), "output_size")
+            return finish(prose, "answered")
+
+        if model_calls >= limits.max_model_calls:
+            return finish(NOTICE_MODEL_CALLS, "model_calls")
+
+        calls = tuple(run.fresh_id(call) for call in turn.tool_calls)
+        messages.append(Message(role="assistant", text=turn.text, tool_calls=calls))
+        for call in calls:
+            if tool_calls >= limits.max_tool_calls:
+                return finish(NOTICE_TOOL_CALLS, "tool_calls")
+            if monotonic() >= deadline:
+                return finish(NOTICE_SECONDS, "seconds")
+            tool_calls += 1
+            messages.append(await run.execute(call))

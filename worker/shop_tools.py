@@ -1,0 +1,156 @@
+"""The shop's tools: typed arguments, an effect kind, structured results, and the figures C13 renders.
+
+`read` tools only look; `draft_order` (internal) records a draft tied to the run; `propose_order` (external, C11)
+records a typed proposal and completes its operation in the same transaction, and never contacts anyone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from store import Store, UnknownTarget
+
+from .figures import Figure
+from .tool_registry import Tool, ToolError, ToolRegistry
+
+
+@dataclass
+class TurnContext:
+    """What a tool may use during one run."""
+    store: Store
+    run_id: str
+    supplier: str
+    allowed_items: frozenset[str] | None = None      # a stock episode's turn concerns its item only
+    currency: str = "USD"
+    completed_calls: set[str] = field(default_factory=set)   # operations a tool already completed itself (C11)
+    current_call: str | None = None
+
+
+class NoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ItemArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str = Field(description="item name, e.g. vanilla")
+
+
+class NeedArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str | None = Field(default=None, description="item name; omit it for every item below its reorder point")
+
+
+class OrderArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str = Field(description="item name")
+    quantity: int = Field(gt=0, le=100000, description="how many units")
+
+
+def _public(item: dict) -> dict:
+    return {key: item[key] for key in ("item", "on_hand", "reorder_point", "target", "unit_cost_cents", "unit",
+                                       "open_proposal")}
+
+
+async def _item(ctx: TurnContext, name: str) -> dict:
+    item = await ctx.store.shop_item(name.strip().lower())
+    if item is None:
+        known = ", ".join(i["item"] for i in await ctx.store.shop_items())
+        raise ToolError(f"unknown item {name!r}; the shop has: {known}")
+    return item
+
+
+def _need(item: dict) -> dict:
+    quantity = max(0, item["target"] - item["on_hand"])
+    return {"item": item["item"], "on_hand": item["on_hand"], "target": item["target"], "quantity": quantity,
+            "unit_cost_cents": item["unit_cost_cents"], "cost_cents": quantity * item["unit_cost_cents"],
+            "below_reorder_point": item["on_hand"] < item["reorder_point"], "unit": item["unit"]}
+
+
+async def list_stock(args: NoArgs, ctx: TurnContext) -> dict:
+    return {"items": [_public(i) for i in await ctx.store.shop_items()], "currency": ctx.currency}
+
+
+async def get_item(args: ItemArgs, ctx: TurnContext) -> dict:
+    return _public(await _item(ctx, args.item))
+
+
+async def reorder_need(args: NeedArgs, ctx: TurnContext) -> dict:
+    if args.item:
+        return _need(await _item(ctx, args.item))
+    needs = [_need(i) for i in await ctx.store.shop_items() if i["on_hand"] < i["reorder_point"]]
+    return {"items": needs, "total_cents": sum(n["cost_cents"] for n in needs), "currency": ctx.currency}
+
+
+def _check_allowed(ctx: TurnContext, item: str) -> None:
+    if ctx.allowed_items is not None and item not in ctx.allowed_items:
+        raise ToolError(f"this turn is a stock check for {', '.join(sorted(ctx.allowed_items))} only; "
+                        f"it cannot order {item}")
+
+
+async def draft_order(args: OrderArgs, ctx: TurnContext) -> dict:
+    item = (await _item(ctx, args.item))["item"]
+    _check_allowed(ctx, item)
+    return await ctx.store.record_draft(ctx.run_id, item, args.quantity)
+
+
+async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict:
+    item = (await _item(ctx, args.item))["item"]
+    _check_allowed(ctx, item)
+    assert ctx.current_call is not None
+    try:
+        result = await ctx.store.record_proposal(ctx.run_id, ctx.current_call, ctx.supplier, item, args.quantity)
+    except UnknownTarget as exc:
+        raise ToolError(str(exc)) from None
+    ctx.completed_calls.add(ctx.current_call)
+    return result
+
+
+def _stock_figures(result: dict) -> list[Figure]:
+    return [Figure(f"{i['item']} on hand", i["on_hand"], i["unit"]) for i in result["items"]]
+
+
+def _item_figures(result: dict) -> list[Figure]:
+    return [Figure(f"{result['item']} on hand", result["on_hand"], result["unit"])]
+
+
+def _need_figures(result: dict) -> list[Figure]:
+    needs = result["items"] if "items" in result else [result]
+    figures = []
+    for n in needs:
+        figures += [Figure(f"{n['item']} on hand", n["on_hand"], n["unit"]),
+                    Figure(f"{n['item']} to order", n["quantity"], n["unit"]),
+                    Figure(f"{n['item']} cost", n["cost_cents"], "cents")]
+    if "total_cents" in result:
+        figures.append(Figure("total cost", result["total_cents"], "cents"))
+    return figures
+
+
+def _draft_figures(result: dict) -> list[Figure]:
+    return [Figure(f"draft {result['item']}", result["quantity"], result["unit"]),
+            Figure(f"draft {result['item']} cost", result["cost_cents"], "cents")]
+
+
+def _proposal_figures(result: dict) -> list[Figure]:
+    return [Figure(f"proposal #{result['proposal_id']} {result['item']}", result["quantity"], result["unit"]),
+            Figure(f"proposal #{result['proposal_id']} total", result["total_cents"], "cents")]
+
+
+def shop_registry() -> ToolRegistry:
+    return ToolRegistry([
+        Tool("list_stock", "Every item with stock on hand, reorder point, target and unit cost.", NoArgs, list_stock,
+             "read", _stock_figures),
+        Tool("get_item", "One item's stock on hand, reorder point, target and unit cost.", ItemArgs, get_item, "read",
+             _item_figures),
+        Tool("reorder_need", "Quantity and cost to bring an item to its target; without an item, every item below "
+             "its reorder point and the total cost.", NeedArgs, reorder_need, "read", _need_figures),
+        Tool("draft_order", "Record a draft order line (nothing is sent).", OrderArgs, draft_order, "internal",
+             _draft_figures),
+        Tool("propose_order", "Propose an order to the supplier for the owner to approve. Nothing is sent until the "
+             "owner approves it.", OrderArgs, propose_order, "external", _proposal_figures),
+    ])
+
+
+def tool_context(store: Store, run_id: str, **kwargs: Any) -> TurnContext:
+    return TurnContext(store=store, run_id=run_id, **kwargs)

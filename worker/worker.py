@@ -1,0 +1,216 @@
+"""The worker: claim a turn (C5), run the agent loop on it, finish with its report in one transaction (C6).
+
+Transient model failures release the turn with backoff (C9); a refusal of this request fails it with an
+explanation; a fault of the configuration stops the worker with the turn left pending (C7, last paragraph).
+Work arrives by an in-process wake-up from admissions, and from other processes through `PRAGMA data_version`
+checked once a second; an idle worker does nothing else.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from store import Claim, NotClaimed, ReportDraft, Store, faults
+
+from .agent_loop import Limits, run_agent
+from .models.base import Message, Model, ModelConfigFault, ModelRefused, ModelTransient
+from .prompts import system_prompt
+from .shop_tools import TurnContext, shop_registry
+from .till_counts import till_report
+
+log = logging.getLogger("shopbot.worker")
+
+DEFAULT_BACKOFF = (30.0, 120.0, 600.0)   # seconds before attempt 2, 3, ... of a transiently failed turn
+PAUSE_AFTER = 3                          # consecutive transient model failures before claiming pauses
+
+
+class WorkerStopped(Exception):
+    """The worker stopped on a fault of the configuration; work was left where it was."""
+
+
+class _K4Model:
+    """Wraps the model so that the fault point K4 sits inside the model call."""
+
+    def __init__(self, model: Model) -> None:
+        self._model = model
+        self.name = getattr(model, "name", "model")
+
+    async def complete(self, system, messages, tools):  # type: ignore[no-untyped-def]
+        call = asyncio.ensure_future(self._model.complete(system, messages, tools))
+        await asyncio.sleep(0)   # the request has started
+        faults.reached("K4")
+        return await call
+
+
+class _StoreJournal:
+    """The agent loop's journal, committed to the store: started before a tool acts, finished after (K5)."""
+
+    def __init__(self, store: Store, ctx: TurnContext) -> None:
+        self.store, self.ctx = store, ctx
+
+    async def started(self, call_id: str, tool: str, arguments: dict, effect: str) -> None:
+        await self.store.op_started(self.ctx.run_id, call_id, tool, arguments, effect)
+        self.ctx.current_call = call_id
+
+    async def finished(self, call_id: str, status: str, result: dict) -> None:
+        if call_id not in self.ctx.completed_calls:   # an external tool completes its operation itself (C11)
+            await self.store.op_finished(self.ctx.run_id, call_id, status, result)
+        faults.reached("K5")
+
+
+@dataclass
+class WorkerSettings:
+    worker_id: str = "worker-1"
+    concurrency: int = 1
+    limits: Limits = field(default_factory=Limits)
+    backoff: Sequence[float] = DEFAULT_BACKOFF
+    history_limit: int = 20
+    supplier: str = "supplier"
+    currency: str = "USD"
+    notice_destination: str | None = None   # the owner's chat for the worker's own notices
+
+
+class Worker:
+    def __init__(self, store: Store, model: Model, settings: WorkerSettings | None = None, *,
+                 on_turn: Callable[[Claim], Awaitable[None]] | None = None) -> None:
+        self.store = store
+        self.model = _K4Model(model)
+        self.settings = settings or WorkerSettings()
+        self.registry = shop_registry()
+        self.on_turn = on_turn            # e.g. the Telegram "typing" action: best effort, never the outbox
+        self.turns_done = 0
+        self._consecutive_transient = 0
+        self._paused_until: float | None = None
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.store.signals.work.notify()
+
+    # ---- loops -----------------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Run until `stop()`; raises WorkerStopped on a configuration fault."""
+        loop = asyncio.get_running_loop()
+        active: dict[str, asyncio.Task] = {}
+        last_version = await self.store.data_version()
+        try:
+            while not self._stop.is_set():
+                for session in [s for s, t in active.items() if t.done()]:
+                    active.pop(session).result()   # re-raises WorkerStopped and bugs: loud, never silent
+                paused = self._paused_until is not None and loop.time() < self._paused_until
+                while not paused and len(active) < self.settings.concurrency and not self._stop.is_set():
+                    claim = await self.store.claim(self.settings.worker_id)
+                    if claim is None:
+                        break
+                    active[claim.session] = asyncio.create_task(self.run_turn(claim))
+                timeout = 1.0
+                due = await self.store.next_claim_time()
+                if due is not None and not paused:
+                    timeout = min(timeout, max(0.0, (due - self.store.clock.now()).total_seconds()))
+                waiters = [asyncio.ensure_future(self.store.signals.work.wait())]
+                waiters += list(active.values())
+                done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                waiters[0].cancel()
+                version = await self.store.data_version()
+                if version != last_version:        # another process committed (admit, resolve, forget)
+                    last_version = version
+        finally:
+            for task in active.values():
+                task.cancel()
+            for task in active.values():
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down; turns were released
+                    pass
+
+    async def drain(self) -> int:
+        """Run every turn that is due now, one after another, until none is; returns the turns run."""
+        count = 0
+        while (claim := await self.store.claim(self.settings.worker_id)) is not None:
+            await self.run_turn(claim)
+            count += 1
+        return count
+
+    # ---- one turn -----------------------------------------------------------------------------------------------
+    async def run_turn(self, claim: Claim) -> None:
+        log.info("turn started run_id=%s session=%s work=%s attempt=%d", claim.run_id, claim.session,
+                 ",".join(str(i.work_id) for i in claim.items), claim.attempt)
+        faults.reached("K3")
+        try:
+            if claim.session.startswith("till:"):
+                await self._till_turn(claim)
+            else:
+                await self._agent_turn(claim)
+        except NotClaimed as exc:
+            log.warning("turn discarded run_id=%s: %s", claim.run_id, exc)
+        self.turns_done += 1
+
+    async def _till_turn(self, claim: Claim) -> None:
+        """A till count is applied without a model: stock set and count events recorded inside the finish
+        transaction, and a report rendered from the applied counts (for the till's GET)."""
+        requests = [(item.source, json.loads(item.payload)) for item in claim.items]
+        faults.reached("K6")
+        await self.store.finish_counts(claim, requests, till_report)
+
+    async def _agent_turn(self, claim: Claim) -> None:
+        user_text = "\n".join(item.payload for item in claim.items)
+        history = [Message(role=role, text=text)   # type: ignore[arg-type]
+                   for role, text in await self.store.history(claim.session, self.settings.history_limit)]
+        allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
+        ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency)
+        if self.on_turn is not None:
+            await self.on_turn(claim)
+        try:
+            result = await run_agent(model=self.model, registry=self.registry,
+                                     system=system_prompt(self.settings.currency), history=history,
+                                     user_text=user_text, journal=_StoreJournal(self.store, ctx), context=ctx,
+                                     limits=self.settings.limits)
+        except ModelTransient as exc:
+            await self._transient(claim, exc)
+            return
+        except ModelRefused as exc:
+            log.warning("model refused run_id=%s status=%s", claim.run_id, exc.status)
+            await self.store.fail(claim, ReportDraft(
+                f"Sorry, the model refused this request ({exc.detail}). It will not be retried; please rephrase it.",
+                destination=claim.destination, is_error=True), stop_reason="model refused")
+            return
+        except ModelConfigFault as exc:
+            await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="model configuration fault",
+                                                    refund=True))
+            raise WorkerStopped(f"the model rejected the configuration (status {exc.status}): {exc.detail}. "
+                                "Fix SHOPBOT_MODEL / SHOPBOT_MODEL_API_KEY and restart; work is kept pending.") from exc
+        except asyncio.CancelledError:
+            # Shutdown abandons the model call: the turn goes back without counting this attempt.
+            await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="shutdown", refund=True))
+            raise
+        self._consecutive_transient = 0
+        faults.reached("K6")
+        outcome = await self.store.finish(
+            claim, ReportDraft(result.text, destination=claim.destination), user_text=user_text,
+            stop_reason=result.stop_reason, usage=(result.model_calls, result.input_tokens, result.output_tokens))
+        log.info("turn finished run_id=%s report_id=%s stop=%s", claim.run_id, outcome.report_id, result.stop_reason)
+
+    async def _transient(self, claim: Claim, exc: ModelTransient) -> None:
+        backoff = self.settings.backoff
+        delay = backoff[min(claim.attempt - 1, len(backoff) - 1)]
+        if exc.retry_after:
+            delay = max(delay, exc.retry_after)
+        failed = await self.store.release(claim, delay_seconds=delay, reason=f"model unavailable: {exc.detail}")
+        log.warning("model transient failure run_id=%s status=%s %s", claim.run_id, exc.status,
+                    f"failed at the attempt cap: {failed}" if failed else f"released for {delay:.0f} s")
+        self._consecutive_transient += 1
+        if self._consecutive_transient >= PAUSE_AFTER:
+            pause = max(backoff)
+            self._consecutive_transient = 0
+            self._paused_until = asyncio.get_running_loop().time() + pause
+            log.error("model failed %d times in a row: claiming paused for %.0f s", PAUSE_AFTER, pause)
+            await self._notice("model_paused", f"The model service failed {PAUSE_AFTER} times in a row. I paused for "
+                               "a while instead of using up every request's attempts; your requests are kept and "
+                               "will be answered when it is back.")
+
+    async def _notice(self, kind: str, text: str) -> None:
+        if self.settings.notice_destination is not None:
+            await self.store.notice(kind, self.store.now()[:16], text, self.settings.notice_destination)
