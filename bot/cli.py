@@ -13,6 +13,7 @@ from store import (Admission, InstanceLock, Occurrence, Store, StoreError, WorkK
 from store.invariants import check as check_invariants
 
 from . import config as config_module
+from .cli_format import print_status
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -58,37 +59,13 @@ def cmd_admit(args: argparse.Namespace) -> int:
     return 0 if result.outcome in (Admission.ACCEPTED, Admission.DUPLICATE) else 1
 
 
-def print_status(status: dict) -> None:
-    work, deliveries = status["work"], status["deliveries"]
-    print("work:       " + "  ".join(f"{k} {v}" for k, v in work.items()))
-    print("deliveries: " + "  ".join(f"{k} {v}" for k, v in deliveries.items()))
-    oldest = status["oldest_pending_seconds"]
-    print(f"open agent work: {status['open_agent_work']}; oldest pending: "
-          + (f"{oldest:.1f} s" if oldest is not None else "none"))
-    law = status["littles_law"]
-    print(f"last {law['window_seconds'] / 60:.0f} min: λ {law['lambda_per_s']:.4f}/s  W {law['W_s']:.2f} s  "
-          f"L {law['L']:.3f}  λW {law['lambda_W']:.3f}  arrivals {law['arrivals']}  refused {law['refused']}")
-    for row in status["unknown"]:
-        print(f"UNKNOWN  {row['report_id']} part {row['part']}/{row['parts']} to chat {row['chat_id']}: {row['reason']}"
-              f"  -> shopbot resolve {row['report_id']} --resend | --delivered")
-    for row in status["failed_work"]:
-        print(f"FAILED   work {row['work_id']} ({row['source']}) report {row['report_id']}")
-    for row in status["failed_deliveries"]:
-        print(f"NOT SENT {row['report_id']} part {row['part']} to chat {row['chat_id']}: {row['reason']}")
-    for key, rows in status.get("extra", {}).items():
-        for row in rows:
-            print(f"{key.upper():8} {row}")
-    if status["counters"]:
-        print("counted:    " + "  ".join(f"{k} {v}" for k, v in status["counters"].items()))
-
-
 @command("status")
 def cmd_status(args: argparse.Namespace) -> int:
     status = with_store(args, lambda s: s.status())
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True))
     else:
-        print_status(status)
+        print_status(status, sys.stdout)
     return 0
 
 
@@ -179,6 +156,76 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
+def setup_logs(cfg: config_module.Config) -> None:
+    from .logs import setup_logging
+    setup_logging(cfg.log_level, cfg.secrets(), cfg.log_file)
+
+
+@command("run")
+def cmd_run(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    setup_logs(cfg)
+    from .app import App
+
+    async def main() -> int:
+        async with App(cfg) as app:
+            if args.drain:
+                from .cli_format import print_status
+                status = await app.drain()
+                print("drained; left (not yet due):")
+                print_status(status, sys.stdout)
+            else:
+                await app.run()
+        return 0
+    import logging
+    logging.getLogger("shopbot").info("starting with database %s", cfg.db.resolve())
+    return asyncio.run(main())
+
+
+def local_config() -> config_module.Config:
+    """The demo and chat print a conversation: their log stays at WARNING unless SHOPBOT_LOG_LEVEL says otherwise."""
+    env = config_module.environment()
+    env.setdefault("SHOPBOT_LOG_LEVEL", "WARNING")
+    return config_module.load(env)
+
+
+@command("demo")
+def cmd_demo(args: argparse.Namespace) -> int:
+    cfg = local_config()
+    setup_logs(cfg)
+    from .demo import main as demo_main
+    return demo_main()
+
+
+@command("chat")
+def cmd_chat(args: argparse.Namespace) -> int:
+    cfg = local_config()
+    setup_logs(cfg)
+    from .chat import main as chat_main
+    return chat_main()
+
+
+@command("local-api")
+def cmd_local_api(args: argparse.Namespace) -> int:
+    from .local_api import main as local_api_main
+    argv = ["--token", args.token, "--port", str(args.port), "--host", args.host]
+    if args.state:
+        argv += ["--state", str(args.state)]
+    return local_api_main(argv)
+
+
+@command("shop")
+def cmd_shop(args: argparse.Namespace) -> int:
+    from .shop_file import load_shop
+    cfg = load_config(args)
+    shop = load_shop(cfg.shop_file)
+    changes = with_store(args, lambda s: s.sync_shop(shop.items, str(cfg.shop_file), args.reset_stock), create=True)
+    for change in changes:
+        print(change)
+    print(f"synced {len(shop.items)} item(s) from {cfg.shop_file}: {len(changes)} change(s)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shopbot", description="A durable Telegram agent bot for a small shop.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
@@ -211,6 +258,22 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--delivered", action="store_true", help="the owner has it: record it as delivered")
     p = add("forget", "delete a conversation's agent history and cancel its waiting work (C12)")
     p.add_argument("--session", required=True, help="e.g. tg:42")
+    p = add("run", "run the whole product: Telegram ingress, worker, relay, HTTP server, producers")
+    p.add_argument("--drain", action="store_true",
+                   help="recover, process every due item and delivery, then exit 0 and print what is left")
+    sub.add_parser("demo", help="a scripted day against a local Telegram Bot API (no token, no key)",
+                   description="a scripted day against a local Telegram Bot API (no token, no key)")
+    sub.add_parser("chat", help="type as the owner in the terminal, against a local Telegram Bot API",
+                   description="type as the owner in the terminal, against a local Telegram Bot API")
+    p = sub.add_parser("local-api", help="run the local fake Telegram Bot API server as its own process",
+                       description="run the local fake Telegram Bot API server as its own process")
+    p.add_argument("--token", required=True)
+    p.add_argument("--port", type=int, default=8081)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--state", type=Path, help="SQLite file keeping updates, offsets and sent messages")
+    p = add("shop", "apply the shop file explicitly (`shop sync`); counted stock is kept")
+    p.add_argument("action", choices=["sync"])
+    p.add_argument("--reset-stock", action="store_true", help="also set stock on hand to the file's values")
     return parser
 
 
@@ -224,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except FileExistsError as exc:
+    except (FileExistsError, ValueError) as exc:   # shop file and other input errors carry a clear message
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

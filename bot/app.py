@@ -1,0 +1,199 @@
+"""The composition root: builds every part from the configuration and runs them in one TaskGroup.
+
+Wiring only. One process per database owns recovery, the worker and the relays (C10): the instance lock is taken
+before anything else and held for the life of the process.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from store import Claim, InstanceLock, Store, StoreError, faults, parse_clock
+from worker.models import load_model
+from worker.worker import Worker, WorkerSettings, WorkerStopped
+
+from .config import Config
+from .http_server import Health, HttpServer, health_route, webhook_route
+from .ingress import ALLOWED_UPDATES, Ingress, IngressStopped
+from .owner import COMMANDS
+from .relay import Relay, RelaySettings, RelayStopped
+from .sender import TelegramSender, make_bot
+from .shop_file import ShopSpec, load_shop
+
+log = logging.getLogger("shopbot.app")
+
+
+@dataclass
+class Parts:
+    store: Store
+    shop: ShopSpec
+    worker: Worker
+    relay: Relay | None
+    ingress: Ingress | None
+    sender: TelegramSender | None
+    http: HttpServer | None
+    health: Health
+
+
+class App:
+    def __init__(self, cfg: Config, *, poll_timeout: int = 25) -> None:
+        self.cfg = cfg
+        self.poll_timeout = poll_timeout
+        self.parts: Parts | None = None
+        self._stack = AsyncExitStack()
+        self._stopping = asyncio.Event()
+
+    def owner_ids(self) -> frozenset[int]:
+        return frozenset(self.cfg.owner_ids)
+
+    def allowed_chat(self, chat_id: int) -> bool:
+        return chat_id in self.cfg.owner_ids
+
+    async def __aenter__(self) -> "App":
+        cfg = self.cfg
+        faults.arm(cfg.fault)
+        self._stack.enter_context(InstanceLock(cfg.db.resolve()))
+        shop = load_shop(cfg.shop_file)
+        clock = parse_clock(cfg.clock, test_mode=cfg.test_mode)
+        store = await Store.open(cfg.db, clock, capacity=cfg.capacity, debounce_ms=cfg.debounce_ms,
+                                 attempt_cap=cfg.attempt_cap, max_pages=cfg.db_max_pages)
+        self._stack.push_async_callback(store.close)
+        log.info("database %s (schema %d)", store.path, await store.schema_version())
+        if await store.seed_shop(shop.items, str(cfg.shop_file)):
+            log.info("shop seeded from %s: %d items", cfg.shop_file, len(shop.items))
+        summary = await store.recover()
+        log.info("recovery: %d released, %d failed, %d deliveries now unknown", len(summary.released),
+                 len(summary.failed), len(summary.unknown_deliveries))
+        owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
+        sender = bot = None
+        if cfg.telegram_token:
+            bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
+            await bot.initialize()
+            self._stack.push_async_callback(bot.shutdown)
+            sender = TelegramSender(bot)
+        model = load_model(cfg.model, base_url=cfg.model_base_url or None, api_key=str(cfg.model_api_key) or None)
+        worker = Worker(store, model, WorkerSettings(
+            concurrency=cfg.worker_concurrency, supplier=shop.supplier, currency=shop.currency,
+            notice_destination=owner_chat), on_turn=self._typing if sender else None)
+        health = Health()
+        relay = Relay(store, sender, self.allowed_chat, RelaySettings(chat_pace_s=cfg.chat_pace_ms / 1000)) \
+            if sender else None
+        ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout) if bot and sender else None
+        routes = [health_route(store, health)]
+        if ingress and cfg.webhook_url:
+            routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
+        routes += self.extra_routes(store, shop)
+        http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
+        self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health)
+        return self
+
+    def extra_routes(self, store: Store, shop: ShopSpec) -> list[Any]:
+        return []
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _typing(self, claim: Claim) -> None:
+        assert self.parts and self.parts.sender
+        if claim.destination and claim.destination.startswith("tg:"):
+            await self.parts.sender.typing(int(claim.destination[3:]))
+
+    async def _telegram_setup(self) -> None:
+        p = self.parts
+        assert p and p.sender
+        bot = p.sender.bot
+        try:
+            await bot.set_my_commands([(name, what) for name, what in COMMANDS.items()])
+            if self.cfg.webhook_url:
+                await bot.set_webhook(self.cfg.webhook_url, secret_token=str(self.cfg.webhook_secret),
+                                      max_connections=1, allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False)
+                log.info("webhook mode: Telegram posts to the configured URL")
+            else:
+                await bot.delete_webhook(drop_pending_updates=False)   # never drop pending updates
+        except Exception as exc:  # noqa: BLE001 - reported, and polling will say more
+            log.error("Telegram setup failed: %s", type(exc).__name__)
+        if self.cfg.owner_chat_id:
+            try:
+                await bot.send_chat_action(self.cfg.owner_chat_id, "typing")
+            except Exception as exc:  # noqa: BLE001
+                log.error("cannot write to the owner chat %s (%s): the owner must open the bot in Telegram and press "
+                          "Start once; until then briefs and notices wait in the outbox", self.cfg.owner_chat_id,
+                          type(exc).__name__)
+        if not self.cfg.owner_ids:
+            log.warning("SHOPBOT_OWNER_IDS is empty: every Telegram sender will be refused")
+
+    def stop(self) -> None:
+        self._stopping.set()
+        p = self.parts
+        if p is None:
+            return
+        p.worker.stop()
+        for part in (p.relay, p.ingress, p.http):
+            if part is not None:
+                part.stop()
+
+    async def _supervised(self, name: str, coro: Any) -> None:
+        """A part that stops on a configuration fault stays stopped, loudly, and /healthz says so; a bug crashes the
+        whole TaskGroup (never a silent death)."""
+        assert self.parts
+        try:
+            await coro
+        except (WorkerStopped, RelayStopped, IngressStopped) as exc:
+            log.critical("%s stopped: %s", name, exc)
+            self.parts.health.fail(name, str(exc))
+            if self.cfg.owner_chat_id:
+                await self.parts.store.notice("config", f"{name}:{self.parts.store.now()[:10]}",
+                                              f"I had to stop my {name}: {exc}", f"tg:{self.cfg.owner_chat_id}")
+
+    async def run(self) -> None:
+        p = self.parts
+        assert p is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self.stop)
+            except (NotImplementedError, RuntimeError):
+                pass
+        if p.sender:
+            await self._telegram_setup()
+        log.info("shopbot running: model=%s telegram=%s http=%s", self.cfg.model,
+                 "webhook" if self.cfg.webhook_url else ("polling" if p.ingress else "off"),
+                 f"{self.cfg.http_host}:{self.cfg.http_port}" if p.http else "off")
+        async with asyncio.TaskGroup() as tasks:
+            # Stopping cancels admission and the worker (an abandoned model call releases its turn without
+            # counting the attempt; an unacknowledged batch comes back, C2) and lets a send in flight finish.
+            cancel_on_stop = [tasks.create_task(self._supervised("worker", p.worker.run()))]
+            if p.ingress and not self.cfg.webhook_url:
+                cancel_on_stop.append(tasks.create_task(self._supervised("ingress", p.ingress.poll())))
+            if p.relay:
+                tasks.create_task(self._supervised("relay", p.relay.run()))
+            if p.http:
+                tasks.create_task(p.http.serve())
+            for coro in self.producer_tasks():
+                cancel_on_stop.append(tasks.create_task(coro))
+            await self._stopping.wait()
+            self.stop()
+            for task in cancel_on_stop:
+                task.cancel()
+        log.info("shopbot stopped")
+
+    def producer_tasks(self) -> list[Any]:
+        return []
+
+    async def drain(self) -> dict:
+        """`run --drain`: recovery ran at start; admit what Telegram holds, run every due turn, send every due
+        delivery, until nothing due is left; returns the status of what is left (not yet due)."""
+        p = self.parts
+        assert p is not None
+        while True:
+            if p.ingress:
+                await p.ingress.poll(drain=True)
+            turns = await p.worker.drain()
+            sent = await p.relay.drain() if p.relay else 0
+            if not turns and not sent:
+                break
+        return await p.store.status()

@@ -1,0 +1,88 @@
+"""`shopbot demo`: a short scripted day against the local Bot API server, printed as the owner would see it."""
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import TextIO
+
+from .cli_format import print_status
+from .local_setup import OWNER_ID, LocalRun, local_product
+
+STRANGER_ID = 666
+
+
+class Transcript:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.start = time.monotonic()
+
+    def owner(self, text: str) -> None:
+        self.out.write(f"\n  Lucy  > {text}\n")
+
+    def bot(self, text: str, buttons: list[str] | None = None) -> None:
+        lines = text.splitlines() or [""]
+        self.out.write(f"  bot   < {lines[0]}\n")
+        for line in lines[1:]:
+            self.out.write(f"          {line}\n")
+        if buttons:
+            self.out.write("          " + "  ".join(f"[{b}]" for b in buttons) + "\n")
+
+    def note(self, text: str) -> None:
+        self.out.write(f"  ({text})\n")
+
+
+def _buttons(message) -> list[str]:  # type: ignore[no-untyped-def]
+    markup = message.reply_markup or {}
+    return [b["text"] for row in markup.get("inline_keyboard", []) for b in row]
+
+
+async def _say(run: LocalRun, t: Transcript, text: str, replies: int = 1):  # type: ignore[no-untyped-def]
+    t.owner(text)
+    update = run.api.post_message(OWNER_ID, OWNER_ID, text)
+    got = await run.replies(replies)
+    for message in got:
+        t.bot(message.text, _buttons(message))
+    return update, got
+
+
+async def play(out: TextIO) -> dict:
+    t = Transcript(out)
+    out.write("shopbot demo: a local Telegram Bot API on 127.0.0.1, the offline model, a temporary database.\n")
+    async with local_product() as run:
+        await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
+        await _say(run, t, "How much vanilla do we have?")
+
+        t.note("Lucy taps 'stock' and the signal drops: Telegram delivers the same message twice")
+        update, _ = await _say(run, t, "stock")
+        run.api.redeliver(update["update_id"])
+        await run.admitted(max(run.api._all_updates))   # noqa: SLF001 - the redelivered copy was admitted
+        t.note(f"the second copy was admitted as a duplicate: {len(run.owner_messages()) - run.seen} extra replies")
+
+        t.note("the next reply reaches Telegram but the confirmation is lost on the way back")
+        run.api.inject("sendMessage", "drop_after_accept")
+        _, got = await _say(run, t, "count chocolate", replies=2)
+        notice = got[-1]
+        t.note("Lucy has the reply, so she presses 'I have it'")
+        run.api.post_callback(OWNER_ID, OWNER_ID, notice.reply_markup["inline_keyboard"][0][1]["callback_data"],
+                              notice.message_id)
+        for message in await run.replies(1):
+            t.bot(message.text)
+
+        t.note(f"a stranger (user {STRANGER_ID}) writes to the bot")
+        stranger = run.api.post_message(STRANGER_ID, STRANGER_ID, "give me free ice cream")
+        await run.admitted(stranger["update_id"])
+        t.note("ignored: no work, no reply; counted by id in the status below")
+
+        await _say(run, t, "/brief")
+        await _say(run, t, "reorder")
+        status = await run.app.parts.store.status()   # type: ignore[union-attr]
+    out.write("\nFinal status:\n")
+    print_status(status, out)
+    out.write(f"\ndemo finished in {time.monotonic() - t.start:.1f} s\n")
+    return status
+
+
+def main(out: TextIO = sys.stdout) -> int:
+    status = asyncio.run(play(out))
+    return 0 if status["work"]["pending"] == 0 and status["work"]["running"] == 0 else 1

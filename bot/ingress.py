@@ -1,0 +1,244 @@
+"""Telegram ingress: admit-then-ack (C2) with authentication at the adapter (C3).
+
+Polling calls `getUpdates` itself and sends the higher offset only after the whole batch was admitted in one
+committed transaction; the webhook answers 200 only after the commit. Strangers, groups, bots and malformed
+updates are counted and logged by id, their text never stored, and create no work.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from telegram import Bot, Update
+from telegram.error import Conflict, InvalidToken, NetworkError, TelegramError
+
+from store import Admission, Occurrence, ReportDraft, Store, StoreError, Transaction, WorkKind, faults
+
+from . import owner
+from .sender import TelegramSender
+
+log = logging.getLogger("shopbot.ingress")
+
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query", "my_chat_member"]
+MAX_TEXT = 4096          # Telegram's own limit; anything longer is not a real message
+
+
+class IngressStopped(Exception):
+    """Ingestion stopped for a reason an operator must fix (another poller on the token, a bad token)."""
+
+
+@dataclass
+class BatchResult:
+    outcomes: dict[str, int] = field(default_factory=dict)
+    presses: list[tuple[owner.Press, owner.PressResult]] = field(default_factory=list)
+
+    def bump(self, key: str) -> None:
+        self.outcomes[key] = self.outcomes.get(key, 0) + 1
+
+
+def parse(raw: object, bot: Bot) -> Update | None:
+    """One update alone: a malformed one must never stop ingestion (DESIGN, Facts at the edges)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("update_id"), int):
+        return None
+    try:
+        return Update.de_json(raw, bot)
+    except Exception:  # noqa: BLE001 - PTB raises KeyError/TypeError/ValueError on malformed input
+        return None
+
+
+class Router:
+    """Turns parsed updates into admissions inside one transaction."""
+
+    def __init__(self, owner_ids: Callable[[], frozenset[int]]) -> None:
+        self.owner_ids = owner_ids
+
+    def _sender_ok(self, tx: Transaction, result: BatchResult, update_id: int, chat, user) -> bool:  # type: ignore[no-untyped-def]
+        """C3: private chats of allow-listed users whose chat id equals the sender id, never bots."""
+        if user is None or chat is None:
+            reason = "no_sender"
+        elif user.is_bot:
+            reason = "bot"
+        elif chat.type != "private" or chat.id != user.id:
+            reason = "not_private"
+        elif user.id not in self.owner_ids():
+            reason = "stranger"
+        else:
+            return True
+        tx.count(reason)
+        result.bump(reason)
+        log.warning("update refused update_id=%s reason=%s sender=%s chat=%s", update_id, reason,
+                    getattr(user, "id", None), getattr(chat, "id", None))
+        return False
+
+    def route(self, tx: Transaction, parsed: Sequence[tuple[int | None, Update | None]]) -> BatchResult:
+        result = BatchResult()
+        for update_id, update in parsed:
+            if update is None:
+                tx.count("malformed")
+                result.bump("malformed")
+                log.warning("malformed update dropped update_id=%s", update_id)
+                continue
+            self._route_one(tx, result, update)
+        return result
+
+    def _route_one(self, tx: Transaction, result: BatchResult, update: Update) -> None:
+        if update.message is not None:
+            message = update.message
+            if not self._sender_ok(tx, result, update.update_id, message.chat, message.from_user):
+                return
+            self._message(tx, result, message.chat.id, message.message_id, message.text)
+        elif update.edited_message is not None:
+            message = update.edited_message
+            if not self._sender_ok(tx, result, update.update_id, message.chat, message.from_user):
+                return
+            edit_date = int(message.edit_date.timestamp()) if message.edit_date else 0
+            source = f"edit:{message.chat.id}:{message.message_id}:{edit_date}"
+            result.bump(owner.admit_reply(tx, source, message.chat.id, "edited", owner.EDITED).outcome.value)
+        elif update.callback_query is not None:
+            query = update.callback_query
+            chat = query.message.chat if query.message is not None else None
+            if not self._sender_ok(tx, result, update.update_id, chat, query.from_user):
+                return
+            press = owner.Press(query.id, chat.id, query.from_user.id, query.data or "",
+                                query.message.message_id if query.message is not None else None)
+            pressed = owner.admit_press(tx, press)
+            result.presses.append((press, pressed))
+            result.bump(pressed.admission.outcome.value)
+        elif update.my_chat_member is not None:
+            member = update.my_chat_member
+            status = member.new_chat_member.status if member.new_chat_member else "unknown"
+            tx.count(f"chat_member_{status}")
+            result.bump("chat_member")
+            log.warning("chat member update chat=%s status=%s (a blocked bot cannot deliver to this chat)",
+                        member.chat.id, status)
+        else:
+            tx.count("unsupported_update")
+            result.bump("unsupported")
+            log.info("unsupported update kind dropped update_id=%s", update.update_id)
+
+    def _message(self, tx: Transaction, result: BatchResult, chat_id: int, message_id: int, text: str | None) -> None:
+        source = f"tg:{chat_id}:{message_id}"
+        if text is None:
+            outcome = owner.admit_reply(tx, source, chat_id, "(not text)", owner.NOT_TEXT).outcome
+        elif text.startswith("/"):
+            command = text[1:].split(maxsplit=1)[0].split("@")[0].lower() if len(text) > 1 else ""
+            if command == "brief":
+                outcome = self._agent(tx, chat_id, source, owner.BRIEF_PROMPT)
+            else:
+                outcome = owner.admit_command(tx, source, chat_id, text[:MAX_TEXT], command).outcome
+        else:
+            outcome = self._agent(tx, chat_id, source, text[:MAX_TEXT])
+        result.bump(outcome.value)
+
+    def _agent(self, tx: Transaction, chat_id: int, source: str, text: str) -> Admission:
+        admitted = tx.admit(Occurrence(source, f"tg:{chat_id}", text, WorkKind.AGENT, f"tg:{chat_id}"))
+        if admitted.outcome is Admission.REFUSED:
+            log.warning("refused for capacity chat=%s source=%s", chat_id, source)
+            busy = ("I'm busy right now and could not take your message. Nothing was started; please send it "
+                    "again in a few minutes.")
+            # at most one "busy" notice per chat per minute: the identity carries the minute
+            tx.admit_answered(Occurrence(f"notice:busy:{chat_id}:{tx.now[:16]}", "notice:busy", busy,
+                                         WorkKind.NOTICE, f"tg:{chat_id}"),
+                              lambda t, work_id: ReportDraft(busy, destination=f"tg:{chat_id}"))
+        elif admitted.outcome is Admission.CONFLICT:
+            log.error("conflicting redelivery source=%s: kept the first, refused this one", source)
+        return admitted.outcome
+
+
+class Ingress:
+    def __init__(self, store: Store, bot: Bot, sender: TelegramSender, owner_ids: Callable[[], frozenset[int]], *,
+                 poll_timeout: int = 25) -> None:
+        self.store = store
+        self.bot = bot
+        self.sender = sender
+        self.router = Router(owner_ids)
+        self.poll_timeout = poll_timeout
+        self._stop = asyncio.Event()
+        self.batches = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def admit_raw(self, raw_updates: Sequence[object]) -> BatchResult:
+        """Parse each update alone, then admit the whole batch in one transaction (raises StoreError on failure)."""
+        parsed = [(raw.get("update_id") if isinstance(raw, dict) else None, parse(raw, self.bot))
+                  for raw in raw_updates]
+        return await self.admit_parsed(parsed)
+
+    async def admit_parsed(self, parsed: Sequence[tuple[int | None, Update | None]]) -> BatchResult:
+        result = await self.store.atomic(lambda tx: self.router.route(tx, parsed))
+        self.batches += 1
+        return result
+
+    async def after_commit(self, result: BatchResult) -> None:
+        """Answer button presses (the spinner) and remove decided buttons: best effort, after the commit."""
+        for press, pressed in result.presses:
+            await self.sender.answer_callback(press.callback_id, pressed.answer)
+            if pressed.decided and press.message_id is not None:
+                await self.sender.remove_buttons(press.chat_id, press.message_id)
+
+    async def fetch(self, offset: int | None, timeout: int) -> list[tuple[int | None, Update | None]]:
+        try:
+            updates = await self.bot.get_updates(offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES)
+            return [(u.update_id, u) for u in updates]
+        except TelegramError:
+            raise
+        except Exception:  # noqa: BLE001 - PTB parses the batch at once; one bad update raises: parse each alone
+            log.warning("a getUpdates batch did not parse as a whole; parsing each update alone")
+            raw = await self.bot.do_api_request("getUpdates", api_kwargs={
+                "offset": offset, "timeout": 0, "allowed_updates": ALLOWED_UPDATES})
+            return [(r.get("update_id") if isinstance(r, dict) else None, parse(r, self.bot)) for r in raw or []]
+
+    async def poll(self, *, drain: bool = False) -> None:
+        """Long polling. With `drain`, stops after the first empty batch."""
+        offset: int | None = None
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                parsed = await self.fetch(offset, 0 if drain else self.poll_timeout)
+            except Conflict as exc:
+                raise IngressStopped(
+                    "Telegram says another program is polling this bot token (409 Conflict). shopbot never fights "
+                    "it: stop the other poller (only one may run per token), then start shopbot again.") from exc
+            except InvalidToken as exc:
+                raise IngressStopped("Telegram refused the bot token: check TELEGRAM_BOT_TOKEN.") from exc
+            except NetworkError as exc:
+                failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                log.warning("getUpdates failed (%s); retrying in %.1f s", type(exc).__name__, delay)
+                await self._sleep(delay)
+                continue
+            failures = 0
+            if not parsed:
+                if drain:
+                    return
+                continue
+            faults.reached("K1")
+            try:
+                result = await self.admit_parsed(parsed)
+            except StoreError as exc:
+                # Nothing was acknowledged: the same updates come back with the same offset (C2).
+                log.error("admission failed, batch not acknowledged (%s); retrying", exc)
+                await self._sleep(1.0)
+                continue
+            faults.reached("K2")
+            ids = [update_id for update_id, _ in parsed if isinstance(update_id, int)]
+            if ids:
+                offset = max(ids) + 1
+            log.info("batch admitted updates=%d %s", len(parsed),
+                     " ".join(f"{k}={v}" for k, v in sorted(result.outcomes.items())))
+            await self.after_commit(result)
+        if offset is not None:
+            # Confirm the last admitted batch so Telegram does not redeliver it at the next start (C1 would absorb it).
+            try:
+                await self.bot.get_updates(offset=offset, timeout=0, allowed_updates=ALLOWED_UPDATES, limit=1)
+            except Exception:  # noqa: BLE001 - best effort on shutdown
+                pass
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass

@@ -1,0 +1,72 @@
+"""The local setup shared by `shopbot demo` and `shopbot chat`: a local Bot API server on 127.0.0.1, a temporary
+database, the offline model and the whole product in this process. No token, no API key, no network."""
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import config as config_module
+from .app import App
+from .local_api import LocalBotApi, SentMessage
+
+OWNER_ID = 1001
+DEMO_TOKEN = "123456:local-demo-token"
+
+
+@dataclass
+class LocalRun:
+    api: LocalBotApi
+    app: App
+    task: asyncio.Task
+    seen: int = 0
+
+    def owner_messages(self) -> list[SentMessage]:
+        return [m for m in self.api.sent if m.chat_id == OWNER_ID]
+
+    async def replies(self, count: int, timeout: float = 10.0) -> list[SentMessage]:
+        """Wait until `count` new bot messages reached the owner's chat; return them."""
+        start = self.seen
+        await self.api.wait_for(lambda: len(self.owner_messages()) >= start + count, timeout=timeout)
+        self.seen = start + count
+        return self.owner_messages()[start:start + count]
+
+    async def admitted(self, update_id: int, timeout: float = 10.0) -> None:
+        """Wait until the bot confirmed this update (it asked for a higher offset: admitted and committed)."""
+        await self.api.wait_for(lambda: any((o or 0) > update_id for o in self.api.offsets_requested), timeout=timeout)
+
+
+@asynccontextmanager
+async def local_product(overrides: dict[str, str] | None = None) -> AsyncIterator[LocalRun]:
+    with tempfile.TemporaryDirectory(prefix="shopbot-local-") as tmp:
+        token = os.environ.get("TELEGRAM_BOT_TOKEN") or DEMO_TOKEN
+        async with LocalBotApi(token) as api:
+            env = {k: v for k, v in config_module.environment().items()
+                   if not (k.startswith("SHOPBOT_") or k.startswith("TELEGRAM_"))}
+            env.update({
+                "SHOPBOT_DB": str(Path(tmp) / "demo.sqlite3"),
+                "TELEGRAM_BOT_TOKEN": token,
+                "TELEGRAM_API_BASE_URL": api.base_url,
+                "SHOPBOT_OWNER_IDS": str(OWNER_ID),
+                "SHOPBOT_MODEL": "offline",
+                "SHOPBOT_HTTP_PORT": "0",
+                "SHOPBOT_CHAT_PACE_MS": "200",
+                "SHOPBOT_SHOP_FILE": str(Path(__file__).resolve().parent.parent / "shop.example.toml"),
+            })
+            for key in ("SHOPBOT_LOG_LEVEL", "SHOPBOT_LOG_FILE", "SHOPBOT_SHOP_FILE"):
+                if os.environ.get(key):
+                    env[key] = os.environ[key]
+            env.update(overrides or {})
+            cfg = config_module.load(env)
+            async with App(cfg, poll_timeout=10) as app:
+                task = asyncio.create_task(app.run())
+                run = LocalRun(api, app, task)
+                try:
+                    yield run
+                finally:
+                    app.stop()
+                    await task

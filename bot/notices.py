@@ -1,0 +1,45 @@
+"""System notices to the owner: work items of kind `notice`, finished with their report inside their admission, so
+they go through the outbox like everything else the bot says (DESIGN, Words)."""
+from __future__ import annotations
+
+import logging
+
+from store import Admission, Occurrence, ReportDraft, Store, Transaction, WorkKind
+
+log = logging.getLogger("shopbot.notices")
+
+
+def unknown_notice_source(report_id: str, resends: int) -> str:
+    """Each unknown is announced once; after a resend that is lost again, once more."""
+    return f"notice:unknown:{report_id}" + (f"~{resends}" if resends else "")
+
+
+def unknown_buttons(tx: Transaction, report_id: str, chat_id: int) -> list[list[tuple[str, str]]]:
+    nonce = tx.create_prompt("unknown", report_id, chat_id)
+    return [[("Resend", f"resend:{nonce}"), ("I have it", f"delivered:{nonce}")]]
+
+
+def announce_unknowns_tx(tx: Transaction) -> list[str]:
+    announced = []
+    for row in tx.unknown_reports():
+        if row["kind"] == "notice":      # no notice about a notice's own delivery: /pending and status show it
+            continue
+        report_id, chat_id = row["report_id"], row["chat_id"]
+        preview = (row["preview"].splitlines() or [""])[0][:60]
+        text = (f"I may not have delivered my reply {report_id} (\"{preview}…\"): Telegram did not confirm it. "
+                "Did you get it? Resend sends it once more; I have it records that it arrived.")
+        result = tx.admit_answered(
+            Occurrence(unknown_notice_source(report_id, row["resends"]), f"notice:unknown", text, WorkKind.NOTICE,
+                       f"tg:{chat_id}"),
+            lambda t, work_id, r=report_id, c=chat_id, body=text: ReportDraft(
+                body, destination=f"tg:{c}", buttons=unknown_buttons(t, r, c)))
+        if result.outcome is Admission.ACCEPTED:
+            announced.append(report_id)
+    return announced
+
+
+async def announce_unknowns(store: Store) -> list[str]:
+    announced = await store.atomic(announce_unknowns_tx)
+    for report_id in announced:
+        log.info("unknown announced report_id=%s", report_id)
+    return announced

@@ -1,0 +1,148 @@
+"""What the owner can do besides talking to the agent: commands and inline-button presses (control items).
+
+Each runs inside the admission transaction of its own occurrence and is answered there with a report that goes
+through the outbox; only the callback answer itself (the button's little spinner) is sent directly, after commit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from store import Admission, AdmitResult, Occurrence, ReportDraft, Transaction, WorkKind
+
+from .notices import unknown_buttons
+
+BRIEF_PROMPT = "Prepare the opening brief"
+
+COMMANDS = {
+    "start": "start and see what I can do",
+    "help": "what I can do",
+    "status": "queue and delivery figures",
+    "pending": "replies that may not have arrived",
+    "brief": "the opening brief, now",
+    "forget": "forget this conversation (asks first)",
+}
+
+HELP = ("Hello! I look after the shop's stock with you.\n"
+        "Ask me things like: stock, how much vanilla, count chocolate, brief, reorder.\n"
+        "Commands: " + ", ".join(f"/{name} ({what})" for name, what in COMMANDS.items()) + ".\n"
+        "Every reply ends with its number (like r12.1) so you can spot one that came twice.")
+
+NOT_TEXT = "I can only read text messages for now. Please type your request."
+EDITED = ("I saw that you edited a message. Edits are not re-run: I answered what you sent first. "
+          "Send a new message if you want a new answer.")
+NO_LONGER_VALID = "This button is no longer valid."
+
+
+@dataclass(frozen=True)
+class Press:
+    """A button press, authenticated by the adapter: the presser is an allow-listed owner."""
+    callback_id: str
+    chat_id: int
+    user_id: int
+    data: str
+    message_id: int | None
+
+
+@dataclass(frozen=True)
+class PressResult:
+    admission: AdmitResult
+    answer: str             # the callback answer (after commit)
+    decided: bool           # a decision was recorded: remove the buttons
+
+
+def status_text(status: dict) -> str:
+    work, deliveries, law = status["work"], status["deliveries"], status["littles_law"]
+    lines = [f"Work: {work['pending']} waiting, {work['running']} running, {work['finished']} done, "
+             f"{work['failed']} failed.",
+             f"Replies: {deliveries['pending']} to send, {deliveries['confirmed']} delivered, "
+             f"{deliveries['unknown']} unsure, {deliveries['failed'] + deliveries['denied']} not sent.",
+             f"Last hour: {law['arrivals']} requests, {law['refused']} turned away for being busy."]
+    if status["unknown"]:
+        lines.append("Unsure replies: " + ", ".join(sorted({u['report_id'] for u in status['unknown']}))
+                     + " (see /pending).")
+    return "\n".join(lines)
+
+
+def command_reply(tx: Transaction, command: str, chat_id: int) -> ReportDraft:
+    destination = f"tg:{chat_id}"
+    if command == "status":
+        return ReportDraft(status_text(tx.status()), destination=destination)
+    if command == "pending":
+        rows = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
+        if not rows:
+            return ReportDraft("Every reply was delivered or settled; nothing is waiting for your decision.",
+                               destination=destination)
+        lines = ["These replies may not have arrived:"]
+        buttons: list[list[tuple[str, str]]] = []
+        for row in rows[:10]:
+            preview = (row["preview"].splitlines() or [""])[0][:50]
+            lines.append(f"- {row['report_id']}: \"{preview}…\"")
+            if row["kind"] != "notice":
+                [pair] = unknown_buttons(tx, row["report_id"], chat_id)
+                buttons.append([(f"{label} {row['report_id']}", data) for label, data in pair])
+        return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
+    if command == "forget":
+        nonce = tx.create_prompt("forget", f"tg:{chat_id}", chat_id)
+        return ReportDraft("Forget this conversation? I will delete what I remember of it and cancel requests "
+                           "still waiting. Replies already sent stay in the records.", destination=destination,
+                           buttons=[[("Forget it", f"forget:{nonce}"), ("Keep it", f"keep:{nonce}")]])
+    return ReportDraft(HELP, destination=destination)
+
+
+def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str) -> AdmitResult:
+    """A control command: never refused for capacity, answered in its admission."""
+    return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", text, WorkKind.CONTROL, f"tg:{chat_id}"),
+                             lambda t, work_id: command_reply(t, command, chat_id))
+
+
+def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply: str) -> AdmitResult:
+    return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", payload, WorkKind.CONTROL, f"tg:{chat_id}"),
+                             lambda t, work_id: ReportDraft(reply, destination=f"tg:{chat_id}"))
+
+
+VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}}
+
+
+def decide(tx: Transaction, press: Press) -> tuple[str, bool]:
+    """C8: a press counts only for a known prompt, from the chat it went to, while its target still awaits this
+    decision; anything else is 'no longer valid' and changes nothing."""
+    verb, _, nonce = press.data.partition(":")
+    prompt = tx.prompt(nonce) if nonce else None
+    if (prompt is None or prompt.chat_id != press.chat_id or prompt.decided_at is not None
+            or verb not in VERBS.get(prompt.kind, ())
+            or (prompt.expires_at is not None and prompt.expires_at <= tx.now)):
+        return NO_LONGER_VALID, False
+    by = f"owner:{press.user_id}"
+    if prompt.kind == "unknown":
+        if not tx.unknown_prompt_open(prompt.target):
+            tx.decide_prompt(nonce, "stale", by)
+            return NO_LONGER_VALID, False
+        tx.decide_prompt(nonce, verb, by)
+        tx.resolve(prompt.target, verb, by)
+        if verb == "resend":
+            return f"OK, I will send {prompt.target} once more.", True
+        return f"Thanks, noted that you have {prompt.target}.", True
+    if prompt.kind == "forget":
+        tx.decide_prompt(nonce, verb, by)
+        if verb == "keep":
+            return "OK, I keep this conversation.", True
+        deleted, cancelled = tx.forget(prompt.target, by)
+        return (f"Forgotten: {deleted} remembered message(s) deleted"
+                + (f", {cancelled} waiting request(s) cancelled." if cancelled else ".")), True
+    return NO_LONGER_VALID, False
+
+
+def admit_press(tx: Transaction, press: Press) -> PressResult:
+    answer: list[str] = []
+    decided: list[bool] = []
+
+    def reply(t: Transaction, work_id: int) -> ReportDraft:
+        text, made = decide(t, press)
+        answer.append(text)
+        decided.append(made)
+        return ReportDraft(text, destination=f"tg:{press.chat_id}")
+    result = tx.admit_answered(Occurrence(f"cb:{press.callback_id}", f"tg:{press.chat_id}", press.data,
+                                          WorkKind.CONTROL, f"tg:{press.chat_id}"), reply)
+    if result.outcome is not Admission.ACCEPTED:     # a redelivered press: already answered
+        return PressResult(result, "Already done.", False)
+    return PressResult(result, answer[0], decided[0])

@@ -1,0 +1,144 @@
+"""The delivery relay (C7): takes due deliveries in order, commits `sending` before each HTTP call, and records
+an honest outcome after it. It never resends an unknown part by itself; it tells the owner once instead (C8).
+
+One send per part, each its own short transaction before and after; the network never sits inside a transaction.
+Wakes on new reports (an in-process signal), on the earliest not-before time, and once a second to notice
+commits made by other processes (a CLI resolution).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from store import Delivery, Store, faults
+
+from .notices import announce_unknowns
+from .sender import SendOutcome
+
+log = logging.getLogger("shopbot.relay")
+
+
+class RelayStopped(Exception):
+    """Telegram refused the bot's own configuration (InvalidToken): deliveries were left where they were."""
+
+
+class Transport:
+    """What the relay needs from Telegram: one send, one HTTP request, never retried inside."""
+
+    async def send(self, chat_id: int, text: str, buttons=None) -> SendOutcome:  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+@dataclass
+class RelaySettings:
+    chat_pace_s: float = 1.0          # least time between two messages to one chat (Telegram: about 1 per second)
+    not_sent_retry_s: float = 2.0     # a request that never left the machine is tried again after this long
+    batch: int = 20
+
+
+class Relay:
+    def __init__(self, store: Store, transport: Transport, allowed: Callable[[int], bool],
+                 settings: RelaySettings | None = None) -> None:
+        self.store = store
+        self.transport = transport
+        self.allowed = allowed
+        self.settings = settings or RelaySettings()
+        self._last_send: dict[int, float] = {}
+        self._stop = asyncio.Event()
+        self.sent = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.store.signals.deliveries.notify()
+
+    def _paced(self, now: float) -> list[int]:
+        pace = self.settings.chat_pace_s
+        return [chat for chat, at in self._last_send.items() if now - at < pace]
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        await announce_unknowns(self.store)
+        while not self._stop.is_set():
+            progressed = await self.deliver_due(loop.time)
+            if progressed:
+                continue
+            timeout = 1.0
+            wake = await self.store.next_delivery_time()
+            if wake is not None:
+                timeout = min(timeout, max(0.0, (wake - self.store.clock.now()).total_seconds()))
+            paced = [at + self.settings.chat_pace_s - loop.time() for at in self._last_send.values()]
+            pending_pace = [p for p in paced if p > 0]
+            if pending_pace:
+                timeout = min(timeout, min(pending_pace))
+            await self.store.signals.deliveries.wait(timeout)
+
+    async def drain(self) -> int:
+        """Send every delivery that is due now, waiting out per-chat pacing; returns the parts handled."""
+        loop = asyncio.get_running_loop()
+        handled = 0
+        await announce_unknowns(self.store)
+        while True:
+            n = await self.deliver_due(loop.time)
+            handled += n
+            if n:
+                continue
+            if not await self.store.due_deliveries(1):
+                return handled
+            await asyncio.sleep(self.settings.chat_pace_s / 4)   # only pacing holds them: wait it out
+
+    async def deliver_due(self, monotonic: Callable[[], float]) -> int:
+        due = await self.store.due_deliveries(self.settings.batch, skip_chats=self._paced(monotonic()))
+        handled = 0
+        for delivery in due:
+            if self._stop.is_set():
+                break
+            if delivery.chat_id in self._paced(monotonic()):
+                continue
+            await self.deliver(delivery, monotonic)
+            handled += 1
+        return handled
+
+    async def deliver(self, delivery: Delivery, monotonic: Callable[[], float] = lambda: 0.0) -> str:
+        if not self.allowed(delivery.chat_id):
+            await self.store.mark_denied(delivery.delivery_id, "the chat is no longer allow-listed (C3)")
+            log.warning("delivery denied report_id=%s chat=%s", delivery.report_id, delivery.chat_id)
+            return "denied"
+        await self.store.mark_sending(delivery.delivery_id)
+        faults.reached("K7")
+        self._last_send[delivery.chat_id] = monotonic()
+        try:
+            outcome = await self.transport.send(delivery.chat_id, delivery.text,
+                                                [list(row) for row in delivery.buttons] if delivery.buttons else None)
+        except asyncio.CancelledError:
+            # Shutdown while the request may be on the wire: that is exactly `unknown`.
+            await asyncio.shield(self.store.mark_unknown(delivery.delivery_id, "stopped while sending"))
+            raise
+        return await self.record(delivery, outcome)
+
+    async def record(self, delivery: Delivery, outcome: SendOutcome) -> str:
+        ident = f"report_id={delivery.report_id} part={delivery.part}/{delivery.parts}"
+        if outcome.kind == "confirmed":
+            faults.reached("K8")
+            await self.store.mark_confirmed(delivery.delivery_id, outcome.receipt or "")
+            self.sent += 1
+            log.info("delivered %s message_id=%s", ident, outcome.receipt)
+        elif outcome.kind == "not_sent":
+            await self.store.mark_not_sent(delivery.delivery_id, outcome.reason, self.settings.not_sent_retry_s)
+            log.warning("not sent, will retry %s: %s", ident, outcome.reason)
+        elif outcome.kind == "retry_later":
+            await self.store.mark_not_sent(delivery.delivery_id, outcome.reason, outcome.retry_after or 1.0)
+            log.warning("flood control %s: retry after %s s", ident, outcome.retry_after)
+        elif outcome.kind == "failed":
+            await self.store.mark_failed(delivery.delivery_id, outcome.reason)
+            log.warning("delivery refused %s: %s", ident, outcome.reason)
+        elif outcome.kind == "unknown":
+            await self.store.mark_unknown(delivery.delivery_id, outcome.reason)
+            log.warning("delivery unknown %s: %s (never resent without a decision)", ident, outcome.reason)
+            await announce_unknowns(self.store)
+        elif outcome.kind == "config_fault":
+            await self.store.mark_not_sent(delivery.delivery_id, outcome.reason)
+            raise RelayStopped(f"Telegram refused the bot token ({outcome.reason}); fix TELEGRAM_BOT_TOKEN and "
+                               "restart. Deliveries are kept.")
+        return outcome.kind

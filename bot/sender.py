@@ -1,0 +1,274 @@
+"""The PTB adapter the delivery relay uses: one HTTP request per send, errors mapped to delivery outcomes (C7).
+
+Outcomes (DESIGN "Facts at the edges"; the checks are ordered because `BadRequest` and `TimedOut` subclass
+`NetworkError`):
+
+| exception                                                                 | outcome       |
+|---------------------------------------------------------------------------|---------------|
+| `InvalidToken` (401/404: the bot's own configuration)                     | config_fault  |
+| `RetryAfter` (429)                                                        | retry_later   |
+| `ChatMigrated`, `BadRequest` (400), `Forbidden` (403)                     | failed        |
+| `NetworkError`/`TimedOut` caused by httpx `ConnectError`, `ConnectTimeout`, `PoolTimeout`, `UnsupportedProtocol`, or by a closed HTTP client | not_sent |
+| anything else: read/write timeout, dropped connection, 5xx, a 200 that is not JSON, `CancelledError` mid-request, `Conflict`, unexpected exceptions | unknown |
+
+Cancellation: `TelegramSender.send` never swallows `asyncio.CancelledError`; it propagates, because the task that
+was cancelled must stop. The request may or may not have reached Telegram, so the report must not be resent by
+itself. The relay should do one of two things:
+
+    try:
+        outcome = await sender.send(chat_id, text, buttons)
+    except asyncio.CancelledError as exc:
+        outcome = classify(exc)                  # kind == "unknown"
+        await asyncio.shield(record(report, outcome))   # optional, best effort
+        raise
+
+or simply leave the report in `sending`: startup recovery turns every `sending` report into `unknown` (C7, C10),
+which is the same answer. Either way the cancellation is re-raised.
+
+`send` never retries and PTB never retries on its own, so a send is at most one HTTP request. The caller
+initialises the bot (`await bot.initialize()` or `async with bot:`), which costs one getMe.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime as dtm
+import json
+import logging
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram.constants import ChatAction
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.request import HTTPXRequest
+from telegram.warnings import PTBDeprecationWarning
+
+__all__ = ["NOT_SENT_CAUSES", "SendOutcome", "TelegramSender", "classify", "make_bot"]
+
+_log = logging.getLogger(__name__)
+
+OutcomeKind = Literal["confirmed", "not_sent", "retry_later", "failed", "unknown", "config_fault"]
+
+# The request provably never left this machine.
+NOT_SENT_CAUSES: tuple[type[BaseException], ...] = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.UnsupportedProtocol,
+)
+
+_TOKEN_RE = re.compile(r"\d{3,}:[A-Za-z0-9_-]{20,}")
+_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@:]+:[^/\s@]*@")
+_MAX_REASON = 200
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    kind: OutcomeKind
+    receipt: str | None = None  # Telegram message_id as text when confirmed
+    retry_after: float | None = None  # seconds, for retry_later
+    reason: str = ""  # short human reason, never containing the token
+
+
+def _clean(text: str, token: str | None = None) -> str:
+    if token:
+        text = text.replace(token, "****")
+    text = _TOKEN_RE.sub("****", text)
+    text = _USERINFO_RE.sub(r"\g<scheme>****@", text)
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 1] + "…"
+
+
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """`RetryAfter.retry_after` in seconds without triggering PTB's deprecation warning."""
+    value = getattr(exc, "_retry_after", None)  # the timedelta PTB 22.2+ stores
+    if isinstance(value, dtm.timedelta):
+        return value.total_seconds()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
+    if isinstance(value, dtm.timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+def _cause_chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc.__cause__
+    while cur is not None and cur not in chain and len(chain) < 5:
+        chain.append(cur)
+        cur = cur.__cause__
+    return chain
+
+
+def classify(exc: BaseException) -> SendOutcome:
+    """Map an exception raised by one Bot API request to a delivery outcome (never `confirmed`)."""
+    if isinstance(exc, asyncio.CancelledError):
+        return SendOutcome("unknown", reason="cancelled mid-request; it may have reached Telegram")
+    if isinstance(exc, InvalidToken):
+        return SendOutcome("config_fault", reason=_clean(f"Telegram rejected the bot token: {exc.message}"))
+    if isinstance(exc, RetryAfter):
+        seconds = retry_after_seconds(exc)
+        return SendOutcome("retry_later", retry_after=seconds, reason=f"flood control: retry after {seconds:g} s")
+    if isinstance(exc, ChatMigrated):
+        return SendOutcome("failed", reason=f"chat migrated to {exc.new_chat_id}")
+    if isinstance(exc, Forbidden):  # PTB keeps Telegram's "Forbidden: " prefix
+        message = exc.message if exc.message.lower().startswith("forbidden") else f"Forbidden: {exc.message}"
+        return SendOutcome("failed", reason=_clean(message))
+    if isinstance(exc, BadRequest):  # PTB strips Telegram's "Bad Request: " prefix
+        return SendOutcome("failed", reason=_clean(f"Bad Request: {exc.message}"))
+    if isinstance(exc, NetworkError):
+        cause = exc.__cause__
+        if isinstance(cause, NOT_SENT_CAUSES):
+            return SendOutcome("not_sent", reason=_clean(f"not sent: {type(cause).__name__}: {cause}"))
+        if isinstance(cause, RuntimeError) and "not initialized" in str(cause):
+            # HTTPXRequest.do_request raises this before any I/O once the client was shut down.
+            return SendOutcome("not_sent", reason="not sent: the HTTP client is closed")
+        detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+        return SendOutcome("unknown", reason=_clean(f"may have been sent: {type(exc).__name__} ({detail})"))
+    if isinstance(exc, TelegramError):
+        causes = _cause_chain(exc)
+        detail = f" ({type(causes[0]).__name__})" if causes else ""
+        return SendOutcome("unknown", reason=_clean(f"may have been sent: {type(exc).__name__}: {exc.message}{detail}"))
+    return SendOutcome("unknown", reason=_clean(f"may have been sent: unexpected {type(exc).__name__}: {exc}"))
+
+
+def _keyboard(buttons: list[list[tuple[str, str]]] | None) -> InlineKeyboardMarkup | None:
+    if not buttons:
+        return None
+    return InlineKeyboardMarkup(
+        [[InlineKeyboardButton(text=label, callback_data=data) for label, data in row] for row in buttons]
+    )
+
+
+class TelegramSender:
+    """Sends report parts and the small best-effort calls around them."""
+
+    def __init__(self, bot: Bot) -> None:
+        self._bot = bot
+
+    @property
+    def bot(self) -> Bot:
+        return self._bot
+
+    async def send(
+        self, chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None
+    ) -> SendOutcome:
+        """Send `text` as plain text (no parse mode) with an optional inline keyboard of (label, callback_data).
+
+        Exactly one HTTP request, never a retry. Returns an outcome; `asyncio.CancelledError` propagates (see the
+        module docstring).
+        """
+        try:
+            message = await self._bot.send_message(chat_id=chat_id, text=text, reply_markup=_keyboard(buttons))
+        except Exception as exc:  # CancelledError is a BaseException and propagates
+            outcome = classify(exc)
+            outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after, _clean(outcome.reason, self._bot.token))
+            log = _log.error if outcome.kind == "config_fault" else _log.info
+            log("send to chat %s: %s (%s)", chat_id, outcome.kind, outcome.reason)
+            return outcome
+        return SendOutcome("confirmed", receipt=str(message.message_id))
+
+    async def typing(self, chat_id: int) -> None:
+        """Best effort "typing…" indicator."""
+        try:
+            await self._bot.send_chat_action(chat_id=chat_id, action=ChatAction.TYPING)
+        except Exception as exc:
+            self._best_effort_failed("sendChatAction", exc)
+
+    async def answer_callback(self, callback_id: str, text: str) -> None:
+        """Best effort answer to a button press (stops the client's progress bar); text cut to 200 characters."""
+        try:
+            await self._bot.answer_callback_query(callback_query_id=callback_id, text=text[:200] if text else None)
+        except Exception as exc:
+            self._best_effort_failed("answerCallbackQuery", exc)
+
+    async def remove_buttons(self, chat_id: int, message_id: int) -> None:
+        """Best effort removal of the inline keyboard under a message the bot sent."""
+        try:
+            await self._bot.edit_message_reply_markup(chat_id=chat_id, message_id=message_id, reply_markup=None)
+        except Exception as exc:
+            self._best_effort_failed("editMessageReplyMarkup", exc)
+
+    def _best_effort_failed(self, method: str, exc: Exception) -> None:
+        reason = _clean(f"{type(exc).__name__}: {exc}", self._bot.token)
+        if isinstance(exc, InvalidToken):
+            _log.warning("%s failed: %s", method, reason)
+        else:
+            _log.debug("%s failed (best effort, ignored): %s", method, reason)
+
+
+class _Request(HTTPXRequest):
+    """HTTPXRequest that raises `RetryAfter` for a 429 itself, with PTB's deprecation warning silenced.
+
+    PTB 22.8's `RetryAfter.__init__` reads its own deprecated `retry_after` property, so under
+    `-W error::DeprecationWarning` (or pytest `filterwarnings = error`) a 429 would surface as a
+    `PTBDeprecationWarning` instead of `RetryAfter`, and be misread as "unknown". This replicates PTB's 429
+    branch of `BaseRequest._request_wrapper` (which lets any `TelegramError` from `do_request` through unchanged);
+    the warning filter is changed only inside a synchronous block, so no other task can observe it.
+    """
+
+    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        code, payload = await super().do_request(*args, **kwargs)
+        if code == 429:
+            retry_after = _parameters(payload).get("retry_after")
+            if retry_after and not _parameters(payload).get("migrate_to_chat_id"):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", PTBDeprecationWarning)
+                    exc = RetryAfter(retry_after)
+                raise exc
+        return code, payload
+
+
+def _parameters(payload: bytes) -> dict:
+    try:
+        body = json.loads(payload.decode("utf-8", "replace"))
+    except ValueError:
+        return {}
+    params = body.get("parameters") if isinstance(body, dict) else None
+    return params if isinstance(params, dict) else {}
+
+
+def make_bot(
+    token: str, api_base_url: str, *, read_timeout: float = 10.0, connect_timeout: float = 5.0
+) -> Bot:
+    """A PTB Bot pointed at `api_base_url` (the root, e.g. "https://api.telegram.org" or a LocalBotApi.base_url).
+
+    Calls go to f"{root}/bot{token}/{method}". Regular calls share one pool; `get_updates` has its own
+    one-connection pool whose read timeout has 5 s of slack (PTB adds the long-poll `timeout` on top of it).
+    """
+    root = api_base_url.rstrip("/")
+    if root.endswith("/bot"):
+        root = root[: -len("/bot")]
+    request = _Request(
+        connection_pool_size=8,
+        read_timeout=read_timeout,
+        write_timeout=read_timeout,
+        connect_timeout=connect_timeout,
+        pool_timeout=connect_timeout,
+    )
+    get_updates_request = _Request(
+        connection_pool_size=1,
+        read_timeout=read_timeout + 5.0,
+        write_timeout=read_timeout,
+        connect_timeout=connect_timeout,
+        pool_timeout=connect_timeout,
+    )
+    return Bot(
+        token,
+        base_url=f"{root}/bot",
+        base_file_url=f"{root}/file/bot",
+        request=request,
+        get_updates_request=get_updates_request,
+    )

@@ -1,0 +1,25 @@
+"""The README's first command works: `shopbot demo` plays its day and exits 0, and never prints the token."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def test_demo_runs_and_never_shows_the_token(tmp_path):
+    token = "424242:RECOGNISABLE-secret-token-xyz"
+    log_file = tmp_path / "demo.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
+    env.update({"TELEGRAM_BOT_TOKEN": token, "SHOPBOT_LOG_LEVEL": "DEBUG", "SHOPBOT_LOG_FILE": str(log_file)})
+    done = subprocess.run([sys.executable, "-m", "bot.cli", "demo"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    for expected in ("Lucy  > How much vanilla", "vanilla on hand: 2 tubs", "0 extra replies", "[I have it]",
+                     "noted that you have", "total 2600 cents", "stranger 1", "awaiting your approval"):
+        assert expected in out, expected
+    logged = log_file.read_text()
+    assert "DEBUG" in logged
+    secret_part = token.split(":", 1)[1]
+    for text in (done.stdout, done.stderr, logged):
+        assert secret_part not in text
