@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -187,8 +188,10 @@ class Ingress:
             raise
         except Exception:  # noqa: BLE001 - PTB parses the batch at once; one bad update raises: parse each alone
             log.warning("a getUpdates batch did not parse as a whole; parsing each update alone")
-            raw = await self.bot.do_api_request("getUpdates", api_kwargs={
-                "offset": offset, "timeout": 0, "allowed_updates": ALLOWED_UPDATES})
+            with warnings.catch_warnings():   # PTB suggests get_updates, which is what just failed to parse
+                warnings.simplefilter("ignore")
+                raw = await self.bot.do_api_request("getUpdates", api_kwargs={
+                    "offset": offset, "timeout": 0, "allowed_updates": ALLOWED_UPDATES})
             return [(r.get("update_id") if isinstance(r, dict) else None, parse(r, self.bot)) for r in raw or []]
 
     async def poll(self, *, drain: bool = False) -> None:

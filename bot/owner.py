@@ -51,8 +51,8 @@ class PressResult:
 
 
 def status_text(status: dict) -> str:
-    work, deliveries, law = status["work"], status["deliveries"], status["littles_law"]
-    lines = [f"Work: {work['pending']} waiting, {work['running']} running, {work['finished']} done, "
+    work, deliveries, law = status["agent_work"], status["deliveries"], status["littles_law"]
+    lines = [f"Requests: {work['pending']} waiting, {work['running']} running, {work['finished']} done, "
              f"{work['failed']} failed.",
              f"Replies: {deliveries['pending']} to send, {deliveries['confirmed']} delivered, "
              f"{deliveries['unknown']} unsure, {deliveries['failed'] + deliveries['denied']} not sent.",

@@ -379,6 +379,9 @@ def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict:
     work = {state: 0 for state in ("pending", "running", "finished", "failed")}
     for state, n in conn.execute("SELECT state, count(*) FROM work GROUP BY state"):
         work[state] = n
+    agent_work = {state: 0 for state in ("pending", "running", "finished", "failed")}
+    for state, n in conn.execute("SELECT state, count(*) FROM work WHERE kind = 'agent' GROUP BY state"):
+        agent_work[state] = n
     deliveries = {state: 0 for state in ("pending", "sending", "confirmed", "unknown", "failed", "denied")}
     for state, n in conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state"):
         deliveries[state] = n
@@ -396,6 +399,7 @@ def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict:
         "SELECT kind, sum(count) FROM counters GROUP BY kind ORDER BY kind")}
     return {
         "work": work,
+        "agent_work": agent_work,
         "deliveries": deliveries,
         "open_agent_work": inbox.open_agent_work(conn),
         "oldest_pending_seconds": (now - from_text(oldest)).total_seconds() if oldest else None,

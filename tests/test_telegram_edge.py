@@ -1,0 +1,207 @@
+"""The Telegram edge with the real PTB client against the local Bot API server over HTTP (C2, C3, C7, C8)."""
+from __future__ import annotations
+
+import sqlite3
+
+import httpx
+import pytest
+
+from bot.local_setup import OWNER_ID, local_product
+
+FAST = {"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0"}
+
+
+def rows(run, sql, *args):
+    conn = sqlite3.connect(str(run.app.cfg.db))
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+async def delivery_state(run, report_id: str, wanted: str, timeout: float = 10.0) -> None:
+    await run.api.wait_for(lambda: rows(run, "SELECT state FROM deliveries WHERE report_id = ?", report_id)
+                           == [(wanted,)], timeout=timeout)
+
+
+async def test_a_reply_reaches_the_owner_with_its_identity():
+    async with local_product(FAST) as run:
+        run.api.post_message(OWNER_ID, OWNER_ID, "how much strawberry")
+        [reply] = await run.replies(1)
+        assert "strawberry on hand: 1 tubs" in reply.text and reply.text.endswith("r1.1")
+        await delivery_state(run, "r1.1", "confirmed")
+        assert rows(run, "SELECT receipt FROM deliveries") == [(str(reply.message_id),)]
+        assert any(a["chat_id"] == OWNER_ID and a["action"] == "typing" for a in run.api.chat_actions)
+        assert {c["command"] for c in run.api.commands} >= {"start", "help", "status", "pending", "brief"}
+
+
+async def test_lost_reply_is_unknown_announced_once_and_resent_only_on_decision():
+    async with local_product(FAST) as run:
+        run.api.inject("sendMessage", "drop_after_accept")
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        first, notice = await run.replies(2)
+        assert first.text.endswith("r1.1") and "r1.1" in notice.text
+        await delivery_state(run, "r1.1", "unknown")
+        resend = notice.reply_markup["inline_keyboard"][0][0]
+        assert resend["text"] == "Resend" and resend["callback_data"].startswith("resend:")
+        assert len(resend["callback_data"].split(":")[1]) >= 24     # >= 96 random bits
+        run.api.post_callback(OWNER_ID, OWNER_ID, resend["callback_data"], notice.message_id)
+        texts = [m.text for m in await run.replies(2)]      # the resend is older, so it may go first
+        assert first.text in texts and any("once more" in t for t in texts)
+        await delivery_state(run, "r1.1", "confirmed")
+        assert [m.text for m in run.api.sent].count(first.text) == 2    # sent once more, after the decision only
+        assert run.api.callback_answers and run.api.edited_markups      # answered, buttons removed
+        # pressing again changes nothing and says so
+        run.api.post_callback(OWNER_ID, OWNER_ID, resend["callback_data"], notice.message_id)
+        [stale] = await run.replies(1)
+        assert "no longer valid" in stale.text
+        assert rows(run, "SELECT decision, decided_by FROM resolutions") == [("resend", f"owner:{OWNER_ID}")]
+
+
+@pytest.mark.parametrize("fault,state,reason", [("403", "failed", "blocked"), ("400", "failed", "not found")])
+async def test_definite_refusals_fail(fault, state, reason):
+    async with local_product(FAST) as run:
+        run.api.inject("sendMessage", fault)
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await delivery_state(run, "r1.1", state)
+        assert reason in rows(run, "SELECT reason FROM deliveries")[0][0].lower()
+        assert run.api.sent == []
+
+
+async def test_429_waits_retry_after_then_confirms():
+    async with local_product(FAST) as run:
+        run.api.inject("sendMessage", "429", retry_after=1)
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await run.replies(1)
+        await delivery_state(run, "r1.1", "confirmed")
+        [(attempts,)] = rows(run, "SELECT attempts FROM deliveries")
+        assert attempts == 2
+
+
+async def test_refused_connection_goes_back_to_pending_then_confirms():
+    async with local_product(FAST) as run:
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await run.api.wait_for(lambda: rows(run, "SELECT count(*) FROM work WHERE state = 'pending'") == [(1,)]
+                               or rows(run, "SELECT count(*) FROM reports") == [(1,)], timeout=10)
+        await run.api.refuse()
+        await run.api.wait_for(lambda: rows(run, "SELECT state, attempts > 0 FROM deliveries") == [("pending", 1)],
+                               timeout=15)
+        [(reason,)] = rows(run, "SELECT reason FROM deliveries")
+        assert "connect" in reason.lower()
+        await run.api.accept()
+        await delivery_state(run, "r1.1", "confirmed", timeout=20)
+
+
+async def test_strangers_groups_bots_and_malformed_updates_create_no_work():
+    async with local_product(FAST) as run:
+        last = [run.api.post_message(666, 666, "free ice cream"),
+                run.api.post_message(-100123, OWNER_ID, "stock", chat_type="group"),
+                run.api.post_message(4242, 4242, "beep", is_bot=True),
+                run.api.post_raw_update({"message": {"text": "no date, no chat"}}),
+                run.api.post_raw_update({"unknown_kind": {"x": 1}})][-1]
+        await run.admitted(last["update_id"])
+        assert rows(run, "SELECT count(*) FROM work") == [(0,)]
+        counted = dict(rows(run, "SELECT kind, sum(count) FROM counters GROUP BY kind"))
+        assert counted["stranger"] == 1 and counted["not_private"] == 1 and counted["bot"] == 1
+        assert counted["malformed"] + counted.get("unsupported_update", 0) == 2
+        # a malformed update never stops ingestion
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await run.replies(1)
+
+
+async def test_edits_non_text_and_commands_get_deliberate_replies():
+    async with local_product(FAST) as run:
+        update = run.api.post_message(OWNER_ID, OWNER_ID, "how much vanilla")
+        await run.replies(1)
+        run.api.post_edit(OWNER_ID, OWNER_ID, update["message"]["message_id"], "how much chocolate")
+        [edited] = await run.replies(1)
+        assert "not re-run" in edited.text
+        run.api.post_raw_update({"message": {"message_id": 77, "date": 1, "chat": {"id": OWNER_ID, "type": "private"},
+                                             "from": {"id": OWNER_ID, "is_bot": False, "first_name": "L"},
+                                             "sticker": {"file_id": "x", "file_unique_id": "y", "type": "regular",
+                                                         "width": 1, "height": 1, "is_animated": False,
+                                                         "is_video": False}}})
+        [sticker] = await run.replies(1)
+        assert "only read text" in sticker.text
+        run.api.post_message(OWNER_ID, OWNER_ID, "/status")
+        [status] = await run.replies(1)
+        assert "Requests:" in status.text
+        # control items never enter agent history
+        assert await run.app.parts.store.history(f"tg:{OWNER_ID}") == [
+            ("user", "how much vanilla"), ("assistant", rows(run, "SELECT body FROM reports WHERE report_id='r1.1'")[0][0])]
+
+
+async def test_forget_asks_first_and_needs_the_button():
+    async with local_product(FAST) as run:
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await run.replies(1)
+        run.api.post_message(OWNER_ID, OWNER_ID, "/forget")
+        [ask] = await run.replies(1)
+        forget = ask.reply_markup["inline_keyboard"][0][0]["callback_data"]
+        # a press from another chat (even an owner's) does not count
+        run.api.post_callback(OWNER_ID, OWNER_ID, forget.replace(forget.split(":")[1], "0" * 32), ask.message_id)
+        [invalid] = await run.replies(1)
+        assert "no longer valid" in invalid.text
+        run.api.post_callback(OWNER_ID, OWNER_ID, forget, ask.message_id)
+        [done] = await run.replies(1)
+        assert "Forgotten" in done.text
+        assert await run.app.parts.store.history(f"tg:{OWNER_ID}") == []
+
+
+async def test_capacity_refusal_tells_the_owner_once_per_minute():
+    async with local_product({**FAST, "SHOPBOT_CAPACITY": "1", "SHOPBOT_DEBOUNCE_MS": "60000"}) as run:
+        for text in ("one", "two", "three"):
+            last = run.api.post_message(OWNER_ID, OWNER_ID, text)
+        await run.admitted(last["update_id"])
+        [busy] = await run.replies(1)
+        assert "busy" in busy.text
+        assert rows(run, "SELECT count(*) FROM work WHERE kind = 'agent'") == [(1,)]
+        assert dict(rows(run, "SELECT kind, sum(count) FROM counters GROUP BY kind"))["refused_capacity"] == 2
+        # /status is a control command: never refused on a full queue
+        run.api.post_message(OWNER_ID, OWNER_ID, "/status")
+        [status] = await run.replies(1)
+        assert "1 waiting" in status.text
+
+
+async def test_webhook_secret_and_commit_failure():
+    secret = "s3cret_token-1"
+    async with local_product({**FAST, "SHOPBOT_WEBHOOK_URL": "https://bot.example/telegram/webhook",
+                              "SHOPBOT_WEBHOOK_SECRET": secret}) as run:
+        await run.app.parts.http.started.wait()
+        url = f"http://127.0.0.1:{run.app.parts.http.port}/telegram/webhook"
+        update = {"update_id": 1, "message": {"message_id": 5, "date": 1, "text": "stock",
+                                              "chat": {"id": OWNER_ID, "type": "private"},
+                                              "from": {"id": OWNER_ID, "is_bot": False, "first_name": "L"}}}
+        async with httpx.AsyncClient() as client:
+            wrong = await client.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "nope"})
+            missing = await client.post(url, json=update)
+            assert wrong.status_code == 401 and missing.status_code == 401
+            assert rows(run, "SELECT count(*) FROM work") == [(0,)]
+            garbage = await client.post(url, content=b"\xff\xfe not json",
+                                        headers={"X-Telegram-Bot-Api-Secret-Token": secret})
+            assert garbage.status_code == 200 and rows(run, "SELECT count(*) FROM work") == [(0,)]
+            # a commit that fails answers 5xx, so Telegram retries; nothing was stored
+            store = run.app.parts.store
+            pages = await store.db.raw(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+            await store.db.raw(lambda c: c.execute(f"PRAGMA max_page_count = {pages}"))
+            big = {**update, "message": {**update["message"], "text": "x" * 4000}}
+            failed = await client.post(url, json=big, headers={"X-Telegram-Bot-Api-Secret-Token": secret})
+            assert failed.status_code == 500
+            await store.db.raw(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+            ok = await client.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": secret})
+            assert ok.status_code == 200
+            again = await client.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": secret})
+            assert again.status_code == 200
+        await run.replies(1)
+        assert rows(run, "SELECT source FROM work WHERE kind = 'agent'") == [(f"tg:{OWNER_ID}:5",)]
+        assert run.api.webhook["url"] == "https://bot.example/telegram/webhook"
+
+
+async def test_revoked_owner_gets_nothing():
+    import dataclasses
+    async with local_product({**FAST, "SHOPBOT_OWNER_IDS": f"{OWNER_ID},2002", "SHOPBOT_DEBOUNCE_MS": "300"}) as run:
+        update = run.api.post_message(2002, 2002, "stock")
+        await run.admitted(update["update_id"])
+        run.app.cfg = dataclasses.replace(run.app.cfg, owner_ids=(OWNER_ID,))   # revoked before the reply is sent
+        await delivery_state(run, "r1.1", "denied")
+        assert [m for m in run.api.sent if m.chat_id == 2002] == []
