@@ -1,0 +1,117 @@
+"""Kill points with real processes: `shopbot run` dies by SIGKILL at K1-K8, restarts clean, and the audit holds:
+no admitted work lost, one report per turn, R1/R2 (`shopbot check`), nothing resent without a decision."""
+from __future__ import annotations
+
+import pytest
+
+from bot.local_api import LocalBotApi
+
+from .proc import OWNER, Product
+
+TOKEN = "777:kill-point-token"
+
+
+@pytest.fixture
+async def api():
+    async with LocalBotApi(TOKEN) as server:
+        yield server
+
+
+def owner_texts(api) -> list[str]:
+    return [m.text for m in api.sent if m.chat_id == OWNER]
+
+
+async def audit(product: Product) -> None:
+    rc, out = await product.check()
+    assert rc == 0, out
+    # every accepted owner message is covered by exactly one report
+    assert product.query("SELECT w.work_id, count(i.report_id) FROM work w LEFT JOIN report_items i USING (work_id) "
+                         "WHERE w.kind = 'agent' GROUP BY w.work_id HAVING count(i.report_id) != 1") == []
+
+
+@pytest.mark.parametrize("point", ["K1", "K2", "K3", "K4", "K5", "K6"])
+async def test_killed_before_the_reply_then_one_reply_after_restart(tmp_path, api, point):
+    product = Product(tmp_path, api)
+    api.post_message(OWNER, OWNER, "how much vanilla")
+    await product.start(point)
+    await product.died_at_fault()
+    await product.start()
+    try:
+        await api.wait_for(lambda: len(owner_texts(api)) >= 1, timeout=30)
+        await product.wait_db("SELECT state FROM deliveries", [("confirmed",)])
+    finally:
+        assert await product.stop() == 0
+    assert len(owner_texts(api)) == 1 and "vanilla on hand: 2 tubs" in owner_texts(api)[0]
+    assert product.query("SELECT source, state FROM work") == [(f"tg:{OWNER}:1", "finished")]
+    attempts = product.query("SELECT attempts FROM work")[0][0]
+    assert attempts == (2 if point in ("K3", "K4", "K5", "K6") else 1)
+    await audit(product)
+
+
+@pytest.mark.parametrize("point,server_has", [("K7", 0), ("K8", 1)])
+async def test_killed_around_a_send_is_unknown_and_resent_only_after_resend(tmp_path, api, point, server_has):
+    product = Product(tmp_path, api)
+    api.post_message(OWNER, OWNER, "stock")
+    await product.start(point)
+    await product.died_at_fault()
+    assert len(owner_texts(api)) == server_has
+    await product.start()
+    try:
+        # after restart the delivery is unknown and never resent by itself; the owner gets one notice
+        await api.wait_for(lambda: any("may not have delivered" in t for t in owner_texts(api)), timeout=30)
+        await product.wait_db("SELECT state FROM deliveries WHERE report_id = 'r1.1'", [("unknown",)])
+        notice = next(m for m in api.sent if "may not have delivered" in m.text)
+        assert sum(t.endswith("r1.1") for t in owner_texts(api)) == server_has
+        api.post_callback(OWNER, OWNER, notice.reply_markup["inline_keyboard"][0][0]["callback_data"],
+                          notice.message_id)
+        await product.wait_db("SELECT state FROM deliveries WHERE report_id = 'r1.1'", [("confirmed",)])
+    finally:
+        assert await product.stop() == 0
+    assert sum(t.endswith("r1.1") for t in owner_texts(api)) == server_has + 1      # sent once more
+    assert product.query("SELECT decision FROM resolutions") == [("resend",)]
+    await audit(product)
+
+
+async def test_a_turn_that_kills_every_time_fails_after_the_cap(tmp_path, api):
+    product = Product(tmp_path, api, SHOPBOT_ATTEMPT_CAP="3")
+    api.post_message(OWNER, OWNER, "stock")
+    for _ in range(3):
+        await product.start("K3")
+        await product.died_at_fault()
+    assert product.query("SELECT state, attempts FROM work") == [("running", 3)]
+    await product.start("K3")      # recovery finds the cap reached: failed with an error report, no claim
+    try:
+        await api.wait_for(lambda: any("3 attempts" in t for t in owner_texts(api)), timeout=30)
+    finally:
+        assert await product.stop() == 0
+    assert product.query("SELECT state FROM work") == [("failed",)]
+    await audit(product)
+
+
+async def test_drain_processes_what_is_due_and_exits_zero(tmp_path, api):
+    product = Product(tmp_path, api)
+    api.post_message(OWNER, OWNER, "how much chocolate")
+    proc = await product.start(None, "--drain")
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert "drained" in out.decode()
+    assert len(owner_texts(api)) == 1
+    await audit(product)
+
+
+async def test_sigterm_exits_zero_and_a_second_instance_is_refused(tmp_path, api):
+    import asyncio
+    import sys
+    product = Product(tmp_path, api)
+    api.post_message(OWNER, OWNER, "stock")
+    await product.start()
+    try:
+        await api.wait_for(lambda: len(owner_texts(api)) == 1, timeout=30)
+        second = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "run", env=product.env(None), stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        _, err = await second.communicate()
+        assert second.returncode != 0 and f"pid {product.proc.pid}" in err.decode()
+    finally:
+        assert await product.stop(timeout=10) == 0
+    await audit(product)
