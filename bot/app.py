@@ -92,7 +92,11 @@ class App:
         return self
 
     def extra_routes(self, store: Store, shop: ShopSpec) -> list[Any]:
-        return []
+        import os
+
+        from producers.till import TillApi, parse_till_tokens
+        # TODO(bot/config.py): read SHOPBOT_TILL_TOKENS through Config (a Secret, listed in secrets() for redaction).
+        return TillApi(store, parse_till_tokens(os.environ.get("SHOPBOT_TILL_TOKENS", ""))).routes()
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
@@ -182,7 +186,18 @@ class App:
         log.info("shopbot stopped")
 
     def producer_tasks(self) -> list[Any]:
-        return []
+        from producers.clock import ClockProducer
+        from producers.scheduler import producer_scheduler
+        from producers.stock_watch import StockWatcher
+        p = self.parts
+        assert p is not None
+        owner_chat = f"tg:{self.cfg.owner_chat_id}" if self.cfg.owner_chat_id else None
+        # The stock watcher's check() should also run after every till turn (TODO: wire it to the worker).
+        self.producers = producer_scheduler(
+            ClockProducer(p.store, p.shop.schedules, owner_chat),
+            StockWatcher(p.store, owner_chat, count_tolerance=p.shop.count_tolerance),
+            p.shop.stock_cron, p.shop.timezone)
+        return [self.producers.run()]
 
     async def drain(self) -> dict:
         """`run --drain`: recovery ran at start; admit what Telegram holds, run every due turn, send every due

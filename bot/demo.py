@@ -51,6 +51,9 @@ async def play(out: TextIO) -> dict:
     out.write("shopbot demo: a local Telegram Bot API on 127.0.0.1, the offline model, a temporary database.\n")
     async with local_product() as run:
         await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
+        t.note("at start the stock watcher finds vanilla and strawberry below their reorder points")
+        for message in await run.replies(2, timeout=15):
+            t.bot(message.text, _buttons(message))
         await _say(run, t, "How much vanilla do we have?")
 
         t.note("Lucy taps 'stock' and the signal drops: Telegram delivers the same message twice")

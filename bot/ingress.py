@@ -181,18 +181,15 @@ class Ingress:
                 await self.sender.remove_buttons(press.chat_id, press.message_id)
 
     async def fetch(self, offset: int | None, timeout: int) -> list[tuple[int | None, Update | None]]:
-        try:
-            updates = await self.bot.get_updates(offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES)
-            return [(u.update_id, u) for u in updates]
-        except TelegramError:
-            raise
-        except Exception:  # noqa: BLE001 - PTB parses the batch at once; one bad update raises: parse each alone
-            log.warning("a getUpdates batch did not parse as a whole; parsing each update alone")
-            with warnings.catch_warnings():   # PTB suggests get_updates, which is what just failed to parse
-                warnings.simplefilter("ignore")
-                raw = await self.bot.do_api_request("getUpdates", api_kwargs={
-                    "offset": offset, "timeout": 0, "allowed_updates": ALLOWED_UPDATES})
-            return [(r.get("update_id") if isinstance(r, dict) else None, parse(r, self.bot)) for r in raw or []]
+        """One `getUpdates` call, parsed update by update. PTB's own get_updates parses the batch at once: one
+        malformed update raises for all of them, and PTB then logs the raw batch, message texts included."""
+        kwargs: dict = {"timeout": timeout, "allowed_updates": ALLOWED_UPDATES}
+        if offset is not None:
+            kwargs["offset"] = offset
+        with warnings.catch_warnings():   # PTB suggests get_updates for this endpoint: see the docstring
+            warnings.simplefilter("ignore")
+            raw = await self.bot.do_api_request("getUpdates", api_kwargs=kwargs, read_timeout=timeout + 10)
+        return [(r.get("update_id") if isinstance(r, dict) else None, parse(r, self.bot)) for r in raw or []]
 
     async def poll(self, *, drain: bool = False) -> None:
         """Long polling. With `drain`, stops after the first empty batch."""

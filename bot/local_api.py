@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import inspect
 import json
 import logging
@@ -529,7 +530,7 @@ class LocalBotApi:
                 "id": callback_id,
                 "from": {"id": user_id, "is_bot": False, "first_name": "Lucy", "language_code": "en"},
                 "message": message,
-                "chat_instance": str(abs(hash(("chat", key))) % 10**18),
+                "chat_instance": str(int.from_bytes(hashlib.sha256(key.encode()).digest()[:7], "big")),
                 "data": data,
             }
         }

@@ -144,6 +144,19 @@ def classify(exc: BaseException) -> SendOutcome:
     return SendOutcome("unknown", reason=_clean(f"may have been sent: unexpected {type(exc).__name__}: {exc}"))
 
 
+def _cut_utf16(text: str, limit: int) -> str:
+    """At most `limit` UTF-16 code units (how Telegram counts), never splitting a character."""
+    if len(text) <= limit // 2 or len(text.encode("utf-16-le")) // 2 <= limit:
+        return text
+    out, used = [], 0
+    for ch in text:
+        used += 2 if ord(ch) > 0xFFFF else 1
+        if used > limit:
+            break
+        out.append(ch)
+    return "".join(out)
+
+
 def _keyboard(buttons: list[list[tuple[str, str]]] | None) -> InlineKeyboardMarkup | None:
     if not buttons:
         return None
@@ -188,9 +201,9 @@ class TelegramSender:
             self._best_effort_failed("sendChatAction", exc)
 
     async def answer_callback(self, callback_id: str, text: str) -> None:
-        """Best effort answer to a button press (stops the client's progress bar); text cut to 200 characters."""
+        """Best effort answer to a button press (stops the client's progress bar); text cut to 200 UTF-16 units."""
         try:
-            await self._bot.answer_callback_query(callback_query_id=callback_id, text=text[:200] if text else None)
+            await self._bot.answer_callback_query(callback_query_id=callback_id, text=_cut_utf16(text, 200) or None)
         except Exception as exc:
             self._best_effort_failed("answerCallbackQuery", exc)
 

@@ -27,10 +27,10 @@ class Product:
             "SHOPBOT_DB": str(self.db), "TELEGRAM_BOT_TOKEN": self.api._token,   # noqa: SLF001
             "TELEGRAM_API_BASE_URL": self.api.base_url, "SHOPBOT_OWNER_IDS": str(OWNER),
             "SHOPBOT_HTTP_PORT": "-1", "SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0",
-            "SHOPBOT_SHOP_FILE": str(ROOT / "shop.example.toml"), "SHOPBOT_LOG_FILE": str(self.log),
+            "SHOPBOT_SHOP_FILE": str(ROOT / "tests" / "data" / "shop_calm.toml"), "SHOPBOT_LOG_FILE": str(self.log),
             "SHOPBOT_LOG_LEVEL": "INFO",
         })
-        env.update(self.settings)
+        env.update(self.settings)   # the calm shop has nothing below its reorder point: no stock checks
         if fault:
             env["SHOPBOT_FAULT"] = f"{fault}:kill"
         return env
@@ -67,7 +67,7 @@ class Product:
         finally:
             conn.close()
 
-    async def wait_db(self, sql: str, expected: list[tuple], timeout: float = 20.0) -> None:
+    async def wait_db(self, sql: str, expected: list[tuple], timeout: float = 20.0, context=lambda: None) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         last = None
@@ -79,7 +79,7 @@ class Product:
             except sqlite3.OperationalError as exc:   # not created yet
                 last = str(exc)
             await asyncio.sleep(0.05)
-        raise AssertionError(f"{sql!r}: expected {expected}, last saw {last}")
+        raise AssertionError(f"{sql!r}: expected {expected}, last saw {last}; context: {context()}")
 
     async def check(self) -> tuple[int, str]:
         proc = await asyncio.create_subprocess_exec(

@@ -38,10 +38,10 @@ async def test_killed_before_the_reply_then_one_reply_after_restart(tmp_path, ap
     await product.start()
     try:
         await api.wait_for(lambda: len(owner_texts(api)) >= 1, timeout=30)
-        await product.wait_db("SELECT state FROM deliveries", [("confirmed",)])
+        await product.wait_db("SELECT state FROM deliveries", [("confirmed",)], context=lambda: owner_texts(api))
     finally:
         assert await product.stop() == 0
-    assert len(owner_texts(api)) == 1 and "vanilla on hand: 2 tubs" in owner_texts(api)[0]
+    assert len(owner_texts(api)) == 1 and "vanilla on hand: 9 tubs" in owner_texts(api)[0]
     assert product.query("SELECT source, state FROM work") == [(f"tg:{OWNER}:1", "finished")]
     attempts = product.query("SELECT attempts FROM work")[0][0]
     assert attempts == (2 if point in ("K3", "K4", "K5", "K6") else 1)

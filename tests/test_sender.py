@@ -201,6 +201,9 @@ async def test_best_effort_calls(api, sender):
     update = api.post_callback(CHAT, CHAT, "approve:n", int(sent.receipt))
     await sender.answer_callback(update["callback_query"]["id"], "é" * 300)
     assert api.callback_answers[0]["text"] == "é" * 200
+    second = api.post_callback(CHAT, CHAT, "approve:n", int(sent.receipt))
+    await sender.answer_callback(second["callback_query"]["id"], "🍦" * 150)  # 2 UTF-16 units each
+    assert api.callback_answers[1]["text"] == "🍦" * 100
 
     await sender.remove_buttons(CHAT, int(sent.receipt))
     assert api.edited_markups == [{"chat_id": CHAT, "message_id": int(sent.receipt), "reply_markup": None}]
@@ -214,7 +217,7 @@ async def test_best_effort_calls(api, sender):
     await sender.typing(CHAT)
     await sender.remove_buttons(CHAT, 12345)
     await api.accept()
-    assert len(api.chat_actions) == 1 and len(api.callback_answers) == 1 and len(api.edited_markups) == 1
+    assert len(api.chat_actions) == 1 and len(api.callback_answers) == 2 and len(api.edited_markups) == 1
 
 
 async def test_make_bot_accepts_a_root_with_or_without_slash(api):

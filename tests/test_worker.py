@@ -142,3 +142,73 @@ async def test_till_counts_are_applied_in_the_finish_transaction(shop_store, raw
     assert [tuple(e) for e in events] == [("chocolate", 12, 3, "till:1:r1", 1), ("vanilla", 2, 9, "till:1:r1", 1)]
     text = raw.execute("SELECT body FROM reports").fetchone()[0]
     assert "vanilla: 9 (was 2)" in text
+
+
+async def test_three_transient_failures_in_a_row_pause_claiming_and_tell_the_owner(shop_store, raw):
+    worker = Worker(shop_store, ScriptedModel([ModelTransient("503", status=503)] * 3),
+                    WorkerSettings(backoff=(1, 1, 600), notice_destination="tg:1"))
+    for chat in (1, 2, 3):
+        await shop_store.admit(message(1, "stock", chat=chat))
+    await worker.drain()
+    assert worker._paused_until is not None          # noqa: SLF001 - the pause is the behaviour under test
+    notices = raw.execute("SELECT source FROM work WHERE kind = 'notice'").fetchall()
+    assert len(notices) == 1 and notices[0][0].startswith("notice:model_paused:")
+    assert [tuple(r) for r in raw.execute("SELECT state, attempts FROM work WHERE kind = 'agent'")] == [("pending", 1)] * 3
+
+
+async def test_sessions_run_concurrently_but_one_session_never_twice(shop_store):
+    import asyncio
+    from worker.models.base import ModelTurn as Turn
+    running: set[str] = set()
+    overlap: list[int] = []
+    release = asyncio.Event()
+
+    class GateModel:
+        name = "gate"
+
+        async def complete(self, system, messages, tools):
+            text = messages[-1].text
+            running.add(text)
+            overlap.append(len(running))
+            if len(overlap) >= 2:
+                release.set()
+            await asyncio.wait_for(release.wait(), 5)
+            running.discard(text)
+            return Turn(f"ok {text}", ())
+
+    worker = Worker(shop_store, GateModel(), WorkerSettings(concurrency=2))
+    await shop_store.admit(message(1, "a", chat=1))
+    await shop_store.admit(message(2, "b", chat=1))
+    await shop_store.admit(message(1, "c", chat=2))
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(200):
+            if worker.turns_done >= 2:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        worker.stop()
+        await task
+    assert max(overlap) == 2                       # two sessions at once
+    rows = await shop_store.reports()
+    assert sorted(r["work"] for r in rows) == [[1, 2], [3]]   # chat 1's two messages: one turn, never two
+
+
+async def test_work_admitted_by_another_process_is_picked_up(shop_store, db_path, raw):
+    import asyncio
+    import subprocess
+    import sys
+    worker = Worker(shop_store, OfflineModel())
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.sleep(0)
+        subprocess.run([sys.executable, "-m", "bot.cli", "admit", "--db", str(db_path), "--source", "tg:9:1",
+                        "--session", "tg:9", "--text", "stock"], check=True, capture_output=True, timeout=30)
+        for _ in range(300):                       # within 2 s (the data_version check runs once a second)
+            if raw.execute("SELECT state FROM work").fetchone()[0] == "finished":
+                break
+            await asyncio.sleep(0.01)
+        assert raw.execute("SELECT state FROM work").fetchone()[0] == "finished"
+    finally:
+        worker.stop()
+        await task

@@ -96,27 +96,32 @@ class Worker:
         loop = asyncio.get_running_loop()
         active: dict[str, asyncio.Task] = {}
         last_version = await self.store.data_version()
+        look = True                               # claim only when something may have changed
         try:
             while not self._stop.is_set():
                 for session in [s for s, t in active.items() if t.done()]:
                     active.pop(session).result()   # re-raises WorkerStopped and bugs: loud, never silent
+                    look = True
                 paused = self._paused_until is not None and loop.time() < self._paused_until
-                while not paused and len(active) < self.settings.concurrency and not self._stop.is_set():
+                if self._paused_until is not None and not paused:
+                    self._paused_until, look = None, True
+                while look and not paused and len(active) < self.settings.concurrency and not self._stop.is_set():
                     claim = await self.store.claim(self.settings.worker_id)
                     if claim is None:
                         break
                     active[claim.session] = asyncio.create_task(self.run_turn(claim))
                 timeout = 1.0
-                due = await self.store.next_claim_time()
-                if due is not None and not paused:
+                full = len(active) >= self.settings.concurrency    # a finishing turn wakes us instead
+                due = await self.store.next_claim_time() if not (paused or full) else None
+                if due is not None:
                     timeout = min(timeout, max(0.0, (due - self.store.clock.now()).total_seconds()))
-                waiters = [asyncio.ensure_future(self.store.signals.work.wait())]
-                waiters += list(active.values())
-                done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                waiters[0].cancel()
-                version = await self.store.data_version()
-                if version != last_version:        # another process committed (admit, resolve, forget)
-                    last_version = version
+                signal = asyncio.ensure_future(self.store.signals.work.wait())
+                done, _ = await asyncio.wait([signal, *active.values()], timeout=timeout,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                signal.cancel()
+                version = await self.store.data_version()   # another process committed (admit, resolve, forget)
+                look = bool(done) or version != last_version or due is not None
+                last_version = version
         finally:
             for task in active.values():
                 task.cancel()

@@ -223,12 +223,15 @@ def _brief(results: _Results) -> str:
     return "Opening brief: " + ", ".join(parts) + "."
 
 
-def _reorder(results: _Results) -> str:
+def _reorder(results: _Results, line: str = "") -> str:
+    """Every low item without an open proposal; only the items the line names, when it names some (a stock
+    watcher's check names its item)."""
     stock = results.get("list_stock")
     items = _items(stock)
     if items is None:
         return _stock_error(stock)
-    low = [i for i in items if _low(i)]
+    named = set(_names_in(line, [str(i["item"]) for i in items]))
+    low = [i for i in items if _low(i) and (not named or i["item"] in named)]
     waiting = [i for i in low if i.get("open_proposal")]
     candidates = [i for i in low if not i.get("open_proposal")]
     lines: list[str] = []
@@ -280,7 +283,7 @@ def _intents(text: str) -> tuple[list[tuple[str, str]], bool]:
         if re.search(r"\bbrief(?:ing)?\b", lowered):
             intent = ("brief", "")
         elif re.search(r"\breorder(?:s|ing)?\b", lowered):
-            intent = ("reorder", "")
+            intent = ("reorder", lowered)
         elif _QUERY.search(lowered):
             intent = ("query", lowered)
         elif re.search(r"\bhelp\b", lowered) or lowered in ("/help", "/start"):
@@ -311,7 +314,7 @@ class OfflineModel:
                 if intent == "brief":
                     answers.append(_brief(results))
                 elif intent == "reorder":
-                    answers.append(_reorder(results))
+                    answers.append(_reorder(results, argument or ""))
                 elif intent == "query":
                     answers.append(_query(argument, results))
                 else:

@@ -1,0 +1,114 @@
+"""The stock watcher: one reorder check per low-stock episode, and one notice per till count far from the expected
+stock.
+
+An episode of an item starts when its stock falls below the reorder point and ends when it is no longer below
+(on hand >= reorder point). While an item is armed and low, a check admits `stock:<item>:<episode>` and disarms
+the item in the same transaction (C2); however many checks see it low afterwards, nothing more is admitted. Once it
+is no longer low, the item is re-armed for the next episode. A refusal for capacity leaves the item armed, so the
+next check tries again.
+
+The same transaction announces till counts: every count event after the stored mark whose counted figure differs
+from the expected stock (the stock before the count) by more than `count_tolerance` gets one notice
+`notice:count:<till_id>:<request_id>:<item>` naming the till, the item and both figures. The mark moves with the
+notices, and the identity makes each notice once only, so a check that runs late (at startup, or on schedule after a
+crash) still announces every count exactly once.
+
+`check()` runs on the watcher's schedule and should be called after every stock change (after a till turn).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from store import Admission, Occurrence, ReportDraft, Store, Transaction, WorkKind, producer_state
+
+log = logging.getLogger("shopbot.stock")
+
+
+@dataclass(frozen=True)
+class StockCheck:
+    """What one check decided (committed together)."""
+    admitted: tuple[str, ...] = ()   # sources of new episodes
+    refused: tuple[str, ...] = ()    # low items refused for capacity: still armed
+    rearmed: tuple[str, ...] = ()    # items no longer below their reorder point
+    notices: tuple[str, ...] = ()    # count notices admitted
+
+
+def reorder_prompt(item: str, unit: str, on_hand: int, reorder_point: int) -> str:
+    return (f"Reorder check for {item}: {on_hand} {unit} on hand, below the reorder point of {reorder_point}. "
+            "Propose an order if needed.")
+
+
+def count_notice(till_id: str, request_id: str, item: str, unit: str, expected: int, counted: int,
+                 tolerance: int) -> str:
+    return (f"Till {till_id} counted {counted} {unit} of {item}, but {expected} {unit} were expected "
+            f"(a difference of {counted - expected:+d}, more than the tolerance of {tolerance}; "
+            f"request {request_id}). The stock is now {counted}.")
+
+
+class StockWatcher:
+    def __init__(self, store: Store, destination: str | None, *, count_tolerance: int | None = None) -> None:
+        """`destination`: the owner's chat `tg:<chat_id>` for reorder checks and notices (None: stored only).
+        `count_tolerance`: None leaves till counts unannounced."""
+        self.store = store
+        self.destination = destination
+        self.count_tolerance = count_tolerance
+
+    async def check(self) -> StockCheck:
+        result = await self.store.atomic(self._check)
+        for source in result.admitted:
+            log.info("stock episode admitted source=%s", source)
+        for source in result.refused:
+            log.warning("stock episode refused for capacity source=%s: the item stays armed", source)
+        for source in result.notices:
+            log.info("count notice admitted source=%s", source)
+        return result
+
+    def _check(self, tx: Transaction) -> StockCheck:
+        notices = self._count_notices(tx) if self.count_tolerance is not None else ()
+        admitted, refused, rearmed = [], [], []
+        for row in producer_state.stock_levels(tx.conn):
+            item, episode = row["item"], row["episode"]
+            low = row["on_hand"] < row["reorder_point"]
+            if low and row["armed"]:
+                source = f"stock:{item}:{episode}"
+                result = tx.admit(Occurrence(
+                    source, f"stock:{item}", reorder_prompt(item, row["unit"], row["on_hand"], row["reorder_point"]),
+                    WorkKind.AGENT, self.destination))
+                if result.outcome is Admission.REFUSED:
+                    refused.append(source)
+                    continue
+                if result.outcome is Admission.ACCEPTED:
+                    admitted.append(source)
+                # duplicate or conflict: this episode already has its work item
+                producer_state.set_watch(tx.conn, item, False, episode, tx.now)
+            elif not low and not row["armed"]:
+                producer_state.set_watch(tx.conn, item, True, episode + 1, tx.now)
+                rearmed.append(item)
+        return StockCheck(tuple(admitted), tuple(refused), tuple(rearmed), notices)
+
+    def _count_notices(self, tx: Transaction) -> tuple[str, ...]:
+        assert self.count_tolerance is not None
+        tolerance, destination = self.count_tolerance, self.destination
+        mark = producer_state.get_mark(tx.conn, producer_state.COUNT_NOTICES)
+        admitted = []
+        for event in producer_state.count_events_after(tx.conn, mark):
+            mark = event["event_id"]
+            expected, counted = event["old_on_hand"], event["new_on_hand"]
+            if expected is None or abs(counted - expected) <= tolerance:
+                continue
+            _, till_id, request_id = _till_source(event["source"])
+            text = count_notice(till_id, request_id, event["item"], event["unit"], expected, counted, tolerance)
+            source = f"notice:count:{till_id}:{request_id}:{event['item']}"
+            result = tx.admit_answered(Occurrence(source, "notice:count", text, WorkKind.NOTICE, destination),
+                                       lambda t, work_id, body=text: ReportDraft(body, destination=destination))
+            if result.outcome is Admission.ACCEPTED:
+                admitted.append(source)
+        producer_state.set_mark(tx.conn, producer_state.COUNT_NOTICES, mark)
+        return tuple(admitted)
+
+
+def _till_source(source: str | None) -> tuple[str, str, str]:
+    """`till:<till_id>:<request_id>` split in three (another source is shown whole as the request)."""
+    parts = (source or "").split(":", 2)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 and parts[0] == "till" else ("", "?", source or "?")

@@ -1,0 +1,119 @@
+"""The producers' own records: schedule cursors, missed occurrences, the stock watcher's episodes, read marks, and
+what the till reads back.
+
+The functions take an open connection: a producer calls them inside `Store.atomic` (on `tx.conn`) together with
+`tx.admit`, so its progress commits with the work it admits (C2). `ProducerStore` offers the reads outside a
+producer's transaction.
+"""
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .api import Store
+
+COUNT_NOTICES = "count_notices"
+
+
+# ---- the clock producer --------------------------------------------------------------------------------------
+def get_cursor(conn: sqlite3.Connection, schedule: str) -> tuple[str | None, str | None]:
+    """(cursor, key refused for capacity) of a schedule; (None, None) for a schedule never seen."""
+    row = conn.execute("SELECT cursor, refused_key FROM schedule_cursors WHERE schedule = ?", (schedule,)).fetchone()
+    return (row["cursor"], row["refused_key"]) if row else (None, None)
+
+
+def set_cursor(conn: sqlite3.Connection, schedule: str, cursor: str, refused_key: str | None, now: str) -> None:
+    conn.execute(
+        "INSERT INTO schedule_cursors (schedule, cursor, refused_key, updated_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (schedule) DO UPDATE SET cursor = excluded.cursor, refused_key = excluded.refused_key, "
+        "updated_at = excluded.updated_at", (schedule, cursor, refused_key, now))
+
+
+def record_missed(conn: sqlite3.Connection, schedule: str, key: str, reason: str, fire_time: str | None,
+                  now: str) -> bool:
+    """Record an occurrence that was not admitted; False when it was recorded before (the key decides)."""
+    return conn.execute(
+        "INSERT INTO missed_occurrences (schedule, key, reason, fire_time, recorded_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (schedule, key) DO NOTHING", (schedule, key, reason, fire_time, now)).rowcount == 1
+
+
+def missed_occurrences(conn: sqlite3.Connection, limit: int = 20) -> list[dict]:
+    """The most recently recorded missed occurrences, newest first: rows for `shopbot status`."""
+    return [dict(r) for r in conn.execute(
+        "SELECT schedule, key, reason, fire_time, recorded_at FROM missed_occurrences "
+        "ORDER BY recorded_at DESC, schedule, key DESC LIMIT ?", (limit,)).fetchall()]
+
+
+# ---- the stock watcher ---------------------------------------------------------------------------------------
+def stock_levels(conn: sqlite3.Connection) -> list[dict]:
+    """Every item with its stock, reorder point and watch state (armed, episode)."""
+    return [dict(r) for r in conn.execute(
+        "SELECT i.item, i.unit, i.on_hand, i.reorder_point, coalesce(w.armed, 1) AS armed, "
+        "coalesce(w.episode, 1) AS episode FROM items i LEFT JOIN stock_watch w USING (item) "
+        "ORDER BY i.item").fetchall()]
+
+
+def set_watch(conn: sqlite3.Connection, item: str, armed: bool, episode: int, now: str) -> None:
+    conn.execute(
+        "INSERT INTO stock_watch (item, armed, episode, updated_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (item) DO UPDATE SET armed = excluded.armed, episode = excluded.episode, "
+        "updated_at = excluded.updated_at", (item, int(armed), episode, now))
+
+
+def get_mark(conn: sqlite3.Connection, name: str) -> int:
+    row = conn.execute("SELECT value FROM producer_marks WHERE name = ?", (name,)).fetchone()
+    return row[0] if row else 0
+
+
+def set_mark(conn: sqlite3.Connection, name: str, value: int) -> None:
+    conn.execute("INSERT INTO producer_marks (name, value) VALUES (?, ?) "
+                 "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
+
+
+def count_events_after(conn: sqlite3.Connection, event_id: int) -> list[dict]:
+    """Stock set by till counts after `event_id`, oldest first: the old (expected) and new (counted) figures."""
+    return [dict(r) for r in conn.execute(
+        "SELECT e.event_id, e.item, i.unit, e.old_on_hand, e.new_on_hand, e.source FROM stock_events e "
+        "JOIN items i USING (item) WHERE e.kind = 'count' AND e.event_id > ? ORDER BY e.event_id",
+        (event_id,)).fetchall()]
+
+
+# ---- the till ------------------------------------------------------------------------------------------------
+def item_names(conn: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT item FROM items ORDER BY item")]
+
+
+def work_with_report(conn: sqlite3.Connection, source: str) -> dict | None:
+    """A work item by its source identity, with its newest report (None until it has one)."""
+    row = conn.execute("SELECT work_id, state FROM work WHERE source = ?", (source,)).fetchone()
+    if row is None:
+        return None
+    report = conn.execute(
+        "SELECT r.report_id, r.body, r.is_error FROM report_items i JOIN reports r USING (report_id) "
+        "WHERE i.work_id = ? ORDER BY r.generation DESC LIMIT 1", (row["work_id"],)).fetchone()
+    return {"work_id": row["work_id"], "state": row["state"],
+            "report": {"id": report["report_id"], "body": report["body"], "is_error": bool(report["is_error"])}
+            if report else None}
+
+
+class ProducerStore:
+    """Reads of the producers' records outside a producer's transaction (one consistent snapshot each)."""
+
+    def __init__(self, store: "Store") -> None:
+        self.store = store
+
+    async def missed(self, limit: int = 20) -> list[dict]:
+        return await self.store.db.read(missed_occurrences, limit)
+
+    async def cursor(self, schedule: str) -> tuple[str | None, str | None]:
+        return await self.store.db.read(get_cursor, schedule)
+
+    async def stock_watch(self) -> list[dict]:
+        return await self.store.db.read(stock_levels)
+
+    async def item_names(self) -> list[str]:
+        return await self.store.db.read(item_names)
+
+    async def work_with_report(self, source: str) -> dict | None:
+        return await self.store.db.read(work_with_report, source)
