@@ -19,7 +19,14 @@ from worker.worker import Worker, WorkerSettings, WorkerStopped
 from .config import Config
 from .http_server import Health, HttpServer, health_route, webhook_route
 from .ingress import ALLOWED_UPDATES, Ingress, IngressStopped
-from .owner import COMMANDS
+from producers.clock import ClockProducer
+from producers.scheduler import ProducerScheduler, producer_scheduler
+from producers.stock_watch import StockWatcher
+from producers.till import TillApi, parse_till_tokens
+
+from .action_relay import ActionRelay
+from .owner import COMMANDS, ApprovalRules
+from .supplier import SupplierAdapter
 from .relay import Relay, RelaySettings, RelayStopped
 from .sender import TelegramSender, make_bot
 from .shop_file import ShopSpec, load_shop
@@ -37,6 +44,8 @@ class Parts:
     sender: TelegramSender | None
     http: HttpServer | None
     health: Health
+    actions: ActionRelay | None = None
+    producers: ProducerScheduler | None = None
 
 
 class App:
@@ -76,27 +85,35 @@ class App:
             self._stack.push_async_callback(bot.shutdown)
             sender = TelegramSender(bot)
         model = load_model(cfg.model, base_url=cfg.model_base_url or None, api_key=str(cfg.model_api_key) or None)
+        clock_producer = ClockProducer(store, shop.schedules, owner_chat)
+        watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
+        scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
         worker = Worker(store, model, WorkerSettings(
             concurrency=cfg.worker_concurrency, supplier=shop.supplier, currency=shop.currency,
-            notice_destination=owner_chat), on_turn=self._typing if sender else None)
+            notice_destination=owner_chat, shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents,
+            day_max_cents=shop.day_max_cents, proposal_expiry_s=cfg.proposal_expiry_hours * 3600),
+            on_turn=self._typing if sender else None, on_stock_change=watcher.check)
+        supplier_destination = f"supplier:{shop.supplier}"
+        actions = None
+        if cfg.supplier_url:
+            adapter = SupplierAdapter(cfg.supplier_url, str(cfg.supplier_token))
+            self._stack.push_async_callback(adapter.aclose)
+            actions = ActionRelay(store, adapter, {supplier_destination}, owner_chat)
+        else:
+            log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
+        rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination)
         health = Health()
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(chat_pace_s=cfg.chat_pace_ms / 1000)) \
             if sender else None
-        ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout) if bot and sender else None
+        ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules) \
+            if bot and sender else None
         routes = [health_route(store, health)]
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
-        routes += self.extra_routes(store, shop)
+        routes += TillApi(store, parse_till_tokens(str(cfg.till_tokens))).routes()
         http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
-        self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health)
+        self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler)
         return self
-
-    def extra_routes(self, store: Store, shop: ShopSpec) -> list[Any]:
-        import os
-
-        from producers.till import TillApi, parse_till_tokens
-        # TODO(bot/config.py): read SHOPBOT_TILL_TOKENS through Config (a Secret, listed in secrets() for redaction).
-        return TillApi(store, parse_till_tokens(os.environ.get("SHOPBOT_TILL_TOKENS", ""))).routes()
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
@@ -136,7 +153,7 @@ class App:
         if p is None:
             return
         p.worker.stop()
-        for part in (p.relay, p.ingress, p.http):
+        for part in (p.relay, p.ingress, p.http, p.actions):
             if part is not None:
                 part.stop()
 
@@ -175,40 +192,34 @@ class App:
                 cancel_on_stop.append(tasks.create_task(self._supervised("ingress", p.ingress.poll())))
             if p.relay:
                 tasks.create_task(self._supervised("relay", p.relay.run()))
+            if p.actions:
+                tasks.create_task(p.actions.run())
             if p.http:
                 tasks.create_task(p.http.serve())
-            for coro in self.producer_tasks():
-                cancel_on_stop.append(tasks.create_task(coro))
+            if p.producers:
+                cancel_on_stop.append(tasks.create_task(p.producers.run()))
             await self._stopping.wait()
             self.stop()
             for task in cancel_on_stop:
                 task.cancel()
         log.info("shopbot stopped")
 
-    def producer_tasks(self) -> list[Any]:
-        from producers.clock import ClockProducer
-        from producers.scheduler import producer_scheduler
-        from producers.stock_watch import StockWatcher
-        p = self.parts
-        assert p is not None
-        owner_chat = f"tg:{self.cfg.owner_chat_id}" if self.cfg.owner_chat_id else None
-        # The stock watcher's check() should also run after every till turn (TODO: wire it to the worker).
-        self.producers = producer_scheduler(
-            ClockProducer(p.store, p.shop.schedules, owner_chat),
-            StockWatcher(p.store, owner_chat, count_tolerance=p.shop.count_tolerance),
-            p.shop.stock_cron, p.shop.timezone)
-        return [self.producers.run()]
-
     async def drain(self) -> dict:
         """`run --drain`: recovery ran at start; admit what Telegram holds, run every due turn, send every due
         delivery, until nothing due is left; returns the status of what is left (not yet due)."""
         p = self.parts
         assert p is not None
+        if p.producers:
+            await p.producers.clock.catch_up()
+            await p.producers.watcher.check()
         while True:
             if p.ingress:
                 await p.ingress.poll(drain=True)
             turns = await p.worker.drain()
             sent = await p.relay.drain() if p.relay else 0
-            if not turns and not sent:
+            acted = await p.actions.drain() if p.actions else 0
+            if acted:
+                sent += await p.relay.drain() if p.relay else 0
+            if not turns and not sent and not acted:
                 break
         return await p.store.status()

@@ -156,6 +156,26 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("actions")
+def cmd_actions(args: argparse.Namespace) -> int:
+    import getpass
+    if args.decision:
+        if args.action_id is None:
+            raise StoreError("give the action id: shopbot actions release|void ID")
+        state = with_store(args, lambda s: s.decide_action(args.action_id, args.decision,
+                                                           f"operator:{getpass.getuser()}"))
+        print(f"action {args.action_id}: recorded '{args.decision}', now {state}")
+        return 0
+    rows = with_store(args, lambda s: s.actions(args.quarantined))
+    for row in rows:
+        print(f"action {row['action_id']}  proposal #{row['proposal_id']}  {row['state']:<11} {row['quantity']} "
+              f"{row['item']} ({row['total_cents']} cents)  attempts {row['attempts']}"
+              + (f"  order {row['receipt']}" if row["receipt"] else "") + (f"  ({row['reason']})" if row["reason"] else ""))
+    if not rows:
+        print("no quarantined actions" if args.quarantined else "no actions")
+    return 0
+
+
 def setup_logs(cfg: config_module.Config) -> None:
     from .logs import setup_logging
     setup_logging(cfg.log_level, cfg.secrets(), cfg.log_file)
@@ -258,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--delivered", action="store_true", help="the owner has it: record it as delivered")
     p = add("forget", "delete a conversation's agent history and cancel its waiting work (C12)")
     p.add_argument("--session", required=True, help="e.g. tg:42")
+    p = add("actions", "list supplier actions with their state; release or void a quarantined one")
+    p.add_argument("decision", nargs="?", choices=["release", "void"], help="a recorded operator decision")
+    p.add_argument("action_id", nargs="?", type=int)
+    p.add_argument("--quarantined", action="store_true", help="only the quarantined ones")
     p = add("run", "run the whole product: Telegram ingress, worker, relay, HTTP server, producers")
     p.add_argument("--drain", action="store_true",
                    help="recover, process every due item and delivery, then exit 0 and print what is left")

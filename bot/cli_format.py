@@ -23,8 +23,14 @@ def print_status(status: dict, out: TextIO) -> None:
         line(f"FAILED   work {row['work_id']} ({row['source']}) report {row['report_id']}")
     for row in status["failed_deliveries"]:
         line(f"NOT SENT {row['report_id']} part {row['part']} to chat {row['chat_id']}: {row['reason']}")
-    for key, rows in status.get("extra", {}).items():
-        for row in rows:
-            line(f"{key.upper():8} {row}")
+    if status.get("actions"):
+        line("actions:    " + "  ".join(f"{k} {v}" for k, v in sorted(status["actions"].items())))
+    for row in status.get("quarantined_actions", []):
+        line(f"QUARANTINED action {row['action_id']} (proposal #{row['proposal_id']}): {row['reason']}"
+             f"  -> shopbot actions release|void {row['action_id']}")
+    for row in status.get("unknown_actions", []):
+        line(f"UNKNOWN  action {row['action_id']} (proposal #{row['proposal_id']}): {row['reason']} (reconciling)")
+    for row in status.get("extra", {}).get("missed", []):
+        line(f"MISSED   {row['schedule']} {row['key']} ({row['reason']}, recorded {row['recorded_at'][:16]})")
     if status["counters"]:
         line("counted:    " + "  ".join(f"{k} {v}" for k, v in status["counters"].items()))

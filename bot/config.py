@@ -34,6 +34,10 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_MODEL_BASE_URL": ("", "OpenAI-compatible server root (Ollama, vLLM, OpenRouter); empty for the default"),
     "SHOPBOT_MODEL_API_KEY": ("", "the model provider's API key (secret)"),
     "SHOPBOT_SHOP_FILE": ("shop.example.toml", "the shop description (TOML): time zone, items, schedules, limits"),
+    "SHOPBOT_SUPPLIER_URL": ("", "supplier API root (POST <url>/orders); empty: approved orders wait, none is sent"),
+    "SHOPBOT_SUPPLIER_TOKEN": ("", "bearer token for the supplier API (secret)"),
+    "SHOPBOT_PROPOSAL_EXPIRY_HOURS": ("24", "an order proposal not approved within this many hours expires"),
+    "SHOPBOT_TILL_TOKENS": ("", "till credentials as till_id:token pairs, comma-separated (secret)"),
     "TELEGRAM_BOT_TOKEN": ("", "the bot token from @BotFather (secret); empty runs without Telegram"),
     "TELEGRAM_API_BASE_URL": ("https://api.telegram.org", "Bot API server root; the bot calls <root>/bot<token>/<method>"),
     "SHOPBOT_OWNER_IDS": ("", "comma-separated Telegram user ids allowed to use the bot"),
@@ -50,7 +54,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_FAULT": ("", "arm a fault point for drills, e.g. K7:kill (kills the process when reached)"),
     "SHOPBOT_DB_MAX_PAGES": ("", "test only: cap the database size in pages to simulate a full disk"),
 }
-SECRETS = ("SHOPBOT_MODEL_API_KEY", "TELEGRAM_BOT_TOKEN", "SHOPBOT_WEBHOOK_SECRET")
+SECRETS = ("SHOPBOT_MODEL_API_KEY", "TELEGRAM_BOT_TOKEN", "SHOPBOT_WEBHOOK_SECRET", "SHOPBOT_SUPPLIER_TOKEN",
+           "SHOPBOT_TILL_TOKENS")
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
@@ -108,6 +113,10 @@ class Config:
     model_base_url: str
     model_api_key: Secret
     shop_file: Path
+    supplier_url: str
+    supplier_token: Secret
+    proposal_expiry_hours: int
+    till_tokens: Secret
     telegram_token: Secret
     telegram_api_base_url: str
     owner_ids: tuple[int, ...]
@@ -126,7 +135,10 @@ class Config:
     extra: dict = field(default_factory=dict, repr=False)
 
     def secrets(self) -> list[str]:
-        return [str(value) for value in (self.model_api_key, self.telegram_token, self.webhook_secret) if value]
+        """Every secret value, for log redaction (each till token on its own)."""
+        values = [str(v) for v in (self.model_api_key, self.telegram_token, self.webhook_secret, self.supplier_token)]
+        values += [pair.partition(":")[2] for pair in str(self.till_tokens).split(",")]
+        return [v for v in values if v]
 
     def redacted(self) -> dict[str, str]:
         shown = {}
@@ -176,6 +188,10 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         model_base_url=text("SHOPBOT_MODEL_BASE_URL"),
         model_api_key=Secret(env.get("SHOPBOT_MODEL_API_KEY", "")),
         shop_file=Path(text("SHOPBOT_SHOP_FILE")),
+        supplier_url=text("SHOPBOT_SUPPLIER_URL").rstrip("/"),
+        supplier_token=Secret(env.get("SHOPBOT_SUPPLIER_TOKEN", "")),
+        proposal_expiry_hours=_int(env, "SHOPBOT_PROPOSAL_EXPIRY_HOURS", 1),
+        till_tokens=Secret(env.get("SHOPBOT_TILL_TOKENS", "")),
         telegram_token=Secret(env.get("TELEGRAM_BOT_TOKEN", "")),
         telegram_api_base_url=text("TELEGRAM_API_BASE_URL").rstrip("/"),
         owner_ids=owner_ids,

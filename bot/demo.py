@@ -51,8 +51,9 @@ async def play(out: TextIO) -> dict:
     out.write("shopbot demo: a local Telegram Bot API on 127.0.0.1, the offline model, a temporary database.\n")
     async with local_product() as run:
         await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
-        t.note("at start the stock watcher finds vanilla and strawberry below their reorder points")
-        for message in await run.replies(2, timeout=15):
+        t.note("at start the stock watcher finds vanilla and strawberry below their reorder points; each check "
+               "proposes an order, which waits for Lucy's approval")
+        for message in await run.replies(4, timeout=15):
             t.bot(message.text, _buttons(message))
         await _say(run, t, "How much vanilla do we have?")
 
@@ -79,6 +80,16 @@ async def play(out: TextIO) -> dict:
 
         await _say(run, t, "/brief")
         await _say(run, t, "reorder")
+
+        proposal = next(m for m in run.owner_messages() if m.text.startswith("Order proposal") and "vanilla" in m.text)
+        t.note("Lucy approves the vanilla order")
+        run.api.post_callback(OWNER_ID, OWNER_ID, proposal.reply_markup["inline_keyboard"][0][0]["callback_data"],
+                              proposal.message_id)
+        for message in await run.replies(2):
+            t.bot(message.text)
+        t.note(f"the local supplier holds {len(run.supplier.orders)} order(s): "
+               + ", ".join(f"{o['order_id']} {o['lines'][0]['quantity']} {o['lines'][0]['item']}"
+                           for o in run.supplier.orders))
         status = await run.app.parts.store.status()   # type: ignore[union-attr]
     out.write("\nFinal status:\n")
     print_status(status, out)

@@ -52,8 +52,9 @@ def parse(raw: object, bot: Bot) -> Update | None:
 class Router:
     """Turns parsed updates into admissions inside one transaction."""
 
-    def __init__(self, owner_ids: Callable[[], frozenset[int]]) -> None:
+    def __init__(self, owner_ids: Callable[[], frozenset[int]], rules: owner.ApprovalRules | None = None) -> None:
         self.owner_ids = owner_ids
+        self.rules = rules or owner.ApprovalRules()
 
     def _sender_ok(self, tx: Transaction, result: BatchResult, update_id: int, chat, user) -> bool:  # type: ignore[no-untyped-def]
         """C3: private chats of allow-listed users whose chat id equals the sender id, never bots."""
@@ -104,7 +105,7 @@ class Router:
                 return
             press = owner.Press(query.id, chat.id, query.from_user.id, query.data or "",
                                 query.message.message_id if query.message is not None else None)
-            pressed = owner.admit_press(tx, press)
+            pressed = owner.admit_press(tx, press, self.rules)
             result.presses.append((press, pressed))
             result.bump(pressed.admission.outcome.value)
         elif update.my_chat_member is not None:
@@ -150,11 +151,11 @@ class Router:
 
 class Ingress:
     def __init__(self, store: Store, bot: Bot, sender: TelegramSender, owner_ids: Callable[[], frozenset[int]], *,
-                 poll_timeout: int = 25) -> None:
+                 poll_timeout: int = 25, rules: owner.ApprovalRules | None = None) -> None:
         self.store = store
         self.bot = bot
         self.sender = sender
-        self.router = Router(owner_ids)
+        self.router = Router(owner_ids, rules)
         self.poll_timeout = poll_timeout
         self._stop = asyncio.Event()
         self.batches = 0

@@ -56,6 +56,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from .mini_http import MAX_BODY as _MAX_BODY, BadHttp as _BadHttp, Response as _Response, read_request as _read_request, write_response as _write_response  # noqa: E501
+
 __all__ = ["FAULTS", "LocalBotApi", "SentMessage", "main", "serve"]
 
 _log = logging.getLogger(__name__)
@@ -125,7 +127,6 @@ _RAW_STRING_PARAMS = frozenset(
     }
 )
 
-_MAX_BODY = 16 * 1024 * 1024
 _CONFLICT_WEBHOOK = "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
 _CONFLICT_POLL = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
 _HTML_502 = (
@@ -156,14 +157,6 @@ class _Fault:
 
 class _Drop(Exception):
     """Close the connection without a reply."""
-
-
-@dataclass
-class _Response:
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-    after: Callable[[], Any] | None = None  # run after the reply was written
 
 
 def _utf16_len(text: str) -> int:
@@ -1119,78 +1112,6 @@ def _describe(predicate: Callable[[], bool]) -> str:
 
 
 # ---------------------------------------------------------------------- minimal HTTP/1.1
-
-
-class _BadHttp(Exception):
-    pass
-
-
-async def _read_request(
-    reader: asyncio.StreamReader,
-) -> tuple[str, str, dict[str, str], bytes, bool] | None:
-    line = await reader.readline()
-    if not line:
-        return None
-    while line in (b"\r\n", b"\n"):  # tolerate stray blank lines between requests
-        line = await reader.readline()
-        if not line:
-            return None
-    try:
-        method, target, version = line.decode("latin-1").strip().split(" ", 2)
-    except ValueError:
-        raise _BadHttp("bad request line") from None
-    headers: dict[str, str] = {}
-    total = 0
-    while True:
-        raw = await reader.readline()
-        if not raw:
-            raise _BadHttp("eof in headers")
-        total += len(raw)
-        if total > 256 * 1024:
-            raise _BadHttp("headers too large")
-        if raw in (b"\r\n", b"\n"):
-            break
-        name, _, value = raw.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
-    body = b""
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks = []
-        while True:
-            size_line = await reader.readline()
-            size = int(size_line.split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    pass
-                break
-            chunks.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-            if sum(map(len, chunks)) > _MAX_BODY:
-                raise _BadHttp("body too large")
-        body = b"".join(chunks)
-    elif "content-length" in headers:
-        length = int(headers["content-length"])
-        if length > _MAX_BODY:
-            raise _BadHttp("body too large")
-        body = await reader.readexactly(length)
-    connection = headers.get("connection", "").lower()
-    keep_alive = connection != "close" if version.upper() == "HTTP/1.1" else connection == "keep-alive"
-    return method.upper(), target, headers, body, keep_alive
-
-
-async def _write_response(writer: asyncio.StreamWriter, response: _Response, keep_alive: bool) -> None:
-    try:
-        phrase = HTTPStatus(response.status).phrase
-    except ValueError:
-        phrase = "Unknown"
-    head = (
-        f"HTTP/1.1 {response.status} {phrase}\r\n"
-        f"Server: shopbot-local-api\r\n"
-        f"Content-Type: {response.content_type}\r\n"
-        f"Content-Length: {len(response.body)}\r\n"
-        f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
-    )
-    writer.write(head.encode("latin-1") + response.body)
-    await writer.drain()
 
 
 def _parse_params(query: str, content_type: str, body: bytes) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from . import config as config_module
 from .app import App
 from .local_api import LocalBotApi, SentMessage
+from .local_supplier import LocalSupplier
 
 OWNER_ID = 1001
 DEMO_TOKEN = "123456:local-demo-token"
@@ -23,6 +24,7 @@ class LocalRun:
     api: LocalBotApi
     app: App
     task: asyncio.Task
+    supplier: LocalSupplier
     seen: int = 0
 
     def owner_messages(self) -> list[SentMessage]:
@@ -44,7 +46,7 @@ class LocalRun:
 async def local_product(overrides: dict[str, str] | None = None) -> AsyncIterator[LocalRun]:
     with tempfile.TemporaryDirectory(prefix="shopbot-local-") as tmp:
         token = os.environ.get("TELEGRAM_BOT_TOKEN") or DEMO_TOKEN
-        async with LocalBotApi(token) as api:
+        async with LocalBotApi(token) as api, LocalSupplier("local-supplier-token") as supplier:
             env = {k: v for k, v in config_module.environment().items()
                    if not (k.startswith("SHOPBOT_") or k.startswith("TELEGRAM_"))}
             env.update({
@@ -55,6 +57,8 @@ async def local_product(overrides: dict[str, str] | None = None) -> AsyncIterato
                 "SHOPBOT_MODEL": "offline",
                 "SHOPBOT_HTTP_PORT": "0",
                 "SHOPBOT_CHAT_PACE_MS": "200",
+                "SHOPBOT_SUPPLIER_URL": supplier.base_url,
+                "SHOPBOT_SUPPLIER_TOKEN": "local-supplier-token",
                 "SHOPBOT_SHOP_FILE": str(Path(__file__).resolve().parent.parent / "shop.example.toml"),
             })
             for key in ("SHOPBOT_LOG_LEVEL", "SHOPBOT_LOG_FILE", "SHOPBOT_SHOP_FILE"):
@@ -64,7 +68,7 @@ async def local_product(overrides: dict[str, str] | None = None) -> AsyncIterato
             cfg = config_module.load(env)
             async with App(cfg, poll_timeout=10) as app:
                 task = asyncio.create_task(app.run())
-                run = LocalRun(api, app, task)
+                run = LocalRun(api, app, task, supplier)
                 try:
                     yield run
                 finally:

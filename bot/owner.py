@@ -100,10 +100,23 @@ def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply:
                              lambda t, work_id: ReportDraft(reply, destination=f"tg:{chat_id}"))
 
 
-VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}}
+VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"}}
 
 
-def decide(tx: Transaction, press: Press) -> tuple[str, bool]:
+@dataclass(frozen=True)
+class ApprovalRules:
+    """What an approval needs from the shop file: the per-day limit, the shop's day, the supplier destination."""
+    timezone: str = "UTC"
+    day_max_cents: int | None = None
+    supplier_destination: str = "supplier:supplier"
+
+    def day(self, now_text: str) -> str:
+        from zoneinfo import ZoneInfo
+        from store import from_text
+        return from_text(now_text).astimezone(ZoneInfo(self.timezone)).date().isoformat()
+
+
+def decide(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> tuple[str, bool]:
     """C8: a press counts only for a known prompt, from the chat it went to, while its target still awaits this
     decision; anything else is 'no longer valid' and changes nothing."""
     verb, _, nonce = press.data.partition(":")
@@ -122,6 +135,16 @@ def decide(tx: Transaction, press: Press) -> tuple[str, bool]:
         if verb == "resend":
             return f"OK, I will send {prompt.target} once more.", True
         return f"Thanks, noted that you have {prompt.target}.", True
+    if prompt.kind == "proposal":
+        proposal_id = int(prompt.target)
+        if verb == "approve":
+            decision = tx.approve_proposal(proposal_id, by, day=rules.day(tx.now), day_max_cents=rules.day_max_cents,
+                                           destination=rules.supplier_destination)
+        else:
+            decision = tx.reject_proposal(proposal_id, by)
+        if decision.ok:
+            tx.decide_prompt(nonce, verb, by)
+        return decision.text, decision.ok
     if prompt.kind == "forget":
         tx.decide_prompt(nonce, verb, by)
         if verb == "keep":
@@ -132,12 +155,12 @@ def decide(tx: Transaction, press: Press) -> tuple[str, bool]:
     return NO_LONGER_VALID, False
 
 
-def admit_press(tx: Transaction, press: Press) -> PressResult:
+def admit_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> PressResult:
     answer: list[str] = []
     decided: list[bool] = []
 
     def reply(t: Transaction, work_id: int) -> ReportDraft:
-        text, made = decide(t, press)
+        text, made = decide(t, press, rules)
         answer.append(text)
         decided.append(made)
         return ReportDraft(text, destination=f"tg:{press.chat_id}")

@@ -51,8 +51,8 @@ class ProducerScheduler:
     async def run(self) -> None:
         """Catch up once, then wake the producers on their triggers until cancelled."""
         self._bug = asyncio.get_running_loop().create_future()
-        await self.clock.catch_up()
-        await self.watcher.check()
+        await self._wake("startup", self.clock.catch_up())
+        await self._wake("startup", self.watcher.check())
         scheduler = AsyncIOScheduler(jobstores={"default": MemoryJobStore()},
                                      executors={"default": AsyncIOExecutor()},
                                      job_defaults=JOB_OPTIONS, timezone=timezone.utc)

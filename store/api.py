@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import inbox, invariants, journal, migrations, outbox, prompts, recovery, shop, stats
+from . import actions, inbox, invariants, journal, migrations, outbox, producer_state, prompts, recovery, shop, stats
 from .clock import Clock, from_text, to_text
 from .connection import Database, configure
 from .errors import SchemaTooOld, UnknownTarget
@@ -138,11 +138,20 @@ class Store:
     async def finish(self, claim: Claim, draft: ReportDraft, *, user_text: str | None = None,
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
                      apply: Callable[["Transaction"], None] | None = None,
+                     after: Callable[["Transaction", str], None] | None = None,
                      between: Callable[[], None] | None = None) -> FinishOutcome:
+        """C6. `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
+        then: the worker announces them with their buttons)."""
         now = self.now()
-        outcome = await self.db.write(lambda conn: inbox.finish(
-            conn, claim, draft, now, user_text=user_text, stop_reason=stop_reason, usage=usage,
-            apply=(lambda c: apply(Transaction(c, now, self))) if apply else None, between=between))
+
+        def body(conn: sqlite3.Connection) -> FinishOutcome:
+            outcome = inbox.finish(conn, claim, draft, now, user_text=user_text, stop_reason=stop_reason, usage=usage,
+                                   apply=(lambda c: apply(Transaction(c, now, self))) if apply else None,
+                                   between=between)
+            if after is not None and not outcome.discarded:
+                after(Transaction(conn, now, self), outcome.report_id)
+            return outcome
+        outcome = await self.db.write(body)
         self.signals.deliveries.notify()
         return outcome
 
@@ -278,19 +287,55 @@ class Store:
             return shop.record_draft(conn, run_id, item, quantity, now)
         return await self.db.write(body)
 
-    async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int) -> dict:
-        """C11: the proposal and its operation's completion in one transaction."""
+    async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int,
+                              policy: shop.Policy | None = None) -> dict:
+        """C11: the proposal (validated by policy) and its operation's completion in one transaction."""
         now = self.now()
 
         def body(conn: sqlite3.Connection) -> dict:
             journal._run_open(conn, run_id)  # noqa: SLF001 - same package
-            result = shop.record_proposal(conn, run_id, supplier, item, quantity, now)
+            result = shop.record_proposal(conn, run_id, supplier, item, quantity, now, policy)
             journal.op_finished(conn, run_id, call_id, "done", result, now)
             return result
         return await self.db.write(body)
 
     async def proposals(self, run_id: str | None = None) -> list[dict]:
         return await self.db.read(shop.proposals, run_id)
+
+    # ---- actions (C11) ---------------------------------------------------------------------------------------
+    async def due_actions(self, limit: int = 10) -> list[actions.Action]:
+        return await self.db.read(actions.due, self.now(), limit)
+
+    async def unknown_actions(self) -> list[actions.Action]:
+        return await self.db.read(actions.unknown)
+
+    async def next_action_time(self) -> datetime | None:
+        text = await self.db.read(actions.next_wake)
+        return from_text(text) if text else None
+
+    async def action_move(self, move: str, action_id: int, *args: Any) -> None:
+        """One relay move (`mark_sending`, `mark_delivered`, `mark_not_sent`, `mark_failed`, `mark_unknown`,
+        `quarantine`) in its own transaction."""
+        fn = {"mark_sending": actions.mark_sending, "mark_delivered": actions.mark_delivered,
+              "mark_not_sent": actions.mark_not_sent, "mark_failed": actions.mark_failed,
+              "mark_unknown": actions.mark_unknown, "quarantine": actions.quarantine}[move]
+        now = self.now()
+        await self.db.write(lambda conn: fn(conn, action_id, *args, now))
+
+    async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,
+                            detail: str | None = None) -> str:
+        now = self.now()
+        state = await self.db.write(lambda conn: actions.decide(conn, action_id, decision, by, now, receipt=receipt,
+                                                                detail=detail))
+        self.signals.actions.notify()
+        return state
+
+    async def actions(self, quarantined_only: bool = False) -> list[dict]:
+        return await self.db.read(actions.listing, quarantined_only)
+
+    async def expire_proposals(self) -> list[int]:
+        now = self.now()
+        return await self.db.write(lambda conn: actions.expire(conn, now))
 
     # ---- reading ---------------------------------------------------------------------------------------------
     async def stats(self, start: datetime, end: datetime) -> Stats:
@@ -352,6 +397,22 @@ class Transaction:
     def unknown_prompt_open(self, report_id: str) -> bool:
         return outbox.has_unknown(self.conn, report_id)
 
+    def proposal(self, proposal_id: int) -> dict | None:
+        return actions.proposal(self.conn, proposal_id)
+
+    def run_proposals(self, run_id: str) -> list[dict]:
+        return shop.proposals(self.conn, run_id)
+
+    def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
+                         destination: str) -> actions.Decision:
+        decision = actions.approve(self.conn, proposal_id, by, self.now, day, day_max_cents, destination)
+        if decision.action_id is not None:
+            self._store.signals.actions.notify()
+        return decision
+
+    def reject_proposal(self, proposal_id: int, by: str) -> actions.Decision:
+        return actions.reject(self.conn, proposal_id, by, self.now)
+
     def create_prompt(self, kind: str, target: str, chat_id: int, expires_at: str | None = None) -> str:
         return prompts.create(self.conn, kind, target, chat_id, self.now, expires_at)
 
@@ -395,6 +456,11 @@ def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict:
     failed_work = [dict(r) for r in conn.execute(
         "SELECT w.work_id, w.source, i.report_id FROM work w LEFT JOIN report_items i USING (work_id) "
         "WHERE w.state = 'failed' ORDER BY w.work_id DESC LIMIT 20")]
+    action_states = {state: n for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state")}
+    quarantined = [dict(r) for r in conn.execute(
+        "SELECT action_id, proposal_id, reason FROM actions WHERE state = 'quarantined' ORDER BY action_id")]
+    unknown_actions = [dict(r) for r in conn.execute(
+        "SELECT action_id, proposal_id, reason FROM actions WHERE state = 'unknown' ORDER BY action_id")]
     counters = {kind: n for kind, n in conn.execute(
         "SELECT kind, sum(count) FROM counters GROUP BY kind ORDER BY kind")}
     return {
@@ -407,6 +473,10 @@ def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict:
         "failed_work": failed_work,
         "failed_deliveries": failed_deliveries,
         "counters": counters,
+        "actions": action_states,
+        "quarantined_actions": quarantined,
+        "unknown_actions": unknown_actions,
+        "extra": {"missed": producer_state.missed_occurrences(conn)},
         "littles_law": {"window_seconds": window.window_seconds, "lambda_per_s": window.lam, "W_s": window.w,
                         "L": window.l, "lambda_W": window.lam_w, "arrivals": window.arrivals,
                         "refused": window.refused},

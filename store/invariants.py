@@ -54,6 +54,23 @@ RULES: dict[str, tuple[str, str]] = {
            "SELECT d.delivery_id, 'part ' || d.part || ' of ' || d.report_id || ' was sent before part ' || e.part "
            "|| ' (' || e.state || ')' FROM deliveries d JOIN deliveries e ON e.report_id = d.report_id "
            "AND e.part < d.part WHERE d.attempts > 0 AND e.state != 'confirmed'"),
+    "A1": ("an approved proposal has exactly one action, and every action an approved proposal",
+           "SELECT p.proposal_id, 'approved proposal ' || p.proposal_id || ' has ' || "
+           "(SELECT count(*) FROM actions a WHERE a.proposal_id = p.proposal_id) || ' actions' FROM proposals p "
+           "WHERE p.state = 'approved' AND (SELECT count(*) FROM actions a WHERE a.proposal_id = p.proposal_id) != 1 "
+           "UNION ALL SELECT a.action_id, 'action ' || a.action_id || ' belongs to a proposal that is ' || "
+           "coalesce(p.state, 'missing') FROM actions a LEFT JOIN proposals p USING (proposal_id) "
+           "WHERE p.state IS NOT 'approved'"),
+    "A2": ("a delivered action has the supplier's receipt",
+           "SELECT action_id, 'delivered action ' || action_id || ' has no receipt' FROM actions "
+           "WHERE state = 'delivered' AND (receipt IS NULL OR receipt = '')"),
+    "A3": ("spending is reserved once per approved proposal, and released when its action failed or was voided",
+           "SELECT p.proposal_id, 'approved proposal ' || p.proposal_id || ' has no spending record' FROM proposals p "
+           "WHERE p.state = 'approved' AND NOT EXISTS (SELECT 1 FROM spending s WHERE s.proposal_id = p.proposal_id) "
+           "UNION ALL SELECT s.proposal_id, 'spending for proposal ' || s.proposal_id || ' is ' || s.state || "
+           "' but its action is ' || coalesce(a.state, 'missing') FROM spending s "
+           "LEFT JOIN actions a USING (proposal_id) WHERE (s.state = 'reserved') = "
+           "(coalesce(a.state, 'failed') IN ('failed', 'voided'))"),
 }
 
 

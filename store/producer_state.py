@@ -106,9 +106,6 @@ class ProducerStore:
     async def missed(self, limit: int = 20) -> list[dict]:
         return await self.store.db.read(missed_occurrences, limit)
 
-    async def cursor(self, schedule: str) -> tuple[str | None, str | None]:
-        return await self.store.db.read(get_cursor, schedule)
-
     async def stock_watch(self) -> list[dict]:
         return await self.store.db.read(stock_levels)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from . import inbox, outbox
+from . import actions, inbox, outbox
 from .records import Claim, RecoverySummary, WorkItem, WorkKind, WorkState
 from .clock import from_text
 
@@ -42,4 +42,5 @@ def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySum
     for (run_id,) in conn.execute("SELECT run_id FROM runs WHERE ended_at IS NULL").fetchall():
         inbox._end_run(conn, run_id, now, "recovered", stop_reason="the process stopped")  # noqa: SLF001
     unknown = outbox.sending_to_unknown(conn, now)
+    actions.sending_to_unknown(conn, now)     # C11: an action found sending may have reached the supplier
     return RecoverySummary(tuple(released), tuple(failed), tuple(unknown))

@@ -125,26 +125,55 @@ def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int
     return {"draft_id": draft_id, "item": item, "quantity": quantity, "cost_cents": cost, "unit": spec["unit"]}
 
 
+@dataclass(frozen=True)
+class Policy:
+    """The shop's rules for proposals, from the shop file (read at each start)."""
+    supplier: str
+    order_max_cents: int | None = None
+    day_max_cents: int | None = None
+    day: str = ""                    # the shop's local date now, for the per-day limit
+    expires_at: str | None = None    # approvals after this change nothing
+
+
+def policy_reason(conn: sqlite3.Connection, spec: dict, supplier: str, quantity: int, policy: Policy | None) -> str | None:
+    """Why policy rejects a proposal before the owner sees it, or None."""
+    item, total = spec["item"], quantity * spec["unit_cost_cents"]
+    if quantity <= 0:
+        return f"quantity must be positive, got {quantity}"
+    if spec["max_order"] is not None and quantity > spec["max_order"]:
+        return f"{quantity} {spec['unit']} is over the limit of {spec['max_order']} per order for {item}"
+    if spec["open_proposal"] is not None:
+        return f"{item} already has an open proposal (#{spec['open_proposal']})"
+    if policy is None:
+        return None
+    if supplier != policy.supplier:
+        return f"unknown supplier {supplier!r} (the shop orders from {policy.supplier})"
+    if policy.order_max_cents is not None and total > policy.order_max_cents:
+        return f"the total of {total} cents is over the limit of {policy.order_max_cents} cents per order"
+    if policy.day_max_cents is not None:
+        approved = conn.execute("SELECT coalesce(sum(cents), 0) FROM spending WHERE day = ? AND state = 'reserved'",
+                                (policy.day,)).fetchone()[0]
+        if approved + total > policy.day_max_cents:
+            return (f"the total of {total} cents would go over today's limit of {policy.day_max_cents} cents "
+                    f"({approved} already approved)")
+    return None
+
+
 def record_proposal(conn: sqlite3.Connection, run_id: str, supplier: str, item: str, quantity: int,
-                    now: str) -> dict:
-    """C11: a typed proposal, costs from the catalog; never contacts anyone. Rejected by policy (with the reason) when
-    the item is unknown, the quantity is outside its limits, or the item already has an open proposal."""
+                    now: str, policy: Policy | None = None) -> dict:
+    """C11: a typed proposal, costs from the catalog; never contacts anyone. Policy code validates it before the owner
+    sees it: an invalid one is recorded as rejected by policy with the reason, and never sent."""
     spec = get_item(conn, item)
     if spec is None:
         raise UnknownTarget(f"unknown item {item!r}")
     unit_cost = spec["unit_cost_cents"]
-    reason = None
-    if quantity <= 0:
-        reason = f"quantity must be positive, got {quantity}"
-    elif spec["max_order"] is not None and quantity > spec["max_order"]:
-        reason = f"{quantity} {spec['unit']} is over the limit of {spec['max_order']} per order for {item}"
-    elif spec["open_proposal"] is not None:
-        reason = f"{item} already has an open proposal (#{spec['open_proposal']})"
+    reason = policy_reason(conn, spec, supplier, quantity, policy)
     state = "rejected_by_policy" if reason else "proposed"
     proposal_id = conn.execute(
         "INSERT INTO proposals (run_id, supplier, item, quantity, unit_cost_cents, total_cents, state, reason, "
-        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (run_id, supplier, item, quantity, unit_cost, quantity * unit_cost, state, reason, now, now)).lastrowid
+        "created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (run_id, supplier, item, quantity, unit_cost, quantity * unit_cost, state, reason, now, now,
+         policy.expires_at if policy else None)).lastrowid
     return {"proposal_id": proposal_id, "item": item, "quantity": quantity, "total_cents": quantity * unit_cost,
             "unit": spec["unit"], "state": "rejected" if reason else "awaiting_approval", "reason": reason}
 

@@ -29,3 +29,4 @@ class Signals:
     def __init__(self) -> None:
         self.work = Pulse()         # new agent work, or work released
         self.deliveries = Pulse()   # new reports, or deliveries back to pending
+        self.actions = Pulse()      # approved actions, or actions back to pending

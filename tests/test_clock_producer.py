@@ -12,7 +12,7 @@ from producers.clock import ClockProducer
 from producers.schedule import Schedule, next_wakeup
 from producers.scheduler import JOB_OPTIONS, STOCK_JOB, ProducerScheduler, producer_scheduler
 from producers.stock_watch import StockWatcher
-from store import Occurrence, Store
+from store import Occurrence, Store, StoreBusy
 from store.producer_state import ProducerStore
 
 UTC = timezone.utc
@@ -272,9 +272,12 @@ async def test_daily_schedules_over_2027_admit_one_occurrence_per_local_date(clo
 # --------------------------------------------------------------------------------------------------------------
 
 class BrokenWatcher(StockWatcher):
+    fault: Exception | None = None
+
     async def check(self):  # type: ignore[override]
-        if getattr(self, "armed_bug", False):
-            raise RuntimeError("a bug in a producer")
+        if self.fault is not None:
+            self.faulted.set()
+            raise self.fault
         return await super().check()
 
 
@@ -308,13 +311,18 @@ async def test_scheduler_catches_up_at_start_and_each_job_only_wakes_its_produce
     assert JOB_OPTIONS == {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
 
 
-async def test_a_bug_in_a_wake_up_stops_the_scheduler_loudly(store, clock):
+async def test_a_store_fault_waits_for_the_next_wake_up_but_a_bug_stops_the_scheduler(store, clock):
     clock.set(berlin(2027, 3, 1, 7, 0))
     watcher = BrokenWatcher(store, OWNER)
+    watcher.faulted = asyncio.Event()
     runner = producer_scheduler(ClockProducer(store, [brief()], OWNER), watcher, "*/15 * * * *", "Europe/Berlin")
     task = asyncio.create_task(runner.run())
     await asyncio.wait_for(runner.started.wait(), 10)
-    watcher.armed_bug = True
+    watcher.fault = StoreBusy("locked by another process")
+    runner.scheduler.get_job(STOCK_JOB).modify(next_run_time=datetime.now(UTC))
+    await asyncio.wait_for(watcher.faulted.wait(), 10)
+    assert not task.done() and runner.scheduler.running   # logged; the next wake-up tries again
+    watcher.fault = RuntimeError("a bug in a producer")
     runner.scheduler.get_job(STOCK_JOB).modify(next_run_time=datetime.now(UTC))
     with pytest.raises(RuntimeError, match="a bug in a producer"):
         await asyncio.wait_for(task, 10)

@@ -17,6 +17,13 @@ async def healthy(store):
     await store.finish(claim, ReportDraft("ok", destination="tg:1"))
 
 
+PROPOSAL_WITH_ACTION = [
+    "INSERT INTO proposals (proposal_id, run_id, supplier, item, quantity, unit_cost_cents, total_cents, state, "
+    "created_at, updated_at) SELECT 1, run_id, 's', 'vanilla', 1, 1, 1, 'approved', 'n', 'n' FROM runs",
+    "INSERT INTO spending VALUES (1, '2027-01-01', 1, 'reserved', 'n')",
+    "INSERT INTO actions (proposal_id, idempotency_key, destination, payload, created_at, updated_at) "
+    "VALUES (1, '0123456789abcdef0123456789abcdef', 'supplier:s', '{}', 'n', 'n')"]
+
 PLANTS = {
     "R1": ["INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
            "VALUES ('x', 'w', 's', 1, 1, 0, 'n')",
@@ -49,6 +56,12 @@ PLANTS = {
     "D4": ["INSERT INTO deliveries (report_id, part, parts, chat_id, text, created_at, updated_at) "
            "VALUES ('r1.1', 2, 2, 1, 'x', 'n', 'n')",
            "UPDATE deliveries SET attempts = 1 WHERE part = 2"],
+    "A1": ["INSERT INTO proposals (proposal_id, run_id, supplier, item, quantity, unit_cost_cents, total_cents, "
+           "state, created_at, updated_at) SELECT 1, run_id, 's', 'vanilla', 1, 1, 1, 'approved', 'n', 'n' FROM runs",
+           "INSERT INTO spending VALUES (1, '2027-01-01', 1, 'reserved', 'n')"],
+    "A2": PROPOSAL_WITH_ACTION + ["DROP TRIGGER action_receipt_required",
+                                  "UPDATE actions SET state = 'sending'", "UPDATE actions SET state = 'delivered'"],
+    "A3": PROPOSAL_WITH_ACTION + ["UPDATE spending SET state = 'released'"],
 }
 
 

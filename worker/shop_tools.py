@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from store import Store, UnknownTarget
+from store.shop import Policy
 
 from .figures import Figure
 from .tool_registry import Tool, ToolError, ToolRegistry
@@ -26,6 +27,7 @@ class TurnContext:
     currency: str = "USD"
     completed_calls: set[str] = field(default_factory=set)   # operations a tool already completed itself (C11)
     current_call: str | None = None
+    policy: Policy | None = None                              # the shop's rules, checked before the owner sees it
 
 
 class NoArgs(BaseModel):
@@ -100,7 +102,8 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict:
     _check_allowed(ctx, item)
     assert ctx.current_call is not None
     try:
-        result = await ctx.store.record_proposal(ctx.run_id, ctx.current_call, ctx.supplier, item, args.quantity)
+        result = await ctx.store.record_proposal(ctx.run_id, ctx.current_call, ctx.supplier, item, args.quantity,
+                                                 ctx.policy)
     except UnknownTarget as exc:
         raise ToolError(str(exc)) from None
     ctx.completed_calls.add(ctx.current_call)

@@ -13,12 +13,17 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from store import Claim, NotClaimed, ReportDraft, Store, faults
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from store import Claim, NotClaimed, Occurrence, ReportDraft, Store, Transaction, WorkKind, faults, to_text
+from store.shop import Policy
 
 from .agent_loop import Limits, run_agent
 from .models.base import Message, Model, ModelConfigFault, ModelRefused, ModelTransient
 from .prompts import system_prompt
 from .shop_tools import TurnContext, shop_registry
+from .proposals import proposal_message
 from .till_counts import till_report
 
 log = logging.getLogger("shopbot.worker")
@@ -70,17 +75,28 @@ class WorkerSettings:
     history_limit: int = 20
     supplier: str = "supplier"
     currency: str = "USD"
-    notice_destination: str | None = None   # the owner's chat for the worker's own notices
+    notice_destination: str | None = None   # the owner's chat for the worker's own notices and proposals
+    shop_timezone: str = "UTC"
+    order_max_cents: int | None = None
+    day_max_cents: int | None = None
+    proposal_expiry_s: float = 24 * 3600
+
+    def policy(self, now: datetime) -> Policy:
+        return Policy(self.supplier, self.order_max_cents, self.day_max_cents,
+                      day=now.astimezone(ZoneInfo(self.shop_timezone)).date().isoformat(),
+                      expires_at=to_text(now + timedelta(seconds=self.proposal_expiry_s)))
 
 
 class Worker:
     def __init__(self, store: Store, model: Model, settings: WorkerSettings | None = None, *,
-                 on_turn: Callable[[Claim], Awaitable[None]] | None = None) -> None:
+                 on_turn: Callable[[Claim], Awaitable[None]] | None = None,
+                 on_stock_change: Callable[[], Awaitable[object]] | None = None) -> None:
         self.store = store
         self.model = _K4Model(model)
         self.settings = settings or WorkerSettings()
         self.registry = shop_registry()
         self.on_turn = on_turn            # e.g. the Telegram "typing" action: best effort, never the outbox
+        self.on_stock_change = on_stock_change   # the stock watcher checks after every stock change
         self.turns_done = 0
         self._consecutive_transient = 0
         self._paused_until: float | None = None
@@ -159,13 +175,16 @@ class Worker:
         requests = [(item.source, json.loads(item.payload)) for item in claim.items]
         faults.reached("K6")
         await self.store.finish_counts(claim, requests, till_report)
+        if self.on_stock_change is not None:
+            await self.on_stock_change()
 
     async def _agent_turn(self, claim: Claim) -> None:
         user_text = "\n".join(item.payload for item in claim.items)
         history = [Message(role=role, text=text)   # type: ignore[arg-type]
                    for role, text in await self.store.history(claim.session, self.settings.history_limit)]
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
-        ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency)
+        ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
+                          policy=self.settings.policy(self.store.clock.now()))
         if self.on_turn is not None:
             await self.on_turn(claim)
         try:
@@ -195,8 +214,31 @@ class Worker:
         faults.reached("K6")
         outcome = await self.store.finish(
             claim, ReportDraft(result.text, destination=claim.destination), user_text=user_text,
-            stop_reason=result.stop_reason, usage=(result.model_calls, result.input_tokens, result.output_tokens))
+            stop_reason=result.stop_reason, usage=(result.model_calls, result.input_tokens, result.output_tokens),
+            after=self._announce_proposals(claim))
         log.info("turn finished run_id=%s report_id=%s stop=%s", claim.run_id, outcome.report_id, result.stop_reason)
+
+    def _announce_proposals(self, claim: Claim):  # type: ignore[no-untyped-def]
+        """In the finish transaction: each proposal of the run goes to the owner as its own message, rendered from the
+        record, with Approve and Reject buttons; one rejected by policy is shown with the reason (C11)."""
+        destination = claim.destination if (claim.destination or "").startswith("tg:") \
+            else self.settings.notice_destination
+
+        def after(tx: Transaction, report_id: str) -> None:
+            if destination is None:
+                return
+            chat_id = int(destination[3:])
+            for proposal in tx.run_proposals(claim.run_id):
+                text, buttons = proposal_message(proposal)
+                if proposal["state"] == "awaiting_approval":
+                    nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id, proposal["expires_at"])
+                    buttons = [[("Approve", f"approve:{nonce}"), ("Reject", f"reject:{nonce}")]]
+                tx.admit_answered(
+                    Occurrence(f"notice:proposal:{proposal['proposal_id']}", "notice:proposal", text, WorkKind.NOTICE,
+                               destination),
+                    lambda t, work_id, body=text, rows=buttons: ReportDraft(body, destination=destination,
+                                                                            buttons=rows))
+        return after
 
     async def _transient(self, claim: Claim, exc: ModelTransient) -> None:
         backoff = self.settings.backoff

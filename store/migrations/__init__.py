@@ -45,12 +45,13 @@ def check_not_newer(conn: sqlite3.Connection, path: str) -> int:
     return version
 
 
-def migrate(conn: sqlite3.Connection, path: str, now_text: str) -> list[int]:
-    """Apply every missing migration, each in its own transaction with its version row. Returns versions applied."""
+def migrate(conn: sqlite3.Connection, path: str, now_text: str, up_to: int | None = None) -> list[int]:
+    """Apply every missing migration (up to `up_to`), each in its own transaction with its version row. Returns the
+    versions applied."""
     version = check_not_newer(conn, path)
     applied = []
     for number, name, sql in available():
-        if number <= version:
+        if number <= version or (up_to is not None and number > up_to):
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -1,0 +1,131 @@
+"""The action relay (C11): delivers approved actions to the supplier outside any transaction, with the same
+idempotency key on every attempt; `sending` is committed first. An unknown action is reconciled by asking the
+supplier about its key, never blindly resent. Malformed or unauthorised actions are quarantined, never sent.
+The owner hears the outcome of each action through the report outbox."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from store import Store, faults
+from store.actions import Action, validate
+
+from .supplier import SupplierAdapter
+
+log = logging.getLogger("shopbot.actions")
+
+
+class ActionRelay:
+    def __init__(self, store: Store, adapter: SupplierAdapter, destinations: set[str], owner_chat: str | None, *,
+                 retry_s: float = 5.0, reconcile_every_s: float = 5.0) -> None:
+        self.store = store
+        self.adapter = adapter
+        self.destinations = destinations
+        self.owner_chat = owner_chat
+        self.retry_s = retry_s
+        self.reconcile_every_s = reconcile_every_s
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.store.signals.actions.notify()
+
+    async def run(self) -> None:
+        while not self._stop.is_set():
+            await self.store.expire_proposals()
+            await self.reconcile()
+            handled = await self.deliver_due()
+            if handled:
+                continue
+            timeout = self.reconcile_every_s if await self.store.unknown_actions() else 1.0
+            wake = await self.store.next_action_time()
+            if wake is not None:
+                timeout = min(timeout, max(0.0, (wake - self.store.clock.now()).total_seconds()))
+            await self.store.signals.actions.wait(timeout)
+
+    async def drain(self) -> int:
+        await self.reconcile()
+        handled = 0
+        while n := await self.deliver_due():
+            handled += n
+            await self.reconcile()
+        return handled
+
+    async def deliver_due(self) -> int:
+        due = await self.store.due_actions()
+        for action in due:
+            if self._stop.is_set():
+                break
+            await self.deliver(action)
+        return len(due)
+
+    async def deliver(self, action: Action) -> str:
+        problem = validate(action, self.destinations)
+        if problem:
+            await self.store.action_move("quarantine", action.action_id, problem)
+            log.error("action quarantined action_id=%s: %s", action.action_id, problem)
+            await self._tell(action, "quarantined", f"Order #{action.proposal_id} was held back and not sent: {problem}. "
+                             "The operator can release or void it (`shopbot actions --quarantined`).")
+            return "quarantined"
+        await self.store.action_move("mark_sending", action.action_id)
+        faults.reached("K9")
+        try:
+            outcome = await self.adapter.place(action.idempotency_key, json.loads(action.payload))
+        except asyncio.CancelledError:
+            await asyncio.shield(self.store.action_move("mark_unknown", action.action_id, "stopped while sending"))
+            raise
+        if outcome.kind == "delivered":
+            faults.reached("K10")
+            await self.store.action_move("mark_delivered", action.action_id, outcome.receipt)
+            log.info("action delivered action_id=%s order=%s", action.action_id, outcome.receipt)
+            await self._tell(action, "delivered", f"Order #{action.proposal_id} is confirmed by the supplier "
+                             f"(their order id {outcome.receipt}).")
+        elif outcome.kind == "not_sent":
+            delay = outcome.retry_after or self.retry_s
+            not_before = _text_after(self.store, delay)
+            await self.store.action_move("mark_not_sent", action.action_id, not_before, outcome.reason)
+            log.warning("action not sent action_id=%s: %s; retry in %.0f s", action.action_id, outcome.reason, delay)
+        elif outcome.kind == "failed":
+            await self.store.action_move("mark_failed", action.action_id, outcome.reason)
+            log.error("action failed action_id=%s: %s", action.action_id, outcome.reason)
+            await self._tell(action, "failed", f"Order #{action.proposal_id} failed: {outcome.reason}. Nothing was "
+                             "ordered and the spending was released.")
+        else:
+            await self.store.action_move("mark_unknown", action.action_id, outcome.reason)
+            log.warning("action unknown action_id=%s: %s (reconciling by key, never resent blindly)",
+                        action.action_id, outcome.reason)
+        return outcome.kind
+
+    async def reconcile(self) -> None:
+        """Ask the supplier about every unknown action's key: found -> delivered; absent -> sent again with the same
+        key; no answer -> asked again later."""
+        for action in await self.store.unknown_actions():
+            if not self.adapter.can_lookup:
+                await self._tell(action, "unknown", f"I could not confirm order #{action.proposal_id} with the "
+                                 "supplier. Please check with them before ordering again.")
+                continue
+            found = await self.adapter.lookup(action.idempotency_key)
+            if found.kind == "found":
+                await self.store.decide_action(action.action_id, "reconciled_found", "system:reconciliation",
+                                               receipt=found.receipt, detail="the supplier has the order")
+                log.info("action reconciled action_id=%s: delivered as %s", action.action_id, found.receipt)
+                await self._tell(action, "delivered", f"Order #{action.proposal_id} is confirmed by the supplier "
+                                 f"(their order id {found.receipt}).")
+            elif found.kind == "absent":
+                await self.store.decide_action(action.action_id, "reconciled_absent", "system:reconciliation",
+                                               detail="the supplier has no order with this key: sending it again")
+                log.info("action reconciled action_id=%s: absent at the supplier, sending again", action.action_id)
+            else:
+                log.warning("action still unknown action_id=%s: %s", action.action_id, found.reason)
+
+    async def _tell(self, action: Action, outcome: str, text: str) -> None:
+        if self.owner_chat:
+            await self.store.notice(f"action:{action.action_id}", outcome, text, self.owner_chat)
+
+
+def _text_after(store: Store, seconds: float) -> str:
+    from datetime import timedelta
+
+    from store import to_text
+    return to_text(store.clock.now() + timedelta(seconds=seconds))

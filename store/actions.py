@@ -1,0 +1,219 @@
+"""Approvals and the action outbox (C11): the owner's decision, the spending reservation and the action row commit
+together; the action relay moves actions like deliveries; unknown and quarantined actions move only by a recorded
+decision (a reconciliation with the supplier, or the owner's or operator's word)."""
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from dataclasses import dataclass
+
+from .errors import IllegalTransition, UnknownTarget
+
+ALLOWED_PAYLOAD_FIELDS = {"supplier", "reference", "lines"}
+ALLOWED_LINE_FIELDS = {"item", "quantity"}
+
+
+@dataclass(frozen=True)
+class Action:
+    action_id: int
+    proposal_id: int
+    idempotency_key: str
+    destination: str
+    payload: str
+    state: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of an approve/reject press, in words the owner reads."""
+    ok: bool
+    text: str
+    action_id: int | None = None
+
+
+def proposal(conn: sqlite3.Connection, proposal_id: int) -> dict | None:
+    row = conn.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
+    return dict(row) if row else None
+
+
+def reserved_on(conn: sqlite3.Connection, day: str) -> int:
+    return conn.execute("SELECT coalesce(sum(cents), 0) FROM spending WHERE day = ? AND state = 'reserved'",
+                        (day,)).fetchone()[0]
+
+
+def approve(conn: sqlite3.Connection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
+            supplier_destination: str) -> Decision:
+    """One transaction: the proposal's state change, the spending reservation and the action row with a random
+    128-bit idempotency key. A proposal that no longer awaits approval changes nothing and says so."""
+    p = proposal(conn, proposal_id)
+    if p is None:
+        return Decision(False, "This proposal does not exist.")
+    if p["state"] != "awaiting_approval":
+        return Decision(False, f"Proposal #{proposal_id} is no longer awaiting approval (it is {p['state'].replace('_', ' ')}).")
+    if p["expires_at"] is not None and p["expires_at"] <= now:
+        _decide(conn, proposal_id, "expired", "system:expiry", now)
+        return Decision(False, f"Proposal #{proposal_id} expired before it was approved; nothing was ordered. "
+                               "Ask me to reorder again if it is still needed.")
+    if day_max_cents is not None and reserved_on(conn, day) + p["total_cents"] > day_max_cents:
+        return Decision(False, f"Approving #{proposal_id} ({p['total_cents']} cents) would go over today's spending "
+                               f"limit of {day_max_cents} cents ({reserved_on(conn, day)} already approved). Nothing "
+                               "was ordered; it stays awaiting approval.")
+    _decide(conn, proposal_id, "approved", by, now)
+    conn.execute("INSERT INTO spending (proposal_id, day, cents, state, updated_at) VALUES (?, ?, ?, 'reserved', ?)",
+                 (proposal_id, day, p["total_cents"], now))
+    payload = {"supplier": p["supplier"], "reference": f"proposal-{proposal_id}",
+               "lines": [{"item": p["item"], "quantity": p["quantity"]}]}
+    action_id = conn.execute(
+        "INSERT INTO actions (proposal_id, idempotency_key, destination, payload, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (proposal_id, secrets.token_hex(16), supplier_destination, json.dumps(payload, sort_keys=True), now,
+         now)).lastrowid
+    return Decision(True, f"Approved #{proposal_id}: {p['quantity']} {p['item']} for {p['total_cents']} cents. "
+                          "I am sending the order to the supplier and will tell you when it is confirmed.", action_id)
+
+
+def reject(conn: sqlite3.Connection, proposal_id: int, by: str, now: str) -> Decision:
+    p = proposal(conn, proposal_id)
+    if p is None or p["state"] != "awaiting_approval":
+        state = p["state"].replace("_", " ") if p else "unknown"
+        return Decision(False, f"Proposal #{proposal_id} is no longer awaiting approval (it is {state}).")
+    _decide(conn, proposal_id, "rejected", by, now)
+    return Decision(True, f"Rejected #{proposal_id}: nothing will be ordered.")
+
+
+def _decide(conn: sqlite3.Connection, proposal_id: int, state: str, by: str, now: str) -> None:
+    conn.execute("UPDATE proposals SET state = ?, decided_at = ?, decided_by = ?, updated_at = ? "
+                 "WHERE proposal_id = ?", (state, now, by, now, proposal_id))
+
+
+def expire(conn: sqlite3.Connection, now: str) -> list[int]:
+    rows = conn.execute("SELECT proposal_id FROM proposals WHERE state = 'awaiting_approval' AND expires_at <= ?",
+                        (now,)).fetchall()
+    for (proposal_id,) in rows:
+        _decide(conn, proposal_id, "expired", "system:expiry", now)
+    return [r[0] for r in rows]
+
+
+def _action(row: sqlite3.Row) -> Action:
+    return Action(row["action_id"], row["proposal_id"], row["idempotency_key"], row["destination"], row["payload"],
+                  row["state"], row["attempts"])
+
+
+def due(conn: sqlite3.Connection, now: str, limit: int = 10) -> list[Action]:
+    rows = conn.execute("SELECT * FROM actions WHERE state = 'pending' AND (not_before IS NULL OR not_before <= ?) "
+                        "ORDER BY action_id LIMIT ?", (now, limit)).fetchall()
+    return [_action(r) for r in rows]
+
+
+def unknown(conn: sqlite3.Connection) -> list[Action]:
+    return [_action(r) for r in conn.execute("SELECT * FROM actions WHERE state = 'unknown' ORDER BY action_id")]
+
+
+def next_wake(conn: sqlite3.Connection) -> str | None:
+    return conn.execute("SELECT min(not_before) FROM actions WHERE state = 'pending' AND not_before IS NOT NULL"
+                        ).fetchone()[0]
+
+
+def _move(conn: sqlite3.Connection, action_id: int, expect: str, new: str, now: str, **columns: object) -> None:
+    sets = "".join(f", {name} = ?" for name in columns)
+    cursor = conn.execute(f"UPDATE actions SET state = ?, updated_at = ?{sets} WHERE action_id = ? AND state = ?",
+                          (new, now, *columns.values(), action_id, expect))
+    if cursor.rowcount != 1:
+        raise IllegalTransition(f"action {action_id} is not {expect}; cannot move it to {new}")
+
+
+def _release_spending(conn: sqlite3.Connection, action_id: int, now: str) -> None:
+    conn.execute("UPDATE spending SET state = 'released', updated_at = ? WHERE state = 'reserved' AND proposal_id = "
+                 "(SELECT proposal_id FROM actions WHERE action_id = ?)", (now, action_id))
+
+
+def mark_sending(conn: sqlite3.Connection, action_id: int, now: str) -> None:
+    conn.execute("UPDATE actions SET attempts = attempts + 1 WHERE action_id = ?", (action_id,))
+    _move(conn, action_id, "pending", "sending", now)
+
+
+def mark_delivered(conn: sqlite3.Connection, action_id: int, receipt: str, now: str) -> None:
+    _move(conn, action_id, "sending", "delivered", now, receipt=receipt, reason=None)
+
+
+def mark_not_sent(conn: sqlite3.Connection, action_id: int, not_before: str | None, reason: str, now: str) -> None:
+    _move(conn, action_id, "sending", "pending", now, not_before=not_before, reason=reason)
+
+
+def mark_failed(conn: sqlite3.Connection, action_id: int, reason: str, now: str) -> None:
+    """A definite refusal: failed and visible; its spending reservation is released in the same transaction."""
+    _move(conn, action_id, "sending", "failed", now, reason=reason)
+    _release_spending(conn, action_id, now)
+
+
+def mark_unknown(conn: sqlite3.Connection, action_id: int, reason: str, now: str) -> None:
+    _move(conn, action_id, "sending", "unknown", now, reason=reason)
+
+
+def quarantine(conn: sqlite3.Connection, action_id: int, reason: str, now: str) -> None:
+    """Malformed rows, unknown destinations, payloads outside the allowed fields: kept, never sent, visible."""
+    _move(conn, action_id, "pending", "quarantined", now, reason=reason)
+
+
+def sending_to_unknown(conn: sqlite3.Connection, now: str) -> list[int]:
+    rows = conn.execute("UPDATE actions SET state = 'unknown', updated_at = ?, reason = 'the process stopped while "
+                        "sending' WHERE state = 'sending' RETURNING action_id", (now,)).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def decide(conn: sqlite3.Connection, action_id: int, decision: str, by: str, now: str, *, receipt: str | None = None,
+           detail: str | None = None) -> str:
+    """Record a decision about an unknown or quarantined action and apply it. Returns the new state."""
+    row = conn.execute("SELECT state FROM actions WHERE action_id = ?", (action_id,)).fetchone()
+    if row is None:
+        raise UnknownTarget(f"no action {action_id}")
+    state = row[0]
+    moves = {("unknown", "reconciled_found"): "delivered", ("unknown", "delivered"): "delivered",
+             ("unknown", "reconciled_absent"): "pending", ("unknown", "resend"): "pending",
+             ("quarantined", "release"): "pending", ("quarantined", "void"): "voided"}
+    new = moves.get((state, decision))
+    if new is None:
+        raise IllegalTransition(f"action {action_id} is {state}: '{decision}' does not apply")
+    if new == "delivered" and not receipt:
+        receipt = f"confirmed by {by}"
+    conn.execute("INSERT INTO action_decisions (action_id, decision, detail, decided_by, decided_at) "
+                 "VALUES (?, ?, ?, ?, ?)", (action_id, decision, detail, by, now))
+    columns: dict[str, object] = {"reason": detail or decision}
+    if new == "delivered":
+        columns["receipt"] = receipt
+    if new == "pending":
+        columns["not_before"] = None
+    _move(conn, action_id, state, new, now, **columns)
+    if new == "voided":
+        _release_spending(conn, action_id, now)
+    return new
+
+
+def validate(action: Action, known_destinations: set[str]) -> str | None:
+    """Why an action must be quarantined, or None: unknown destination, a payload outside the allowed fields."""
+    if action.destination not in known_destinations:
+        return f"unknown destination {action.destination!r}"
+    try:
+        payload = json.loads(action.payload)
+    except ValueError:
+        return "the payload is not JSON"
+    if not isinstance(payload, dict) or set(payload) - ALLOWED_PAYLOAD_FIELDS:
+        return f"payload fields outside {sorted(ALLOWED_PAYLOAD_FIELDS)}"
+    lines = payload.get("lines")
+    if not isinstance(lines, list) or not lines:
+        return "the payload has no order lines"
+    for line in lines:
+        if (not isinstance(line, dict) or set(line) != ALLOWED_LINE_FIELDS or not isinstance(line["item"], str)
+                or not isinstance(line["quantity"], int) or isinstance(line["quantity"], bool) or line["quantity"] <= 0):
+            return f"malformed order line {line!r}"
+    return None
+
+
+def listing(conn: sqlite3.Connection, quarantined_only: bool = False) -> list[dict]:
+    where = "WHERE a.state = 'quarantined'" if quarantined_only else ""
+    return [dict(r) for r in conn.execute(
+        "SELECT a.action_id, a.proposal_id, a.state, a.destination, a.attempts, a.receipt, a.reason, a.payload, "
+        f"p.item, p.quantity, p.total_cents FROM actions a JOIN proposals p USING (proposal_id) {where} "
+        "ORDER BY a.action_id").fetchall()]

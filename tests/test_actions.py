@@ -1,0 +1,182 @@
+"""C11 end to end: proposals validated by policy, approval by button (one transaction with the reservation and the
+action row), the action relay with a stable idempotency key, reconciliation, quarantine (real PTB client, local Bot
+API server and local supplier over HTTP)."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from bot.local_setup import OWNER_ID, local_product
+
+DATA = Path(__file__).parent / "data"
+FAST = {"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0"}
+
+
+def rows(run, sql, *args):
+    conn = sqlite3.connect(str(run.app.cfg.db))
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+async def proposals_shown(run, count=2):
+    """At start the stock watcher checks vanilla and strawberry; each check proposes one order."""
+    await run.api.wait_for(lambda: len([m for m in run.owner_messages() if m.text.startswith("Order proposal")])
+                           >= count, timeout=15)
+    return {("vanilla" if "vanilla" in m.text else "strawberry"): m
+            for m in run.owner_messages() if m.text.startswith("Order proposal")}
+
+
+def press(run, message, label, user=OWNER_ID, chat=OWNER_ID):
+    data = next(b["callback_data"] for row in message.reply_markup["inline_keyboard"] for b in row
+                if b["text"] == label)
+    return run.api.post_callback(chat, user, data, message.message_id)
+
+
+async def settled(run, text_part, timeout=15.0):
+    await run.api.wait_for(lambda: any(text_part in m.text for m in run.owner_messages()), timeout=timeout)
+
+
+async def test_approval_sends_one_order_and_tells_the_owner():
+    async with local_product(FAST) as run:
+        shown = await proposals_shown(run)
+        assert "6 × 300 cents = 1800 cents" in shown["vanilla"].text
+        press(run, shown["vanilla"], "Approve")
+        await settled(run, "is confirmed by the supplier")
+        [order] = run.supplier.orders
+        assert order["lines"] == [{"item": "vanilla", "quantity": 6}] and set(order) == {
+            "order_id", "key", "supplier", "reference", "lines"}                 # the minimum the supplier needs
+        assert rows(run, "SELECT state, receipt FROM actions") == [("delivered", order["order_id"])]
+        assert rows(run, "SELECT cents, state FROM spending") == [(1800, "reserved")]
+        key = rows(run, "SELECT idempotency_key FROM actions")[0][0]
+        assert len(key) == 32 and order["key"] == key and key != "1"
+        # a second press of the same button changes nothing and says so
+        press(run, shown["vanilla"], "Approve")
+        await settled(run, "no longer valid")
+        assert len(rows(run, "SELECT * FROM actions")) == 1 and len(run.supplier.orders) == 1
+        assert await run.app.parts.store.check() == []
+
+
+async def test_a_lost_supplier_reply_is_reconciled_by_key_not_ordered_twice():
+    async with local_product(FAST) as run:
+        shown = await proposals_shown(run)
+        run.supplier.inject("drop_after_commit")
+        press(run, shown["strawberry"], "Approve")
+        await settled(run, "is confirmed by the supplier")
+        assert len(run.supplier.orders) == 1
+        posts = [k for method, k in run.supplier.requests if method == "POST"]
+        gets = [k for method, k in run.supplier.requests if method == "GET"]
+        assert len(posts) == 1 and gets == posts                 # asked about the key, did not resend
+        assert rows(run, "SELECT decision FROM action_decisions") == [("reconciled_found",)]
+        assert await run.app.parts.store.check() == []
+
+
+async def test_an_order_that_never_arrived_is_sent_again_with_the_same_key():
+    async with local_product(FAST) as run:
+        shown = await proposals_shown(run)
+        run.supplier.inject("drop_before_commit")          # the connection drops before the supplier commits
+        press(run, shown["strawberry"], "Approve")
+        await settled(run, "is confirmed by the supplier")
+        posts = [k for method, k in run.supplier.requests if method == "POST"]
+        assert len(posts) == 2 and posts[0] == posts[1] and len(run.supplier.orders) == 1
+        assert rows(run, "SELECT decision FROM action_decisions") == [("reconciled_absent",)]
+
+
+async def test_a_refused_order_fails_visibly_and_releases_the_spending():
+    async with local_product(FAST) as run:
+        shown = await proposals_shown(run)
+        run.supplier.inject("422")
+        press(run, shown["vanilla"], "Approve")
+        await settled(run, "failed: the supplier refused the order")
+        assert rows(run, "SELECT state FROM actions") == [("failed",)]
+        assert rows(run, "SELECT state FROM spending") == [("released",)]
+        assert run.supplier.orders == []
+        assert await run.app.parts.store.check() == []
+
+
+async def test_policy_rejects_over_the_limit_and_the_day_limit_holds_at_approval():
+    async with local_product({**FAST, "SHOPBOT_SHOP_FILE": str(DATA / "shop_tight.toml")}) as run:
+        await settled(run, "rejected by the shop's rules")
+        rejected = next(m for m in run.owner_messages() if "rejected by the shop's rules" in m.text)
+        assert "vanilla" in rejected.text and "over the limit of 1500 cents per order" in rejected.text
+        assert not rejected.reply_markup                     # never approvable
+        shown = await proposals_shown(run, count=1)
+        press(run, shown["strawberry"], "Approve")         # 800 of the 2000 a day
+        await settled(run, "is confirmed by the supplier")
+        assert rows(run, "SELECT item, state, reason IS NOT NULL FROM proposals ORDER BY proposal_id") == [
+            ("strawberry", "approved", 0), ("vanilla", "rejected_by_policy", 1)] or rows(
+            run, "SELECT item, state FROM proposals ORDER BY item") == [("strawberry", "approved"),
+                                                                         ("vanilla", "rejected_by_policy")]
+        assert [o["lines"][0]["item"] for o in run.supplier.orders] == ["strawberry"]
+
+
+async def test_tampered_stale_expired_and_foreign_presses_change_nothing():
+    async with local_product({**FAST, "SHOPBOT_OWNER_IDS": f"{OWNER_ID},2002"}) as run:
+        shown = await proposals_shown(run)
+        message = shown["vanilla"]
+        # a nonce never issued
+        run.api.post_callback(OWNER_ID, OWNER_ID, "approve:" + "ab" * 16, message.message_id)
+        # another owner pressing in another chat
+        data = message.reply_markup["inline_keyboard"][0][0]["callback_data"]
+        run.api.post_callback(2002, 2002, data, message.message_id)
+        # a stranger
+        stranger = run.api.post_callback(666, 666, data, message.message_id)
+        await run.admitted(stranger["update_id"])
+        await run.api.wait_for(lambda: sum("no longer valid" in m.text for m in run.api.sent) == 2, timeout=10)
+        assert rows(run, "SELECT count(*) FROM actions") == [(0,)]
+        # expired: an approval after the expiry changes nothing and says so
+        conn = sqlite3.connect(str(run.app.cfg.db))
+        conn.execute("UPDATE proposals SET expires_at = '2000-01-01T00:00:00.000000Z'")
+        conn.commit()
+        conn.close()
+        press(run, shown["strawberry"], "Approve")
+        await settled(run, "expired before it was approved")
+        assert rows(run, "SELECT count(*) FROM actions") == [(0,)] and run.supplier.orders == []
+        assert await run.app.parts.store.check() == []
+
+
+async def test_quarantined_actions_are_listed_never_sent_and_decided_by_the_operator():
+    async with local_product(FAST) as run:
+        await proposals_shown(run)
+        store = run.app.parts.store
+        conn = sqlite3.connect(str(run.app.cfg.db))
+        # an action row that no approval of ours would write: an unknown destination
+        conn.execute("UPDATE proposals SET state = 'approved' WHERE item = 'vanilla'")
+        pid = conn.execute("SELECT proposal_id FROM proposals WHERE item = 'vanilla'").fetchone()[0]
+        conn.execute("INSERT INTO spending VALUES (?, '2027-01-01', 1800, 'reserved', 'n')", (pid,))
+        conn.execute("INSERT INTO actions (proposal_id, idempotency_key, destination, payload, created_at, updated_at)"
+                     " VALUES (?, 'ffffffffffffffffffffffffffffffff', 'supplier:elsewhere', "
+                     "'{\"lines\": [{\"item\": \"vanilla\", \"quantity\": 6}], \"prompt\": \"x\"}', 'n', 'n')", (pid,))
+        conn.commit()
+        conn.close()
+        store.signals.actions.notify()
+        await settled(run, "was held back and not sent")
+        status = await store.status()
+        [held] = status["quarantined_actions"]
+        assert "unknown destination" in held["reason"]
+        assert run.supplier.requests == []
+        assert await store.check() == []
+        assert await store.decide_action(held["action_id"], "void", "operator:test") == "voided"
+        assert rows(run, "SELECT state FROM spending") == [("released",)]
+        assert await store.check() == []
+
+
+async def test_a_till_count_below_the_reorder_point_reaches_the_owner_once():
+    import httpx
+    token = "till-one-secret-token-0001"
+    async with local_product({**FAST, "SHOPBOT_SHOP_FILE": str(DATA / "shop_calm.toml"),
+                              "SHOPBOT_TILL_TOKENS": f"1:{token}"}) as run:
+        await run.app.parts.http.started.wait()
+        url = f"http://127.0.0.1:{run.app.parts.http.port}/till/counts"
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as till:
+            posted = await till.post(url, json={"request_id": "day-1.close", "counts": {"vanilla": 3}})
+            assert posted.status_code == 202 and posted.json()["outcome"] == "accepted"
+            again = await till.post(url, json={"request_id": "day-1.close", "counts": {"vanilla": 3}})
+            assert again.json()["outcome"] == "duplicate"
+            await run.api.wait_for(lambda: any("Order proposal" in m.text for m in run.owner_messages()), timeout=15)
+            report = await till.get(f"{url}/day-1.close")
+            assert report.status_code == 200 and "vanilla: 3 (was 9)" in report.text
+        checks = [m for m in run.owner_messages() if "vanilla" in m.text and m.text.startswith("Proposed")]
+        assert len(checks) == 1
+        assert rows(run, "SELECT source FROM work WHERE source LIKE 'stock:%'") == [("stock:vanilla:1",)]
