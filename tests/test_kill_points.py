@@ -115,3 +115,38 @@ async def test_sigterm_exits_zero_and_a_second_instance_is_refused(tmp_path, api
     finally:
         assert await product.stop(timeout=10) == 0
     await audit(product)
+
+
+@pytest.mark.parametrize("point", ["K9", "K10"])
+async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, api, point):
+    from bot.local_supplier import LocalSupplier
+    from .proc import ROOT
+    async with LocalSupplier("supplier-token") as supplier:
+        product = Product(tmp_path, api, SHOPBOT_SHOP_FILE=str(ROOT / "shop.example.toml"),
+                          SHOPBOT_SUPPLIER_URL=supplier.base_url, SHOPBOT_SUPPLIER_TOKEN="supplier-token")
+        await product.start()
+        try:
+            await api.wait_for(lambda: sum(t.startswith("Order proposal") for t in owner_texts(api)) == 2, timeout=30)
+        finally:
+            assert await product.stop() == 0
+        proposal = next(m for m in api.sent if m.text.startswith("Order proposal") and "vanilla" in m.text)
+        api.post_callback(OWNER, OWNER, proposal.reply_markup["inline_keyboard"][0][0]["callback_data"],
+                          proposal.message_id)
+        await product.start(point)            # admits the press, commits the approval, dies around the order
+        await product.died_at_fault()
+        assert len(supplier.orders) == (1 if point == "K10" else 0)
+        await product.start()
+        try:
+            await api.wait_for(lambda: any("confirmed by the supplier" in t for t in owner_texts(api)), timeout=30)
+            await product.wait_db("SELECT state FROM actions", [("delivered",)])
+        finally:
+            assert await product.stop() == 0
+        assert len(supplier.orders) == 1                                     # one order per approved action
+        posts = {k for method, k in supplier.requests if method == "POST"}
+        assert len(posts) == 1                                               # the same key on every attempt
+        assert product.query("SELECT cents, state FROM spending") == [(1800, "reserved")]   # reserved once
+        assert sum("confirmed by the supplier" in t for t in owner_texts(api)) == 1
+        assert sum(t.startswith("Approved #") for t in owner_texts(api)) == 1
+        expected = "reconciled_found" if point == "K10" else "reconciled_absent"
+        assert product.query("SELECT decision FROM action_decisions") == [(expected,)]
+        await audit(product)
