@@ -46,6 +46,7 @@ class Relay:
         self.allowed = allowed
         self.settings = settings or RelaySettings()
         self._last_send: dict[int, float] = {}
+        self._carry: tuple[int, str] | None = None     # a receipt not yet committed
         self._stop = asyncio.Event()
         self.sent = 0
 
@@ -54,8 +55,11 @@ class Relay:
         self.store.signals.deliveries.notify()
 
     def _paced(self, now: float) -> list[int]:
+        """Chats sent to less than the pace ago (older entries are dropped, so the map stays small)."""
         pace = self.settings.chat_pace_s
-        return [chat for chat, at in self._last_send.items() if now - at < pace]
+        for chat in [chat for chat, at in self._last_send.items() if now - at >= pace]:
+            del self._last_send[chat]
+        return list(self._last_send)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -89,6 +93,8 @@ class Relay:
             await asyncio.sleep(self.settings.chat_pace_s / 4)   # only pacing holds them: wait it out
 
     async def deliver_due(self, monotonic: Callable[[], float]) -> int:
+        """Send a batch of due deliveries, one HTTP call each. A receipt is committed together with the next
+        delivery's `sending` mark (one commit per message); the last one of the batch on its own."""
         due = await self.store.due_deliveries(self.settings.batch, skip_chats=self._paced(monotonic()))
         handled = 0
         for delivery in due:
@@ -98,14 +104,23 @@ class Relay:
                 continue
             await self.deliver(delivery, monotonic)
             handled += 1
+        await self._flush()
         return handled
+
+    async def _flush(self) -> None:
+        if self._carry is not None:
+            delivery_id, receipt = self._carry
+            self._carry = None
+            await self.store.mark_confirmed(delivery_id, receipt)
 
     async def deliver(self, delivery: Delivery, monotonic: Callable[[], float] = lambda: 0.0) -> str:
         if not self.allowed(delivery.chat_id):
+            await self._flush()
             await self.store.mark_denied(delivery.delivery_id, "the chat is no longer allow-listed (C3)")
             log.warning("delivery denied report_id=%s chat=%s", delivery.report_id, delivery.chat_id)
             return "denied"
-        await self.store.mark_sending(delivery.delivery_id)
+        carry, self._carry = self._carry, None
+        await self.store.mark_sending(delivery.delivery_id, confirm=carry)
         faults.reached("K7")
         self._last_send[delivery.chat_id] = monotonic()
         try:
@@ -121,7 +136,7 @@ class Relay:
         ident = f"report_id={delivery.report_id} part={delivery.part}/{delivery.parts}"
         if outcome.kind == "confirmed":
             faults.reached("K8")
-            await self.store.mark_confirmed(delivery.delivery_id, outcome.receipt or "")
+            self._carry = (delivery.delivery_id, outcome.receipt or "")   # committed with the next send, or flushed
             self.sent += 1
             log.info("delivered %s message_id=%s", ident, outcome.receipt)
         elif outcome.kind == "not_sent":
@@ -134,6 +149,7 @@ class Relay:
             await self.store.mark_failed(delivery.delivery_id, outcome.reason)
             log.warning("delivery refused %s: %s", ident, outcome.reason)
         elif outcome.kind == "unknown":
+            await self._flush()
             await self.store.mark_unknown(delivery.delivery_id, outcome.reason)
             log.warning("delivery unknown %s: %s (never resent without a decision)", ident, outcome.reason)
             await announce_unknowns(self.store)

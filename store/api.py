@@ -5,6 +5,7 @@ tests) without any change above store/. Each method is one short transaction; no
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sqlite3
 import uuid
@@ -139,10 +140,14 @@ class Store:
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
                      apply: Callable[["Transaction"], None] | None = None,
                      after: Callable[["Transaction", str], None] | None = None,
-                     between: Callable[[], None] | None = None) -> FinishOutcome:
+                     between: Callable[[], None] | None = None, claim_next: str | None = None) -> FinishOutcome:
         """C6. `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
-        then: the worker announces them with their buttons)."""
-        now = self.now()
+        then: the worker announces them with their buttons). With `claim_next` (a worker id) the next due turn is
+        claimed in the same commit: one commit per turn instead of two (C5 holds: the claim commits before its
+        model runs)."""
+        now_dt = self.clock.now()
+        now = to_text(now_dt)
+        cutoff = to_text(now_dt - self.debounce)
 
         def body(conn: sqlite3.Connection) -> FinishOutcome:
             outcome = inbox.finish(conn, claim, draft, now, user_text=user_text, stop_reason=stop_reason, usage=usage,
@@ -150,6 +155,9 @@ class Store:
                                    between=between)
             if after is not None and not outcome.discarded:
                 after(Transaction(conn, now, self), outcome.report_id)
+            if claim_next is not None:
+                outcome = dataclasses.replace(
+                    outcome, next_claim=inbox.claim(conn, claim_next, uuid.uuid4().hex, now, cutoff))
             return outcome
         outcome = await self.db.write(body)
         self.signals.deliveries.notify()
@@ -228,9 +236,17 @@ class Store:
         text = await self.db.read(outbox.next_wake)
         return from_text(text) if text else None
 
-    async def mark_sending(self, delivery_id: int) -> None:
+    async def mark_sending(self, delivery_id: int, confirm: tuple[int, str] | None = None) -> None:
+        """`sending` committed before the HTTP call. `confirm` (delivery id, receipt) records the previous part's
+        receipt in the same commit: one commit per message instead of two; each delivery is still marked sending only
+        just before its own call."""
         now = self.now()
-        await self.db.write(lambda conn: outbox.mark_sending(conn, delivery_id, now))
+
+        def body(conn: sqlite3.Connection) -> None:
+            if confirm is not None:
+                outbox.mark_confirmed(conn, confirm[0], confirm[1], now)
+            outbox.mark_sending(conn, delivery_id, now)
+        await self.db.write(body)
 
     async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
         now = self.now()

@@ -101,6 +101,7 @@ class Delivery:
 class FinishOutcome:
     report_id: str
     discarded: bool = False   # C12: the session was forgotten during the run; the result was not stored
+    next_claim: "Claim | None" = None   # the next turn, claimed in the same commit when the worker asked for it
 
 
 @dataclass(frozen=True)

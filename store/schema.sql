@@ -28,6 +28,7 @@ CREATE TABLE work (
 -- Open items are few and scanned by claim and capacity; history rows never are (partial indexes).
 CREATE INDEX work_open ON work (session, work_id) WHERE state IN ('pending', 'running');
 CREATE INDEX work_ended ON work (ended_at) WHERE ended_at IS NOT NULL;
+CREATE INDEX work_pending ON work (work_id) WHERE state = 'pending';      -- claim: pending items in admission order
 
 -- C1: new work starts pending.
 CREATE TRIGGER work_insert_pending BEFORE INSERT ON work WHEN NEW.state != 'pending'

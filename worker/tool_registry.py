@@ -5,6 +5,7 @@ tools themselves (list_stock, get_item, ...) and their figures functions live wi
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Literal
@@ -23,6 +24,7 @@ class ToolError(Exception):
     """An expected failure of a tool ("unknown item 'pistachio'"): the model sees {"error": message}."""
 
 
+@functools.lru_cache(maxsize=None)   # schema generation costs ~0.2 ms a tool; every turn asks for every spec
 def _flat_schema(args_model: type[pydantic.BaseModel]) -> dict:
     schema = args_model.model_json_schema()
     if "$defs" in schema or "$ref" in str(schema):

@@ -110,25 +110,27 @@ class Worker:
     async def run(self) -> None:
         """Run until `stop()`; raises WorkerStopped on a configuration fault."""
         loop = asyncio.get_running_loop()
-        active: dict[str, asyncio.Task] = {}
+        active: dict[int, asyncio.Task] = {}      # slot -> its chain of turns
         last_version = await self.store.data_version()
         look = True                               # claim only when something may have changed
         try:
             while not self._stop.is_set():
-                for session in [s for s, t in active.items() if t.done()]:
-                    active.pop(session).result()   # re-raises WorkerStopped and bugs: loud, never silent
+                for slot in [s for s, t in active.items() if t.done()]:
+                    active.pop(slot).result()      # re-raises WorkerStopped and bugs: loud, never silent
                     look = True
                 paused = self._paused_until is not None and loop.time() < self._paused_until
                 if self._paused_until is not None and not paused:
                     self._paused_until, look = None, True
+                exhausted = False                  # nothing claimable right now: then look for the next due time
                 while look and not paused and len(active) < self.settings.concurrency and not self._stop.is_set():
                     claim = await self.store.claim(self.settings.worker_id)
                     if claim is None:
+                        exhausted = True
                         break
-                    active[claim.session] = asyncio.create_task(self.run_turn(claim))
+                    slot = next(i for i in range(self.settings.concurrency) if i not in active)
+                    active[slot] = asyncio.create_task(self._chain(claim))
                 timeout = 1.0
-                full = len(active) >= self.settings.concurrency    # a finishing turn wakes us instead
-                due = await self.store.next_claim_time() if not (paused or full) else None
+                due = await self.store.next_claim_time() if exhausted else None
                 if due is not None:
                     timeout = min(timeout, max(0.0, (due - self.store.clock.now()).total_seconds()))
                 signal = asyncio.ensure_future(self.store.signals.work.wait())
@@ -147,27 +149,40 @@ class Worker:
                 except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down; turns were released
                     pass
 
+    async def _chain(self, claim: Claim | None) -> None:
+        """Run turns one after another: each finish claims the next due turn in its own commit."""
+        while claim is not None and not self._stop.is_set() and self._paused_until is None:
+            claim = await self.run_turn(claim)
+        if claim is not None:   # claimed by the last finish, but we stop or pause: give it back, attempt not counted
+            await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="worker stopping", refund=True))
+
     async def drain(self) -> int:
         """Run every turn that is due now, one after another, until none is; returns the turns run."""
         count = 0
-        while (claim := await self.store.claim(self.settings.worker_id)) is not None:
-            await self.run_turn(claim)
+        claim = await self.store.claim(self.settings.worker_id)
+        while claim is not None:
+            claim = await self.run_turn(claim)
             count += 1
+            if claim is None:
+                claim = await self.store.claim(self.settings.worker_id)
         return count
 
     # ---- one turn -----------------------------------------------------------------------------------------------
-    async def run_turn(self, claim: Claim) -> None:
+    async def run_turn(self, claim: Claim) -> Claim | None:
+        """Run one turn; returns the next turn when its finish claimed one in the same commit."""
         log.info("turn started run_id=%s session=%s work=%s attempt=%d", claim.run_id, claim.session,
                  ",".join(str(i.work_id) for i in claim.items), claim.attempt)
         faults.reached("K3")
+        next_claim = None
         try:
             if claim.session.startswith("till:"):
                 await self._till_turn(claim)
             else:
-                await self._agent_turn(claim)
+                next_claim = await self._agent_turn(claim)
         except NotClaimed as exc:
             log.warning("turn discarded run_id=%s: %s", claim.run_id, exc)
         self.turns_done += 1
+        return next_claim
 
     async def _till_turn(self, claim: Claim) -> None:
         """A till count is applied without a model: stock set and count events recorded inside the finish
@@ -178,7 +193,7 @@ class Worker:
         if self.on_stock_change is not None:
             await self.on_stock_change()
 
-    async def _agent_turn(self, claim: Claim) -> None:
+    async def _agent_turn(self, claim: Claim) -> Claim | None:
         user_text = "\n".join(item.payload for item in claim.items)
         history = [Message(role=role, text=text)   # type: ignore[arg-type]
                    for role, text in await self.store.history(claim.session, self.settings.history_limit)]
@@ -215,8 +230,9 @@ class Worker:
         outcome = await self.store.finish(
             claim, ReportDraft(result.text, destination=claim.destination), user_text=user_text,
             stop_reason=result.stop_reason, usage=(result.model_calls, result.input_tokens, result.output_tokens),
-            after=self._announce_proposals(claim))
+            after=self._announce_proposals(claim), claim_next=self.settings.worker_id)
         log.info("turn finished run_id=%s report_id=%s stop=%s", claim.run_id, outcome.report_id, result.stop_reason)
+        return outcome.next_claim
 
     def _announce_proposals(self, claim: Claim):  # type: ignore[no-untyped-def]
         """In the finish transaction: each proposal of the run goes to the owner as its own message, rendered from the

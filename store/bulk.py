@@ -1,0 +1,134 @@
+"""Bulk-load finished history through the real triggers (benchmarks and tests only; issue 8, history scale).
+
+Nothing here is a shortcut around the state machine: every item is inserted `pending` (work_insert_pending),
+moved to `running` under a recorded run (work_state_machine, work_claim_recorded), then to `finished` with a
+report linked to it (reports, report_items), exactly the moves of admit -> claim -> finish, only many rows per
+statement (executemany) and many items per transaction. A report to a Telegram chat gets its delivery part, which
+is moved pending -> sending -> confirmed with a receipt (delivery_state_machine, delivery_receipt_required), or left
+pending. The result passes `store.invariants.check` (tests/test_bulk.py).
+
+The product never calls this; it exists so that a benchmark can stand on 1,000,000 finished items without taking
+1,000,000 single commits. Its own speed is not a product figure.
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .clock import to_text
+from .outbox import split_parts
+
+DELIVERY_MODES = ("confirmed", "pending", "none")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    first_work_id: int
+    last_work_id: int
+    items: int
+    deliveries: int
+
+
+def load_history(conn: sqlite3.Connection, count: int, *, start: datetime, step_seconds: float = 1.0,
+                 service_seconds: float = 3.0, chats: Sequence[int] = tuple(range(1000, 1100)),
+                 deliveries: str = "confirmed", batch: int = 50_000, source_prefix: str = "tg",
+                 body: str = "Opening brief: vanilla 6 tubs, strawberry 4 tubs.") -> Loaded:
+    """Insert `count` finished agent items, each answered by its own report, in transactions of `batch` items.
+
+    Item i (0-based) is the Telegram message `tg:<chat>:<message>` of chat `chats[i % len(chats)]`, admitted at
+    `start + i * step_seconds` and finished `service_seconds` later. `deliveries`: 'confirmed' (each report's part
+    sent and confirmed with a receipt), 'pending' (queued for the relay) or 'none' (reports stored only, no
+    Telegram destination). The connection must not be inside a transaction; each batch is one
+    BEGIN IMMEDIATE ... COMMIT, with the store's own pragmas (synchronous=FULL) left as they are.
+    """
+    if deliveries not in DELIVERY_MODES:
+        raise ValueError(f"deliveries must be one of {DELIVERY_MODES}")
+    if count < 0 or batch < 1 or not chats:
+        raise ValueError("count >= 0, batch >= 1 and at least one chat")
+    if conn.in_transaction:
+        raise ValueError("load_history manages its own transactions; call it outside one")
+    base = conn.execute("SELECT coalesce(max(work_id), 0) FROM work").fetchone()[0]
+    delivered = 0
+    done = 0
+    while done < count:
+        n = min(batch, count - done)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            delivered += _load_batch(conn, base + done + 1, n, done, start=start, step=step_seconds,
+                                     service=service_seconds, chats=chats, deliveries=deliveries,
+                                     prefix=source_prefix, body=body)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        done += n
+    return Loaded(base + 1, base + count, count, delivered)
+
+
+def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *, start: datetime, step: float,
+                service: float, chats: Sequence[int], deliveries: str, prefix: str, body: str) -> int:
+    last_id = first_id + n - 1
+    work, runs, ends, reports, links, parts, turns = [], [], [], [], [], [], {}
+    for k in range(n):
+        work_id = first_id + k
+        i = offset + k
+        chat = chats[i % len(chats)]
+        session = f"tg:{chat}"
+        destination = f"tg:{chat}" if deliveries != "none" else None
+        admitted = start + timedelta(seconds=i * step)
+        ended = to_text(admitted + timedelta(seconds=service))
+        run_id = f"bulk-{work_id}"
+        report_id = f"r{work_id}.1"
+        work.append((work_id, f"{prefix}:{chat}:{work_id}", session, "agent", f"message {work_id}", destination,
+                     to_text(admitted)))
+        runs.append((run_id, "bulk", session, work_id, 1, 0, to_text(admitted)))
+        ends.append((ended, work_id))
+        reports.append((report_id, work_id, 1, body, 0, destination, run_id, ended))
+        links.append((report_id, work_id))
+        turns[session] = (turns.get(session, (0, None))[0] + 1, report_id)
+        if destination is not None:
+            texts = split_parts(body, report_id)
+            parts.extend((report_id, part, len(texts), chat, text, ended, ended)
+                         for part, text in enumerate(texts, start=1))
+    # admit: every row starts pending (work_insert_pending)
+    conn.executemany("INSERT INTO work (work_id, source, session, kind, payload, destination, admitted_at) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)", work)
+    # claim: a run row, then pending -> running under it (work_state_machine, work_claim_recorded)
+    conn.executemany("INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)", runs)
+    conn.execute("UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = 'bulk', "
+                 "run_id = 'bulk-' || work_id WHERE work_id BETWEEN ? AND ?", (first_id, last_id))
+    # finish: running -> finished, the report inserted and linked, the run ended (C6)
+    conn.executemany("UPDATE work SET state = 'finished', ended_at = ? WHERE work_id = ?", ends)
+    conn.executemany("INSERT INTO reports (report_id, anchor, generation, body, is_error, destination, run_id, "
+                     "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", reports)
+    conn.executemany("INSERT INTO report_items (report_id, work_id) VALUES (?, ?)", links)
+    conn.executemany("UPDATE runs SET ended_at = ?, outcome = 'finished', report_id = ? WHERE run_id = ?",
+                     [(ended, f"r{work_id}.1", f"bulk-{work_id}") for ended, work_id in ends])
+    conn.executemany(
+        "INSERT INTO sessions (session, turns, last_report) VALUES (?, ?, ?) "
+        "ON CONFLICT (session) DO UPDATE SET turns = turns + excluded.turns, last_report = excluded.last_report",
+        [(session, t, last) for session, (t, last) in turns.items()])
+    if not parts:
+        return 0
+    # delivery: every part starts pending (delivery_insert_pending); confirmed goes through sending with a receipt
+    conn.executemany(
+        "INSERT INTO deliveries (report_id, part, parts, chat_id, text, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)", parts)
+    if deliveries == "confirmed":
+        low = conn.execute("SELECT min(delivery_id) FROM deliveries WHERE report_id = ?",
+                           (f"r{first_id}.1",)).fetchone()[0]
+        high = conn.execute("SELECT max(delivery_id) FROM deliveries WHERE report_id = ?",
+                            (f"r{last_id}.1",)).fetchone()[0]
+        conn.execute("UPDATE deliveries SET state = 'sending', attempts = attempts + 1 "
+                     "WHERE delivery_id BETWEEN ? AND ? AND state = 'pending'", (low, high))
+        conn.execute("UPDATE deliveries SET state = 'confirmed', receipt = 'bulk-' || delivery_id "
+                     "WHERE delivery_id BETWEEN ? AND ? AND state = 'sending'", (low, high))
+    return len(parts)
+
+
+async def load_into(store, count: int, **options) -> Loaded:   # noqa: ANN001 - store.api.Store (avoid a cycle)
+    """`load_history` on an open `Store`'s own connection, in its connection thread (outside any transaction)."""
+    return await store.db.raw(lambda conn: load_history(conn, count, **options))
