@@ -208,3 +208,33 @@ async def test_revoked_owner_gets_nothing():
         run.app.cfg = dataclasses.replace(run.app.cfg, owner_ids=(OWNER_ID,))   # revoked before the reply is sent
         await delivery_state(run, "r1.1", "denied")
         assert [m for m in run.api.sent if m.chat_id == 2002] == []
+
+
+async def test_pending_lists_unsure_replies_with_buttons():
+    async with local_product(FAST) as run:
+        run.api.inject("sendMessage", "drop_after_accept")
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await run.replies(2)                                     # the reply and the notice
+        run.api.post_message(OWNER_ID, OWNER_ID, "/pending")
+        [pending] = await run.replies(1)
+        assert "r1.1" in pending.text and "may not have arrived" in pending.text
+        labels = [b["text"] for row in pending.reply_markup["inline_keyboard"] for b in row]
+        assert labels == ["Resend r1.1", "I have it r1.1"]
+
+
+async def test_a_second_poller_is_reported_loudly_and_never_fought(caplog):
+    async with local_product(FAST) as run:
+        await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
+        run.api.inject("getUpdates", "409", count=1)
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")        # wakes the long poll, which gets the 409
+        await run.api.wait_for(lambda: "ingress" in run.app.parts.health.faults, timeout=10)
+        calls = run.api.calls.get("getUpdates", 0)
+        assert "409" in run.app.parts.health.faults["ingress"] or "another program" in run.app.parts.health.faults["ingress"]
+        assert any(r.levelname == "CRITICAL" and "ingress stopped" in r.getMessage() for r in caplog.records)
+        await run.api.wait_for(lambda: any("I had to stop" in m.text for m in run.owner_messages()), timeout=10)
+        assert run.api.calls.get("getUpdates", 0) == calls          # it does not poll again: never fights
+        import httpx
+        await run.app.parts.http.started.wait()
+        async with httpx.AsyncClient() as client:
+            health = await client.get(f"http://127.0.0.1:{run.app.parts.http.port}/healthz")
+        assert health.status_code == 503

@@ -212,3 +212,16 @@ async def test_work_admitted_by_another_process_is_picked_up(shop_store, db_path
     finally:
         worker.stop()
         await task
+
+
+async def test_a_stock_check_turn_may_only_order_its_own_item(shop_store, raw):
+    model = ScriptedModel([
+        ModelTurn("", (ToolCall("c1", "propose_order", json.dumps({"item": "chocolate", "quantity": 2})),)),
+        ModelTurn("done", ()),
+    ])
+    await shop_store.admit(Occurrence("stock:vanilla:1", "stock:vanilla", "Reorder check for vanilla",
+                                      destination="tg:1"))
+    await Worker(shop_store, model).drain()
+    assert raw.execute("SELECT count(*) FROM proposals").fetchone()[0] == 0
+    tool_result = [m for m in model.calls[1].messages if m.role == "tool"][0]
+    assert tool_result.is_error and "stock check for vanilla only" in tool_result.text
