@@ -9,6 +9,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from .errors import IllegalTransition, UnknownTarget
+from .moves import move
 
 ALLOWED_PAYLOAD_FIELDS = {"supplier", "reference", "lines"}
 ALLOWED_LINE_FIELDS = {"item", "quantity"}
@@ -117,11 +118,7 @@ def next_wake(conn: sqlite3.Connection) -> str | None:
 
 
 def _move(conn: sqlite3.Connection, action_id: int, expect: str, new: str, now: str, **columns: object) -> None:
-    sets = "".join(f", {name} = ?" for name in columns)
-    cursor = conn.execute(f"UPDATE actions SET state = ?, updated_at = ?{sets} WHERE action_id = ? AND state = ?",
-                          (new, now, *columns.values(), action_id, expect))
-    if cursor.rowcount != 1:
-        raise IllegalTransition(f"action {action_id} is not {expect}; cannot move it to {new}")
+    move(conn, "actions", "action_id", action_id, expect, new, now, **columns)
 
 
 def _release_spending(conn: sqlite3.Connection, action_id: int, now: str) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import IllegalTransition, UnknownTarget
+from .moves import move
 from .records import Delivery, DeliveryState
 
 PART_LIMIT = 4000   # C7: parts of at most 4,000 characters (Telegram's hard limit is 4,096)
@@ -121,13 +122,7 @@ def next_wake(conn: sqlite3.Connection) -> str | None:
 
 
 def _move(conn: sqlite3.Connection, delivery_id: int, expect: str, new: str, now: str, **columns: object) -> None:
-    sets = ", ".join(f"{name} = ?" for name in columns)
-    cursor = conn.execute(
-        f"UPDATE deliveries SET state = ?, updated_at = ?{', ' + sets if sets else ''} "
-        "WHERE delivery_id = ? AND state = ?",
-        (new, now, *columns.values(), delivery_id, expect))
-    if cursor.rowcount != 1:
-        raise IllegalTransition(f"delivery {delivery_id} is not {expect}; cannot move it to {new}")
+    move(conn, "deliveries", "delivery_id", delivery_id, expect, new, now, **columns)
 
 
 def mark_sending(conn: sqlite3.Connection, delivery_id: int, now: str) -> None:

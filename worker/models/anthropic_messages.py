@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import anthropic
 
 from worker.models.base import (
+    sdk_error_detail,
     Message,
     ModelConfigFault,
     ModelTransient,
@@ -77,13 +78,8 @@ def to_anthropic_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
 
 
-def _detail(exc: anthropic.APIStatusError) -> str:
-    body = exc.body
-    message = None
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        message = error.get("message") if isinstance(error, dict) else error
-    return f"anthropic: {message or exc.message}"[:500]
+def _detail(exc: Exception) -> str:
+    return sdk_error_detail("anthropic", exc)
 
 
 class AnthropicMessagesModel:

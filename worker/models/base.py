@@ -118,3 +118,13 @@ def error_for_status(
     if status in (401, 402, 403, 404) or status < 400:  # a 3xx means a wrong base URL
         return ModelConfigFault(detail, status=status)
     return ModelRefused(detail, status=status)
+
+
+def sdk_error_detail(provider: str, exc: Exception) -> str:
+    """The provider's own error message from an SDK status error (both SDKs carry `.body` and `.message`)."""
+    body = getattr(exc, "body", None)
+    message = None
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, dict) else error
+    return f"{provider}: {message or getattr(exc, 'message', str(exc))}"[:500]

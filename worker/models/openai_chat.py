@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import openai
 
 from worker.models.base import (
+    sdk_error_detail,
     Message,
     ModelConfigFault,
     ModelTransient,
@@ -66,13 +67,8 @@ def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def _detail(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    message = None
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        message = error.get("message") if isinstance(error, dict) else error
-    return f"openai: {message or exc.message}"[:500]
+def _detail(exc: Exception) -> str:
+    return sdk_error_detail("openai", exc)
 
 
 class OpenAIChatModel:

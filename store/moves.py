@@ -1,0 +1,16 @@
+"""One guarded state move, shared by deliveries and actions: the row must be in the expected state (so two movers
+never both win), and the database's triggers refuse any move the contracts do not list."""
+from __future__ import annotations
+
+import sqlite3
+
+from .errors import IllegalTransition
+
+
+def move(conn: sqlite3.Connection, table: str, key: str, row_id: int, expect: str, new: str, now: str,
+         **columns: object) -> None:
+    sets = "".join(f", {name} = ?" for name in columns)
+    cursor = conn.execute(f"UPDATE {table} SET state = ?, updated_at = ?{sets} WHERE {key} = ? AND state = ?",
+                          (new, now, *columns.values(), row_id, expect))
+    if cursor.rowcount != 1:
+        raise IllegalTransition(f"{table[:-1]} {row_id} is not {expect}; cannot move it to {new}")
