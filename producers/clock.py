@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from store import Admission, Occurrence, Store, Transaction, WorkKind, from_text, producer_state, to_text
+from store import Admission, Occurrence, Store, Transaction, WorkKind, from_text, to_text
 
 from .schedule import Schedule, ScheduleError, plan_catch_up
 
@@ -64,8 +64,8 @@ class ClockProducer:
         return results
 
     def _catch_up(self, tx: Transaction, schedule: Schedule, between: Callable[[], None] | None) -> CatchUpResult:
-        conn, now = tx.conn, from_text(tx.now)
-        cursor_text, refused_key = producer_state.get_cursor(conn, schedule.name)
+        state, now = tx.producers, from_text(tx.now)
+        cursor_text, refused_key = state.get_cursor(schedule.name)
         cursor = from_text(cursor_text) if cursor_text else None
         missed: list[tuple[str, str, datetime | None]] = []
         horizon = now - schedule.grace
@@ -106,9 +106,9 @@ class ClockProducer:
         if between is not None:
             between()
         recorded = tuple((key, reason) for key, reason, fire_time in missed
-                         if producer_state.record_missed(conn, schedule.name, key, reason,
+                         if state.record_missed(schedule.name, key, reason,
                                                          to_text(fire_time) if fire_time else None, tx.now))
-        producer_state.set_cursor(conn, schedule.name, to_text(new_cursor), refused.key if refused else None, tx.now)
+        state.set_cursor(schedule.name, to_text(new_cursor), refused.key if refused else None, tx.now)
         return CatchUpResult(schedule.name, tuple(admitted), tuple(duplicates), refused.source if refused else None,
                              recorded, new_cursor)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from store import Admission, Occurrence, ReportDraft, Store, Transaction, WorkKind, producer_state
+from store import Admission, Occurrence, ReportDraft, Store, Transaction, WorkKind
 
 log = logging.getLogger("shopbot.stock")
 
@@ -67,7 +67,7 @@ class StockWatcher:
     def _check(self, tx: Transaction) -> StockCheck:
         notices = self._count_notices(tx) if self.count_tolerance is not None else ()
         admitted, refused, rearmed = [], [], []
-        for row in producer_state.stock_levels(tx.conn):
+        for row in tx.producers.stock_levels():
             item, episode = row["item"], row["episode"]
             low = row["on_hand"] < row["reorder_point"]
             if low and row["armed"]:
@@ -81,18 +81,18 @@ class StockWatcher:
                 if result.outcome is Admission.ACCEPTED:
                     admitted.append(source)
                 # duplicate or conflict: this episode already has its work item
-                producer_state.set_watch(tx.conn, item, False, episode, tx.now)
+                tx.producers.set_watch(item, False, episode, tx.now)
             elif not low and not row["armed"]:
-                producer_state.set_watch(tx.conn, item, True, episode + 1, tx.now)
+                tx.producers.set_watch(item, True, episode + 1, tx.now)
                 rearmed.append(item)
         return StockCheck(tuple(admitted), tuple(refused), tuple(rearmed), notices)
 
     def _count_notices(self, tx: Transaction) -> tuple[str, ...]:
         assert self.count_tolerance is not None
         tolerance, destination = self.count_tolerance, self.destination
-        mark = producer_state.get_mark(tx.conn, producer_state.COUNT_NOTICES)
+        mark = tx.producers.get_mark(tx.producers.COUNT_NOTICES)
         admitted = []
-        for event in producer_state.count_events_after(tx.conn, mark):
+        for event in tx.producers.count_events_after(mark):
             mark = event["event_id"]
             expected, counted = event["old_on_hand"], event["new_on_hand"]
             if expected is None or abs(counted - expected) <= tolerance:
@@ -104,7 +104,7 @@ class StockWatcher:
                                        lambda t, work_id, body=text: ReportDraft(body, destination=destination))
             if result.outcome is Admission.ACCEPTED:
                 admitted.append(source)
-        producer_state.set_mark(tx.conn, producer_state.COUNT_NOTICES, mark)
+        tx.producers.set_mark(tx.producers.COUNT_NOTICES, mark)
         return tuple(admitted)
 
 

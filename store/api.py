@@ -394,6 +394,11 @@ class Transaction:
     def admit(self, occurrence: Occurrence) -> AdmitResult:
         return inbox.admit(self.conn, occurrence, self.now, self._store.capacity)
 
+    @property
+    def producers(self) -> producer_state.ProducerState:
+        """Cursors, missed occurrences, stock-watch episodes and marks, in this transaction."""
+        return producer_state.ProducerState(self.conn)
+
     def count(self, kind: str, by: int = 1) -> int:
         return inbox.count(self.conn, self.now, kind, by)
 

@@ -114,3 +114,37 @@ class ProducerStore:
 
     async def work_with_report(self, source: str) -> dict | None:
         return await self.store.db.read(work_with_report, source)
+
+
+class ProducerState:
+    """The producers' records inside one open transaction, without the connection: `Transaction.producers`. A
+    PostgreSQL store offers the same methods."""
+
+    COUNT_NOTICES = COUNT_NOTICES
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def get_cursor(self, schedule: str) -> tuple[str | None, str | None]:
+        return get_cursor(self._conn, schedule)
+
+    def set_cursor(self, schedule: str, cursor: str, refused_key: str | None, now: str) -> None:
+        set_cursor(self._conn, schedule, cursor, refused_key, now)
+
+    def record_missed(self, schedule: str, key: str, reason: str, fire_time: str | None, now: str) -> bool:
+        return record_missed(self._conn, schedule, key, reason, fire_time, now)
+
+    def stock_levels(self) -> list[dict]:
+        return stock_levels(self._conn)
+
+    def set_watch(self, item: str, armed: bool, episode: int, now: str) -> None:
+        set_watch(self._conn, item, armed, episode, now)
+
+    def get_mark(self, name: str) -> int:
+        return get_mark(self._conn, name)
+
+    def set_mark(self, name: str, value: int) -> None:
+        set_mark(self._conn, name, value)
+
+    def count_events_after(self, event_id: int) -> list[dict]:
+        return count_events_after(self._conn, event_id)
