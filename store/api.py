@@ -85,8 +85,10 @@ class Store:
     async def admit_many(self, occurrences: Sequence[Occurrence]) -> list[AdmitResult]:
         """A whole batch in one commit (a getUpdates batch); each occurrence gets its own outcome."""
         now = self.now()
-        results = await self.db.write(
-            lambda conn: [inbox.admit(conn, o, now, self.capacity) for o in occurrences])
+        def batch(conn: sqlite3.Connection) -> list[AdmitResult]:
+            open_count: list[int] = []       # counted once for the batch, then kept up to date
+            return [inbox.admit(conn, o, now, self.capacity, open_count) for o in occurrences]
+        results = await self.db.write(batch)
         if any(r.outcome is Admission.ACCEPTED for r in results):
             self.signals.work.notify()
         return results
@@ -390,9 +392,10 @@ class Transaction:
         self.conn = conn
         self.now = now
         self._store = store
+        self._open_count: list[int] = []     # open agent work, counted once per transaction
 
     def admit(self, occurrence: Occurrence) -> AdmitResult:
-        return inbox.admit(self.conn, occurrence, self.now, self._store.capacity)
+        return inbox.admit(self.conn, occurrence, self.now, self._store.capacity, self._open_count)
 
     @property
     def producers(self) -> producer_state.ProducerState:

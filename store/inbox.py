@@ -33,16 +33,26 @@ def open_agent_work(conn: sqlite3.Connection) -> int:
     return conn.execute(f"SELECT count(*) FROM work WHERE {OPEN_AGENT}").fetchone()[0]
 
 
-def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: int) -> AdmitResult:
-    """C1 on an open transaction: identity first, then capacity (agent work only), then the insert."""
+def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: int,
+          open_count: list[int] | None = None) -> AdmitResult:
+    """C1 on an open transaction: identity first, then capacity (agent work only), then the insert.
+
+    `open_count` carries the open agent work counted once per transaction (a batch of admissions counts it once,
+    not once per update: counting is the costly part of an admission on a long queue)."""
     existing = conn.execute("SELECT work_id, session, payload FROM work WHERE source = ?",
                             (occurrence.source,)).fetchone()
     if existing is not None:
         same = existing["session"] == occurrence.session and existing["payload"] == occurrence.payload
         return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, existing["work_id"])
-    if occurrence.kind is WorkKind.AGENT and open_agent_work(conn) >= capacity:
-        count(conn, now, "refused_capacity")
-        return AdmitResult(Admission.REFUSED)
+    if occurrence.kind is WorkKind.AGENT:
+        if open_count is None:
+            open_count = [open_agent_work(conn)]
+        elif not open_count:
+            open_count.append(open_agent_work(conn))
+        if open_count[0] >= capacity:
+            count(conn, now, "refused_capacity")
+            return AdmitResult(Admission.REFUSED)
+        open_count[0] += 1
     work_id = conn.execute(
         "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES (?, ?, ?, ?, ?, ?)",
         (occurrence.source, occurrence.session, occurrence.kind.value, occurrence.payload,
