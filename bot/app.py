@@ -12,7 +12,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from store import Claim, InstanceLock, Store, StoreError, faults, parse_clock
+from store import Claim, InstanceLock, Store, faults, parse_clock
 from worker.models import load_model
 from worker.worker import Worker, WorkerSettings, WorkerStopped
 

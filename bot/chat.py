@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from .demo import Transcript, _buttons
+from .demo import Transcript
 from .local_setup import OWNER_ID, local_product
 
 

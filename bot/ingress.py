@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from telegram import Bot, Update
-from telegram.error import Conflict, InvalidToken, NetworkError, TelegramError
+from telegram.error import Conflict, InvalidToken, NetworkError
 
 from store import Admission, Occurrence, ReportDraft, Store, StoreError, Transaction, WorkKind, faults
 

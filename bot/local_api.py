@@ -51,12 +51,11 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .mini_http import MAX_BODY as _MAX_BODY, BadHttp as _BadHttp, Response as _Response, read_request as _read_request, write_response as _write_response  # noqa: E501
+from .mini_http import BadHttp as _BadHttp, Response as _Response, read_request as _read_request, write_response as _write_response  # noqa: E501
 
 __all__ = ["FAULTS", "LocalBotApi", "SentMessage", "main", "serve"]
 

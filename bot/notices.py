@@ -29,7 +29,7 @@ def announce_unknowns_tx(tx: Transaction) -> list[str]:
         text = (f"I may not have delivered my reply {report_id} (\"{preview}…\"): Telegram did not confirm it. "
                 "Did you get it? Resend sends it once more; I have it records that it arrived.")
         result = tx.admit_answered(
-            Occurrence(unknown_notice_source(report_id, row["resends"]), f"notice:unknown", text, WorkKind.NOTICE,
+            Occurrence(unknown_notice_source(report_id, row["resends"]), "notice:unknown", text, WorkKind.NOTICE,
                        f"tg:{chat_id}"),
             lambda t, work_id, r=report_id, c=chat_id, body=text: ReportDraft(
                 body, destination=f"tg:{c}", buttons=unknown_buttons(t, r, c)))

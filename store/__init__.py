@@ -1,5 +1,7 @@
 """Durable state of shopbot. `Store` (store/api.py) is the only interface the other packages use."""
-from .api import Store, Transaction, restore
+from .api import Store
+from .backup import restore
+from .transaction import Transaction
 from .clock import Clock, ManualClock, SystemClock, from_text, parse_clock, to_text
 from .errors import (IllegalTransition, InstanceLocked, NotClaimed, SchemaTooNew, SchemaTooOld, StoreBusy, StoreError,
                      StoreUnavailable, UnknownTarget)

@@ -6,7 +6,6 @@ tests) without any change above store/. Each method is one short transaction; no
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
@@ -14,14 +13,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import actions, inbox, invariants, journal, migrations, outbox, producer_state, prompts, recovery, shop, stats
+from . import actions, inbox, invariants, journal, migrations, outbox, prompts, recovery, shop, stats
 from .clock import Clock, from_text, to_text
-from .connection import Database, configure
-from .errors import SchemaTooOld, UnknownTarget
+from .connection import Database
+from .errors import SchemaTooOld
 from .outbox import ReportDraft
 from .records import (Admission, AdmitResult, Claim, Delivery, FinishOutcome, Occurrence, RecoverySummary, Stats,
                       Violation, WorkKind)
 from .signals import Signals
+from .status import read_reports, read_status
+from .transaction import Transaction
 
 DEFAULT_CAPACITY = 100
 DEFAULT_DEBOUNCE_MS = 300     # see README: long enough for a double tap or a burst of short messages
@@ -383,169 +384,3 @@ class Store:
             finally:
                 dest.close()
         await self.db.raw(copy)
-
-
-class Transaction:
-    """The store's moves available inside one open write transaction (sync: no awaits inside a transaction)."""
-
-    def __init__(self, conn: sqlite3.Connection, now: str, store: Store) -> None:
-        self.conn = conn
-        self.now = now
-        self._store = store
-        self._open_count: list[int] = []     # open agent work, counted once per transaction
-
-    def admit(self, occurrence: Occurrence) -> AdmitResult:
-        return inbox.admit(self.conn, occurrence, self.now, self._store.capacity, self._open_count)
-
-    @property
-    def producers(self) -> producer_state.ProducerState:
-        """Cursors, missed occurrences, stock-watch episodes and marks, in this transaction."""
-        return producer_state.ProducerState(self.conn)
-
-    def count(self, kind: str, by: int = 1) -> int:
-        return inbox.count(self.conn, self.now, kind, by)
-
-    def admit_answered(self, occurrence: Occurrence, answer: Callable[["Transaction", int], ReportDraft]) -> AdmitResult:
-        return inbox.admit_answered(self.conn, occurrence, self.now, lambda work_id: answer(self, work_id))
-
-    def unknown_reports(self) -> list[dict]:
-        """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice
-        is written about a notice's delivery: it shows in /pending and `shopbot status`)."""
-        return outbox.unknown_reports(self.conn)
-
-    def status(self) -> dict:
-        from .clock import from_text
-        now = from_text(self.now)
-        return read_status(self.conn, now, stats.window(self.conn, to_text(now - timedelta(hours=1)), self.now))
-
-    def unknown_prompt_open(self, report_id: str) -> bool:
-        return outbox.has_unknown(self.conn, report_id)
-
-    def proposal(self, proposal_id: int) -> dict | None:
-        return actions.proposal(self.conn, proposal_id)
-
-    def run_proposals(self, run_id: str) -> list[dict]:
-        return shop.proposals(self.conn, run_id)
-
-    def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
-                         destination: str) -> actions.Decision:
-        decision = actions.approve(self.conn, proposal_id, by, self.now, day, day_max_cents, destination)
-        if decision.action_id is not None:
-            self._store.signals.actions.notify()
-        return decision
-
-    def reject_proposal(self, proposal_id: int, by: str) -> actions.Decision:
-        return actions.reject(self.conn, proposal_id, by, self.now)
-
-    def create_prompt(self, kind: str, target: str, chat_id: int, expires_at: str | None = None) -> str:
-        return prompts.create(self.conn, kind, target, chat_id, self.now, expires_at)
-
-    def prompt(self, nonce: str) -> prompts.Prompt | None:
-        return prompts.get(self.conn, nonce)
-
-    def decide_prompt(self, nonce: str, decision: str, by: str) -> bool:
-        return prompts.decide(self.conn, nonce, decision, by, self.now)
-
-    def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
-        moved = outbox.resolve(self.conn, report_id, decision, by, self.now)
-        prompts.close_for_target(self.conn, "unknown", report_id, decision, by, self.now)
-        return moved
-
-    def forget(self, session: str, by: str) -> tuple[int, int]:
-        return inbox.forget(self.conn, session, by, self.now)
-
-    def delivery_states(self, report_id: str) -> list[str]:
-        return [r[0] for r in self.conn.execute(
-            "SELECT state FROM deliveries WHERE report_id = ? ORDER BY part", (report_id,)).fetchall()]
-
-
-def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict:
-    from .clock import from_text
-    work = {state: 0 for state in ("pending", "running", "finished", "failed")}
-    for state, n in conn.execute("SELECT state, count(*) FROM work GROUP BY state"):
-        work[state] = n
-    agent_work = {state: 0 for state in ("pending", "running", "finished", "failed")}
-    for state, n in conn.execute("SELECT state, count(*) FROM work WHERE kind = 'agent' GROUP BY state"):
-        agent_work[state] = n
-    deliveries = {state: 0 for state in ("pending", "sending", "confirmed", "unknown", "failed", "denied")}
-    for state, n in conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state"):
-        deliveries[state] = n
-    oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
-    unknown = [dict(r) for r in conn.execute(
-        "SELECT report_id, part, parts, chat_id, reason, updated_at FROM deliveries WHERE state = 'unknown' "
-        "ORDER BY delivery_id")]
-    failed_deliveries = [dict(r) for r in conn.execute(
-        "SELECT report_id, part, chat_id, reason FROM deliveries WHERE state IN ('failed', 'denied') "
-        "ORDER BY delivery_id DESC LIMIT 20")]
-    failed_work = [dict(r) for r in conn.execute(
-        "SELECT w.work_id, w.source, i.report_id FROM work w LEFT JOIN report_items i USING (work_id) "
-        "WHERE w.state = 'failed' ORDER BY w.work_id DESC LIMIT 20")]
-    action_states = {state: n for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state")}
-    quarantined = [dict(r) for r in conn.execute(
-        "SELECT action_id, proposal_id, reason FROM actions WHERE state = 'quarantined' ORDER BY action_id")]
-    unknown_actions = [dict(r) for r in conn.execute(
-        "SELECT action_id, proposal_id, reason FROM actions WHERE state = 'unknown' ORDER BY action_id")]
-    counters = {kind: n for kind, n in conn.execute(
-        "SELECT kind, sum(count) FROM counters GROUP BY kind ORDER BY kind")}
-    return {
-        "work": work,
-        "agent_work": agent_work,
-        "deliveries": deliveries,
-        "open_agent_work": inbox.open_agent_work(conn),
-        "oldest_pending_seconds": (now - from_text(oldest)).total_seconds() if oldest else None,
-        "unknown": unknown,
-        "failed_work": failed_work,
-        "failed_deliveries": failed_deliveries,
-        "counters": counters,
-        "actions": action_states,
-        "quarantined_actions": quarantined,
-        "unknown_actions": unknown_actions,
-        "extra": {"missed": producer_state.missed_occurrences(conn)},
-        "littles_law": {"window_seconds": window.window_seconds, "lambda_per_s": window.lam, "W_s": window.w,
-                        "L": window.l, "lambda_W": window.lam_w, "arrivals": window.arrivals,
-                        "refused": window.refused},
-    }
-
-
-def read_reports(conn: sqlite3.Connection, limit: int) -> list[dict]:
-    rows = conn.execute("SELECT * FROM reports ORDER BY created_at DESC, anchor DESC, generation DESC LIMIT ?",
-                        (limit,)).fetchall()
-    result = []
-    for row in rows:
-        items = [r[0] for r in conn.execute("SELECT work_id FROM report_items WHERE report_id = ? ORDER BY work_id",
-                                            (row["report_id"],))]
-        parts = [dict(r) for r in conn.execute(
-            "SELECT part, state, receipt, reason FROM deliveries WHERE report_id = ? ORDER BY part",
-            (row["report_id"],))]
-        result.append({"report": row["report_id"], "work": items, "is_error": bool(row["is_error"]),
-                       "destination": row["destination"], "created_at": row["created_at"],
-                       "deliveries": parts, "body": row["body"]})
-    return result
-
-
-def restore(backup: Path | str, target: Path | str, clock: Clock) -> int:
-    """Copy a backup over the (stopped) database and turn every non-terminal delivery into `unknown`, so a restore
-    never resends silently. The caller holds the instance lock. Returns the deliveries made unknown."""
-    backup, target = Path(backup), Path(target)
-    if not backup.exists():
-        raise UnknownTarget(f"no backup at {backup}")
-    check = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
-    try:
-        migrations.check_not_newer(check, str(backup))
-        check.execute("PRAGMA quick_check").fetchone()
-    finally:
-        check.close()
-    for suffix in ("-wal", "-shm"):
-        Path(str(target) + suffix).unlink(missing_ok=True)
-    tmp = Path(str(target) + ".restoring")
-    shutil.copyfile(backup, tmp)
-    tmp.replace(target)
-    conn = sqlite3.connect(str(target), isolation_level=None)
-    try:
-        configure(conn)
-        conn.execute("BEGIN IMMEDIATE")
-        n = outbox.mark_all_unknown_after_restore(conn, to_text(clock.now()))
-        conn.execute("COMMIT")
-        return n
-    finally:
-        conn.close()

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from store import (Admission, IllegalTransition, NotClaimed, Occurrence, ReportDraft, WorkKind, StoreError)
+from store import Admission, NotClaimed, Occurrence, ReportDraft, WorkKind
 
 
 def occ(source: str, text: str = "stock", session: str = "tg:1", dest: str | None = "tg:1", kind=WorkKind.AGENT):

@@ -1,7 +1,6 @@
 """Every invariant query catches its planted violation (negative controls), through `shopbot check` too."""
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 
