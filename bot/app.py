@@ -12,6 +12,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from telegram.error import InvalidToken, NetworkError, RetryAfter
+
 from store import Claim, InstanceLock, Store, faults, parse_clock
 from worker.models import load_model
 from worker.worker import Worker, WorkerSettings, WorkerStopped
@@ -63,6 +65,13 @@ class App:
         return chat_id in self.cfg.owner_ids
 
     async def __aenter__(self) -> "App":
+        try:
+            return await self._build()
+        except BaseException:
+            await self._stack.aclose()     # a failed start closes what it opened (the store's thread would hang)
+            raise
+
+    async def _build(self) -> "App":
         cfg = self.cfg
         faults.arm(cfg.fault)
         self._stack.enter_context(InstanceLock(cfg.db.resolve()))
@@ -81,7 +90,7 @@ class App:
         sender = bot = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
-            await bot.initialize()
+            await self._initialize(bot)
             self._stack.push_async_callback(bot.shutdown)
             sender = TelegramSender(bot)
         model = load_model(cfg.model, base_url=cfg.model_base_url or None, api_key=str(cfg.model_api_key) or None)
@@ -114,6 +123,22 @@ class App:
         http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
         self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler)
         return self
+
+    @staticmethod
+    async def _initialize(bot: Any) -> None:
+        """`getMe` at start. Telegram unreachable (the network is not up yet) is waited out with backoff; a refused
+        token is a configuration error and stops the start."""
+        delay = 0.5
+        while True:
+            try:
+                await bot.initialize()
+                return
+            except InvalidToken:
+                raise
+            except (NetworkError, RetryAfter) as exc:
+                log.warning("Telegram is not reachable at start (%s); trying again in %.1f s", type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                delay = min(30.0, delay * 2)
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()

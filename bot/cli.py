@@ -198,8 +198,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 await app.run()
         return 0
     import logging
+    from telegram.error import InvalidToken
     logging.getLogger("shopbot").info("starting with database %s", cfg.db.resolve())
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except InvalidToken:
+        print("configuration error: Telegram refused the bot token: check TELEGRAM_BOT_TOKEN "
+              "(and TELEGRAM_API_BASE_URL)", file=sys.stderr)
+        return 2
 
 
 def local_config() -> config_module.Config:

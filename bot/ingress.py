@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from telegram import Bot, Update
-from telegram.error import Conflict, InvalidToken, NetworkError
+from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter
 
 from store import Admission, Occurrence, ReportDraft, Store, StoreError, Transaction, WorkKind, faults
 
 from . import owner
-from .sender import TelegramSender
+from .sender import TelegramSender, retry_after_seconds
 
 log = logging.getLogger("shopbot.ingress")
 
@@ -205,6 +205,11 @@ class Ingress:
                     "it: stop the other poller (only one may run per token), then start shopbot again.") from exc
             except InvalidToken as exc:
                 raise IngressStopped("Telegram refused the bot token: check TELEGRAM_BOT_TOKEN.") from exc
+            except RetryAfter as exc:        # flood control on getUpdates: wait as told, nothing was confirmed
+                delay = retry_after_seconds(exc)
+                log.warning("getUpdates flood control: waiting %.1f s", delay)
+                await self._sleep(delay)
+                continue
             except NetworkError as exc:
                 failures += 1
                 delay = min(30.0, 0.5 * 2 ** min(failures, 6))

@@ -238,3 +238,61 @@ async def test_a_second_poller_is_reported_loudly_and_never_fought(caplog):
         async with httpx.AsyncClient() as client:
             health = await client.get(f"http://127.0.0.1:{run.app.parts.http.port}/healthz")
         assert health.status_code == 503
+
+
+async def test_flood_control_on_get_updates_is_waited_out():
+    async with local_product(FAST) as run:
+        await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
+        run.api.inject("getUpdates", "429", retry_after=1)
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await run.replies(1, timeout=15)
+        assert run.app.parts.health.faults == {}
+
+
+async def test_telegram_unreachable_at_start_is_waited_out(tmp_path):
+    import asyncio
+    from bot import config as config_module
+    from bot.app import App
+    from bot.local_api import LocalBotApi
+    async with LocalBotApi("888:start-token") as api:
+        await api.refuse()
+        env = {"SHOPBOT_DB": str(tmp_path / "s.sqlite3"), "TELEGRAM_BOT_TOKEN": "888:start-token",
+               "TELEGRAM_API_BASE_URL": api.base_url, "SHOPBOT_OWNER_IDS": str(OWNER_ID), "SHOPBOT_HTTP_PORT": "-1",
+               **FAST}
+        app = App(config_module.load(env))
+        start = asyncio.create_task(app.__aenter__())
+        await asyncio.sleep(0.3)
+        assert not start.done()                                   # waiting for Telegram, not crashed
+        await api.accept()
+        await asyncio.wait_for(start, 15)
+        run = asyncio.create_task(app.run())
+        api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await api.wait_for(lambda: len(api.sent) == 1, timeout=15)
+        app.stop()
+        await run
+        await app.__aexit__(None, None, None)
+
+
+def test_a_refused_token_stops_the_start_with_a_clear_message(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import threading
+    import asyncio as _asyncio
+    from bot.local_api import LocalBotApi
+    loop = _asyncio.new_event_loop()
+    api = LocalBotApi("999:the-right-token")
+    loop.run_until_complete(api.start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
+        env.update({"SHOPBOT_DB": str(tmp_path / "s.sqlite3"), "TELEGRAM_BOT_TOKEN": "999:a-wrong-token",
+                    "TELEGRAM_API_BASE_URL": api.base_url, "SHOPBOT_HTTP_PORT": "-1", **FAST})
+        done = subprocess.run([sys.executable, "-m", "bot.cli", "run"], env=env, capture_output=True, text=True,
+                              timeout=30, cwd=tmp_path)
+        assert done.returncode == 2 and "Telegram refused the bot token" in done.stderr
+        assert "a-wrong-token" not in done.stderr and "Traceback" not in done.stderr
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
