@@ -46,9 +46,14 @@ def machine(scratch: Path | None = None) -> dict[str, str]:
                             text=True, check=False).stdout.strip()
     except OSError:
         fs = "?"
+    try:
+        load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        load = "?"
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "uname": " ".join(platform.uname()),
+        "load": f"{load} (1/5/15 min load average at the start; a shared machine is noisy)",
+        "uname": _uname(),
         "cpu": f"{cpu} x {cores}",
         "memory": mem,
         "disk": df,
@@ -57,6 +62,13 @@ def machine(scratch: Path | None = None) -> dict[str, str]:
         "sqlite": sqlite3.sqlite_version,
         "command": " ".join([Path(sys.executable).name, "-m", _module()] + sys.argv[1:]),
     }
+
+
+def _uname() -> str:
+    try:
+        return subprocess.run(["uname", "-a"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return " ".join(platform.uname())
 
 
 def _module() -> str:

@@ -29,8 +29,12 @@ def count(conn: sqlite3.Connection, now: str, kind: str, by: int = 1) -> int:
     return row[0]
 
 
-def open_agent_work(conn: sqlite3.Connection) -> int:
-    return conn.execute(f"SELECT count(*) FROM work WHERE {OPEN_AGENT}").fetchone()[0]
+def open_agent_work(conn: sqlite3.Connection, cap: int | None = None) -> int:
+    """Open agent work (pending + running); with `cap`, counting stops there (admission only needs to know whether
+    the queue is full, and counting a long queue is the costly part of an admission)."""
+    if cap is None:
+        return conn.execute(f"SELECT count(*) FROM work WHERE {OPEN_AGENT}").fetchone()[0]
+    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {OPEN_AGENT} LIMIT ?)", (cap,)).fetchone()[0]
 
 
 def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: int,
@@ -46,9 +50,9 @@ def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: 
         return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, existing["work_id"])
     if occurrence.kind is WorkKind.AGENT:
         if open_count is None:
-            open_count = [open_agent_work(conn)]
+            open_count = [open_agent_work(conn, capacity)]
         elif not open_count:
-            open_count.append(open_agent_work(conn))
+            open_count.append(open_agent_work(conn, capacity))
         if open_count[0] >= capacity:
             count(conn, now, "refused_capacity")
             return AdmitResult(Admission.REFUSED)

@@ -160,6 +160,7 @@ CREATE TABLE deliveries (
     CHECK (part >= 1 AND part <= parts)
 );
 CREATE INDEX deliveries_open ON deliveries (delivery_id) WHERE state IN ('pending', 'sending', 'unknown');
+CREATE INDEX deliveries_pending ON deliveries (delivery_id) WHERE state = 'pending';   -- the relay's due parts
 
 -- C7: deliveries start pending.
 CREATE TRIGGER delivery_insert_pending BEFORE INSERT ON deliveries WHEN NEW.state != 'pending'
@@ -297,6 +298,7 @@ CREATE TABLE proposals (
 
 -- C11: at most one open proposal per item (awaiting approval, or approved while its order is not settled).
 CREATE UNIQUE INDEX proposals_one_open_per_item ON proposals (item) WHERE state IN ('proposed', 'awaiting_approval');
+CREATE INDEX proposals_run ON proposals (run_id);
 
 -- C11: a decided proposal never changes again.
 CREATE TRIGGER proposal_decided_fixed BEFORE UPDATE OF state ON proposals
