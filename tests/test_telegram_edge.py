@@ -249,7 +249,7 @@ async def test_flood_control_on_get_updates_is_waited_out():
         assert run.app.parts.health.faults == {}
 
 
-async def test_telegram_unreachable_at_start_is_waited_out(tmp_path):
+async def test_telegram_unreachable_at_start_is_waited_out(tmp_path, caplog):
     import asyncio
     from bot import config as config_module
     from bot.app import App
@@ -261,7 +261,7 @@ async def test_telegram_unreachable_at_start_is_waited_out(tmp_path):
                **FAST}
         app = App(config_module.load(env))
         start = asyncio.create_task(app.__aenter__())
-        await asyncio.sleep(0.3)
+        await api.wait_for(lambda: any("not reachable at start" in r.getMessage() for r in caplog.records), 10)
         assert not start.done()                                   # waiting for Telegram, not crashed
         await api.accept()
         await asyncio.wait_for(start, 15)
