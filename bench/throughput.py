@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from worker.models.offline import OfflineModel
 from worker.worker import Worker
 
 from .common import machine
+from .disk_floor import commits_per_second
 
 CALM_SHOP = Path(__file__).resolve().parent.parent / "tests" / "data" / "shop_calm.toml"
 
@@ -47,19 +47,8 @@ class InstantTransport:
 
 
 def disk_floor(directory: Path, commits: int = 1000) -> float:
-    path = directory / "floor.sqlite3"
-    conn = sqlite3.connect(str(path), isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE t (x)")
-    start = time.perf_counter()
-    for i in range(commits):
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t VALUES (?)", (i,))
-        conn.execute("COMMIT")
-    elapsed = time.perf_counter() - start
-    conn.close()
-    return commits / elapsed
+    """Single-row commits per second with WAL and synchronous=FULL (bench/disk_floor.py's measure)."""
+    return commits_per_second(directory / f"floor-{time.monotonic_ns()}.sqlite3", commits, "FULL")
 
 
 async def in_process(directory: Path, items: int) -> tuple[float, float]:
