@@ -8,7 +8,7 @@ import asyncio
 import json
 import logging
 
-from store import Store, faults
+from store import Store, StoreError, faults
 from store.actions import Action, validate
 
 from .supplier import SupplierAdapter
@@ -32,6 +32,17 @@ class ActionRelay:
         self.store.signals.actions.notify()
 
     async def run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                await self._run()
+            except StoreError as exc:       # said loudly and waited out; an action found `sending` is reconciled
+                failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                log.error("action relay cannot use the database (%s); trying again in %.1f s", exc, delay)
+                await self.store.signals.actions.wait(delay)
+
+    async def _run(self) -> None:
         while not self._stop.is_set():
             await self.store.expire_proposals()
             await self.reconcile()

@@ -59,7 +59,7 @@ def webhook_route(ingress: Ingress, secret: str) -> Route:
         body = await request.body()
         try:
             raw = json.loads(body) if len(body) <= MAX_WEBHOOK_BYTES else None
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):   # malformed: counted, answered 200
             raw = None
         try:
             # malformed, strangers and refusals are counted and answered 200 (Telegram retries every non-2xx

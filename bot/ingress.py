@@ -40,13 +40,51 @@ class BatchResult:
 
 
 def parse(raw: object, bot: Bot) -> Update | None:
-    """One update alone: a malformed one must never stop ingestion (DESIGN, Facts at the edges)."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("update_id"), int):
+    """One update alone: a malformed one must never stop ingestion (DESIGN, Facts at the edges). PTB does not check
+    types, so the fields that make an identity are checked here: integer ids, string texts and button data."""
+    if not isinstance(raw, dict) or not _is_int(raw.get("update_id")):
         return None
     try:
-        return Update.de_json(raw, bot)
+        update = Update.de_json(_clean(raw), bot)
     except Exception:  # noqa: BLE001 - PTB raises KeyError/TypeError/ValueError on malformed input
         return None
+    return update if update is not None and _well_formed(update) else None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _clean(value: object) -> object:
+    """Lone surrogates (valid JSON escapes, not valid text) become U+FFFD, so no text breaks the database."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if _has_surrogate(value) else value
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def _well_formed(update: Update) -> bool:
+    for message in (update.message, update.edited_message):
+        if message is not None:
+            return (_is_int(message.message_id) and message.chat is not None and _is_int(message.chat.id)
+                    and (message.from_user is None or _is_int(message.from_user.id))
+                    and (message.text is None or isinstance(message.text, str)))
+    query = update.callback_query
+    if query is not None:
+        return (isinstance(query.id, str) and bool(query.id) and query.from_user is not None
+                and _is_int(query.from_user.id) and (query.data is None or isinstance(query.data, str))
+                and (query.message is None or (_is_int(query.message.message_id)
+                                               and _is_int(query.message.chat.id))))
+    if update.my_chat_member is not None:
+        return update.my_chat_member.chat is not None and _is_int(update.my_chat_member.chat.id)
+    return True
 
 
 class Router:
@@ -77,12 +115,14 @@ class Router:
     def route(self, tx: Transaction, parsed: Sequence[tuple[int | None, Update | None]]) -> BatchResult:
         result = BatchResult()
         for update_id, update in parsed:
-            if update is None:
+            failure = tx.isolated(lambda: self._route_one(tx, result, update)) if update is not None else None
+            if update is None or failure is not None:
+                # a malformed update, or one this code could not handle: counted and confirmed as dropped,
+                # never allowed to stop ingestion; its own writes were undone
                 tx.count("malformed")
                 result.bump("malformed")
-                log.warning("malformed update dropped update_id=%s", update_id)
-                continue
-            self._route_one(tx, result, update)
+                log.warning("malformed update dropped update_id=%s%s", update_id,
+                            f" ({type(failure).__name__})" if failure is not None else "")
         return result
 
     def _route_one(self, tx: Transaction, result: BatchResult, update: Update) -> None:

@@ -163,7 +163,7 @@ def _utf16_len(text: str) -> int:
 
 
 def _json_response(status: int, obj: Any) -> _Response:
-    return _Response(status, json.dumps(obj, ensure_ascii=False).encode())
+    return _Response(status, json.dumps(obj).encode())   # ASCII JSON: a lone surrogate stays a valid \\u escape
 
 
 def _ok(result: Any) -> _Response:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from store import Delivery, Store, faults
+from store import Delivery, Store, StoreError, faults
 
 from .notices import announce_unknowns
 from .sender import SendOutcome
@@ -62,6 +62,19 @@ class Relay:
         return list(self._last_send)
 
     async def run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                await self._run()
+            except StoreError as exc:
+                # a full, busy or unreadable database: said loudly, waited out, never a dead relay. A part whose
+                # outcome could not be recorded stays `sending` and becomes `unknown` at the next start.
+                failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                log.error("relay cannot use the database (%s); trying again in %.1f s", exc, delay)
+                await self.store.signals.deliveries.wait(delay)
+
+    async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         await announce_unknowns(self.store)
         while not self._stop.is_set():

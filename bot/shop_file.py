@@ -42,9 +42,20 @@ def _unknown(table: dict, allowed: set[str], where: str) -> None:
         raise ShopFileError(f"unknown field {where}{extra[0]} (allowed: {', '.join(sorted(allowed))})")
 
 
+MAX_NUMBER = 1_000_000_000     # stock counts and cents beyond this are typos, and SQLite integers are 64-bit
+
+
 def _int(value: object, where: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ShopFileError(f"{where} must be a whole number of {minimum} or more, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_NUMBER:
+        raise ShopFileError(f"{where} must be a whole number from {minimum} to {MAX_NUMBER:,}, got {value!r}"[:300])
+    return value
+
+
+def _text(value: object, where: str, default: str) -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str) or not value.strip() or len(value) > 100 or "\n" in value:
+        raise ShopFileError(f"{where} must be a line of text (1-100 characters), got {value!r}"[:300])
     return value
 
 
@@ -59,14 +70,16 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ShopFileError(f"{source} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ShopFileError(f"{source} nests tables or arrays too deeply") from None
     _unknown(data, TOP, "")
     timezone = data.get("timezone")
     if not isinstance(timezone, str) or not timezone:
         raise ShopFileError("timezone is required: an IANA name such as Europe/London")
     try:
         ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ShopFileError(f"timezone {timezone!r} is not a known IANA time zone") from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ShopFileError(f"timezone {timezone[:80]!r} is not a known IANA time zone") from None
     currency = data.get("currency", "USD")
     if not isinstance(currency, str) or not re.fullmatch(r"[A-Z]{3}", currency):
         raise ShopFileError(f"currency must be a three-letter code such as USD, got {currency!r}")
@@ -82,7 +95,7 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     items = []
     for name, raw in items_table.items():
         where = f"items.{name}"
-        if not _ITEM_NAME.match(name):
+        if not _ITEM_NAME.fullmatch(name):
             raise ShopFileError(f"{where}: item names are 1-40 lowercase letters, digits, spaces, - or _")
         raw = _table(raw, where)
         _unknown(raw, ITEM, f"{where}.")
@@ -91,7 +104,7 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
                 raise ShopFileError(f"{where}.{required} is required")
         max_order = raw.get("max_order")
         items.append(ItemSpec(
-            item=name, unit=str(raw.get("unit", "units")), on_hand=_int(raw["on_hand"], f"{where}.on_hand"),
+            item=name, unit=_text(raw.get("unit"), f"{where}.unit", "units"), on_hand=_int(raw["on_hand"], f"{where}.on_hand"),
             reorder_point=_int(raw["reorder_point"], f"{where}.reorder_point"),
             target=_int(raw["target"], f"{where}.target"),
             unit_cost_cents=_int(raw["unit_cost_cents"], f"{where}.unit_cost_cents"),
@@ -99,17 +112,20 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     schedules_raw = data.get("schedule", [])
     if not isinstance(schedules_raw, list):
         raise ShopFileError("schedule must be an array of tables: [[schedule]]")
+    stock_cron = watch.get("cron", "*/15 * * * *")
     try:
         schedules = parse_schedules(schedules_raw, shop_timezone=timezone)
+        # the stock watcher's cron follows the same rules as a schedule's (checked the same way)
+        parse_schedules([{"name": "stock_watch", "cron": stock_cron, "prompt": "stock check"}], shop_timezone=timezone)
     except ScheduleError as exc:
-        raise ShopFileError(str(exc)) from None
+        raise ShopFileError(str(exc).replace("schedule 'stock_watch'", "[stock_watch]")) from None
     return ShopSpec(
-        name=str(data.get("name", "the shop")), timezone=timezone, currency=currency,
-        supplier=str(supplier.get("name", "supplier")),
+        name=_text(data.get("name"), "name", "the shop"), timezone=timezone, currency=currency,
+        supplier=_text(supplier.get("name"), "supplier.name", "supplier"),
         order_max_cents=_int(limits["order_max_cents"], "limits.order_max_cents") if "order_max_cents" in limits else None,
         day_max_cents=_int(limits["day_max_cents"], "limits.day_max_cents") if "day_max_cents" in limits else None,
         count_tolerance=_int(data.get("count_tolerance", 0), "count_tolerance"),
-        stock_cron=str(watch.get("cron", "*/15 * * * *")), items=tuple(items), schedules=tuple(schedules),
+        stock_cron=stock_cron, items=tuple(items), schedules=tuple(schedules),
         source=source)
 
 

@@ -28,6 +28,23 @@ class Transaction:
         self._store = store
         self._open_count: list[int] = []     # open agent work, counted once per transaction
 
+    def isolated(self, fn: Callable[[], object]) -> BaseException | None:
+        """Run `fn` in a savepoint. A bug or bad input inside it (any exception but a database error) undoes only
+        its own writes and is returned, so one bad update never rolls back the batch it came in; a database error
+        (disk full, I/O) still fails the whole transaction, so nothing is acknowledged."""
+        self.conn.execute("SAVEPOINT isolated")
+        try:
+            fn()
+        except sqlite3.Error:
+            raise
+        except Exception as exc:  # noqa: BLE001 - returned to the caller, who counts and logs it
+            self.conn.execute("ROLLBACK TO isolated")
+            self.conn.execute("RELEASE isolated")
+            self._open_count.clear()          # recount after the rollback
+            return exc
+        self.conn.execute("RELEASE isolated")
+        return None
+
     def admit(self, occurrence: Occurrence) -> AdmitResult:
         return inbox.admit(self.conn, occurrence, self.now, self._store.capacity, self._open_count)
 

@@ -153,12 +153,7 @@ async def test_a_full_database_in_a_real_process_then_space_comes_back(tmp_path)
         assert rc == 0, out
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a full database during a turn stops the whole bot: Worker.run does not "
-                   "catch StoreError from claim/finish (worker/worker.py), so StoreUnavailable leaves the TaskGroup "
-                   "and "
-                   "`shopbot run` exits (the relay's marks behave the same); expected: logged, the turn retried once "
-                   "space is back, ingestion and delivery still running")
-async def test_bug_a_full_database_during_a_turn_does_not_stop_the_bot() -> None:
+async def test_formerly_bug_a_full_database_during_a_turn_does_not_stop_the_bot() -> None:
     async with local_product({**FAST, "SHOPBOT_DEBOUNCE_MS": "800"}) as run:
         store = run.app.parts.store
         update = run.api.post_message(OWNER_ID, OWNER_ID, "how much vanilla " + "y" * 4000)
@@ -229,10 +224,7 @@ async def test_a_busy_database_is_waited_out_then_reported_and_nothing_is_acknow
         assert invariants.check(db) == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a busy database when the worker claims stops the whole bot: StoreBusy "
-                   "from Store.claim leaves Worker.run (worker/worker.py, no StoreError handling), the TaskGroup fails "
-                   "and `shopbot run` exits; the ingress waits such a lock out and retries, the worker should too")
-async def test_bug_a_busy_database_during_a_claim_does_not_stop_the_bot() -> None:
+async def test_formerly_bug_a_busy_database_during_a_claim_does_not_stop_the_bot() -> None:
     async with local_product({**FAST, "SHOPBOT_DEBOUNCE_MS": "500"}) as run:
         update = run.api.post_message(OWNER_ID, OWNER_ID, "stock")
         await run.admitted(update["update_id"])

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from store import Claim, NotClaimed, Occurrence, ReportDraft, Store, Transaction, WorkKind, faults, to_text
+from store import (Claim, NotClaimed, Occurrence, ReportDraft, Store, StoreError, Transaction, WorkKind, faults,
+                   to_text)
 from store.shop import Policy
 
 from .agent_loop import Limits, run_agent
@@ -111,35 +112,21 @@ class Worker:
         """Run until `stop()`; raises WorkerStopped on a configuration fault."""
         loop = asyncio.get_running_loop()
         active: dict[int, asyncio.Task] = {}      # slot -> its chain of turns
-        last_version = await self.store.data_version()
+        last_version = -1
         look = True                               # claim only when something may have changed
+        failures = 0
         try:
             while not self._stop.is_set():
-                for slot in [s for s, t in active.items() if t.done()]:
-                    active.pop(slot).result()      # re-raises WorkerStopped and bugs: loud, never silent
+                try:
+                    look, last_version = await self._step(loop, active, look, last_version)
+                    failures = 0
+                except StoreError as exc:
+                    # a full, busy or unreadable database: said loudly, waited out, never a dead worker
+                    failures += 1
+                    delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                    log.error("worker cannot use the database (%s); trying again in %.1f s", exc, delay)
+                    await self._wait(delay)
                     look = True
-                paused = self._paused_until is not None and loop.time() < self._paused_until
-                if self._paused_until is not None and not paused:
-                    self._paused_until, look = None, True
-                exhausted = False                  # nothing claimable right now: then look for the next due time
-                while look and not paused and len(active) < self.settings.concurrency and not self._stop.is_set():
-                    claim = await self.store.claim(self.settings.worker_id)
-                    if claim is None:
-                        exhausted = True
-                        break
-                    slot = next(i for i in range(self.settings.concurrency) if i not in active)
-                    active[slot] = asyncio.create_task(self._chain(claim))
-                timeout = 1.0
-                due = await self.store.next_claim_time() if exhausted else None
-                if due is not None:
-                    timeout = min(timeout, max(0.0, (due - self.store.clock.now()).total_seconds()))
-                signal = asyncio.ensure_future(self.store.signals.work.wait())
-                done, _ = await asyncio.wait([signal, *active.values()], timeout=timeout,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                signal.cancel()
-                version = await self.store.data_version()   # another process committed (admit, resolve, forget)
-                look = bool(done) or version != last_version or due is not None
-                last_version = version
         finally:
             for task in active.values():
                 task.cancel()
@@ -149,12 +136,68 @@ class Worker:
                 except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down; turns were released
                     pass
 
+    async def _wait(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _step(self, loop: asyncio.AbstractEventLoop, active: dict[int, asyncio.Task], look: bool,
+                    last_version: int) -> tuple[bool, int]:
+        """One pass of the worker loop: collect finished chains, claim while there is room, wait for a reason to
+        look again (an admission, a finished turn, a due time, another process's commit)."""
+        for slot in [s for s, t in active.items() if t.done()]:
+            active.pop(slot).result()      # re-raises WorkerStopped and bugs: loud, never silent
+            look = True
+        paused = self._paused_until is not None and loop.time() < self._paused_until
+        if self._paused_until is not None and not paused:
+            self._paused_until, look = None, True
+        exhausted = False                  # nothing claimable right now: then look for the next due time
+        while look and not paused and len(active) < self.settings.concurrency and not self._stop.is_set():
+            claim = await self.store.claim(self.settings.worker_id)
+            if claim is None:
+                exhausted = True
+                break
+            slot = next(i for i in range(self.settings.concurrency) if i not in active)
+            active[slot] = asyncio.create_task(self._chain(claim))
+        timeout = 1.0
+        due = await self.store.next_claim_time() if exhausted else None
+        if due is not None:
+            timeout = min(timeout, max(0.0, (due - self.store.clock.now()).total_seconds()))
+        signal = asyncio.ensure_future(self.store.signals.work.wait())
+        done, _ = await asyncio.wait([signal, *active.values()], timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        signal.cancel()
+        version = await self.store.data_version()   # another process committed (admit, resolve, forget)
+        return bool(done) or version != last_version or due is not None, version
+
     async def _chain(self, claim: Claim | None) -> None:
         """Run turns one after another: each finish claims the next due turn in its own commit."""
         while claim is not None and not self._stop.is_set() and self._paused_until is None:
-            claim = await self.run_turn(claim)
+            try:
+                claim = await self.run_turn(claim)
+            except StoreError as exc:
+                await self._give_back(claim, exc)
+                return
         if claim is not None:   # claimed by the last finish, but we stop or pause: give it back, attempt not counted
             await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="worker stopping", refund=True))
+
+    async def _give_back(self, claim: Claim, exc: StoreError) -> None:
+        """The database failed during a turn: its result could not be stored. The turn goes back to pending (the
+        attempt not counted) as soon as the database takes writes again; until then it stays running, and a
+        restart's recovery would release it the same way."""
+        log.error("turn run_id=%s could not be stored (%s); giving it back when the database recovers",
+                  claim.run_id, exc)
+        delay = 0.5
+        while not self._stop.is_set():
+            try:
+                await self.store.release(claim, delay_seconds=0, reason="database unavailable", refund=True)
+                return
+            except NotClaimed:
+                return                      # it was finished or released after all
+            except StoreError:
+                await self._wait(delay)
+                delay = min(30.0, delay * 2)
 
     async def drain(self) -> int:
         """Run every turn that is due now, one after another, until none is; returns the turns run."""
