@@ -112,7 +112,8 @@ class App:
             log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
         rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination)
         health = Health()
-        relay = Relay(store, sender, self.allowed_chat, RelaySettings(chat_pace_s=cfg.chat_pace_ms / 1000)) \
+        relay = Relay(store, sender, self.allowed_chat, RelaySettings(
+            chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s)) \
             if sender else None
         ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules) \
             if bot and sender else None

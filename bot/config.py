@@ -47,6 +47,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_HTTP_HOST": ("127.0.0.1", "address of the HTTP server (webhook, till, health)"),
     "SHOPBOT_HTTP_PORT": ("8080", "port of the HTTP server; 0 picks a free port; -1 disables the server"),
     "SHOPBOT_CHAT_PACE_MS": ("1000", "least time between two messages to one chat (Telegram allows about 1/s)"),
+    "SHOPBOT_GLOBAL_PACE_PER_S": ("30", "most messages per second over all chats (Telegram allows about 30); 0: no limit"),
     "SHOPBOT_LOG_LEVEL": ("INFO", "DEBUG | INFO | WARNING | ERROR"),
     "SHOPBOT_LOG_FILE": ("", "also write the log to this file"),
     "SHOPBOT_CLOCK": ("system", "system | accelerated:<start ISO-8601>:<factor> (test mode only)"),
@@ -126,6 +127,7 @@ class Config:
     http_host: str
     http_port: int
     chat_pace_ms: int
+    global_pace_per_s: int
     log_level: str
     log_file: Path | None
     clock: str
@@ -201,6 +203,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         http_host=text("SHOPBOT_HTTP_HOST"),
         http_port=_int(env, "SHOPBOT_HTTP_PORT", -1),
         chat_pace_ms=_int(env, "SHOPBOT_CHAT_PACE_MS", 0),
+        global_pace_per_s=_int(env, "SHOPBOT_GLOBAL_PACE_PER_S", 0),
         log_level=level,
         log_file=Path(env["SHOPBOT_LOG_FILE"]) if env.get("SHOPBOT_LOG_FILE") else None,
         clock=text("SHOPBOT_CLOCK"),

@@ -8,6 +8,7 @@ commits made by other processes (a CLI resolution).
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ class Transport:
 @dataclass
 class RelaySettings:
     chat_pace_s: float = 1.0          # least time between two messages to one chat (Telegram: about 1 per second)
+    global_per_s: int = 30            # most messages per second over all chats (Telegram: about 30); 0: no limit
     not_sent_retry_s: float = 2.0     # a request that never left the machine is tried again after this long
     batch: int = 20
 
@@ -46,6 +48,7 @@ class Relay:
         self.allowed = allowed
         self.settings = settings or RelaySettings()
         self._last_send: dict[int, float] = {}
+        self._recent: collections.deque[float] = collections.deque()   # send times within the last second
         self._carry: tuple[int, str] | None = None     # a receipt not yet committed
         self._stop = asyncio.Event()
         self.sent = 0
@@ -120,6 +123,19 @@ class Relay:
         await self._flush()
         return handled
 
+    async def _global_pace(self, monotonic: Callable[[], float]) -> None:
+        """At most `global_per_s` sends in any second, over all chats (Telegram's global flood limit)."""
+        limit = self.settings.global_per_s
+        if not limit:
+            return
+        now = monotonic()
+        while self._recent and now - self._recent[0] >= 1.0:
+            self._recent.popleft()
+        if len(self._recent) >= limit:
+            await asyncio.sleep(max(0.0, 1.0 - (now - self._recent[0])))
+            self._recent.popleft()
+        self._recent.append(monotonic())
+
     async def _flush(self) -> None:
         if self._carry is not None:
             delivery_id, receipt = self._carry
@@ -132,6 +148,7 @@ class Relay:
             await self.store.mark_denied(delivery.delivery_id, "the chat is no longer allow-listed (C3)")
             log.warning("delivery denied report_id=%s chat=%s", delivery.report_id, delivery.chat_id)
             return "denied"
+        await self._global_pace(monotonic)
         carry, self._carry = self._carry, None
         await self.store.mark_sending(delivery.delivery_id, confirm=carry)
         faults.reached("K7")

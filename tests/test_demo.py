@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_demo_runs_and_never_shows_the_token(tmp_path):
@@ -24,3 +25,13 @@ def test_demo_runs_and_never_shows_the_token(tmp_path):
     secret_part = token.split(":", 1)[1]
     for text in (done.stdout, done.stderr, logged):
         assert secret_part not in text
+
+
+def test_chat_lets_the_owner_type_and_press_buttons(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
+    env["SHOPBOT_SHOP_FILE"] = str(Path(__file__).parent / "data" / "shop_calm.toml")
+    done = subprocess.run([sys.executable, "-m", "bot.cli", "chat"], input="how much vanilla\n/forget\n/press 1\n/quit\n",
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "vanilla on hand: 9 tubs" in done.stdout
+    assert "1: Forget it" in done.stdout and "Forgotten" in done.stdout

@@ -296,3 +296,16 @@ def test_a_refused_token_stops_the_start_with_a_clear_message(tmp_path):
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+
+
+async def test_global_pacing_limits_sends_per_second_over_all_chats():
+    import time
+    owners = [3000 + i for i in range(6)]
+    async with local_product({**FAST, "SHOPBOT_OWNER_IDS": ",".join(map(str, owners)),
+                              "SHOPBOT_GLOBAL_PACE_PER_S": "3"}) as run:
+        start = time.monotonic()
+        for chat in owners:
+            run.api.post_message(chat, chat, "help")
+        await run.api.wait_for(lambda: len(run.api.sent) == 6, timeout=15)
+        # six replies at three a second need at least one second: the fourth waited for the window to pass
+        assert time.monotonic() - start >= 1.0
