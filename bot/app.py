@@ -50,6 +50,10 @@ class Parts:
     producers: ProducerScheduler | None = None
 
 
+class StartAborted(Exception):
+    """SIGINT/SIGTERM arrived while the bot was still starting."""
+
+
 class App:
     def __init__(self, cfg: Config, *, poll_timeout: int = 25) -> None:
         self.cfg = cfg
@@ -73,6 +77,7 @@ class App:
 
     async def _build(self) -> "App":
         cfg = self.cfg
+        self._install_signals()        # from the first moment: a stop during start-up is clean too
         faults.arm(cfg.fault)
         self._stack.enter_context(InstanceLock(cfg.db.resolve()))
         shop = load_shop(cfg.shop_file)
@@ -125,10 +130,9 @@ class App:
         self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler)
         return self
 
-    @staticmethod
-    async def _initialize(bot: Any) -> None:
+    async def _initialize(self, bot: Any) -> None:
         """`getMe` at start. Telegram unreachable (the network is not up yet) is waited out with backoff; a refused
-        token is a configuration error and stops the start."""
+        token is a configuration error and stops the start; SIGINT/SIGTERM during the wait stop it cleanly."""
         delay = 0.5
         while True:
             try:
@@ -138,8 +142,20 @@ class App:
                 raise
             except (NetworkError, RetryAfter) as exc:
                 log.warning("Telegram is not reachable at start (%s); trying again in %.1f s", type(exc).__name__, delay)
-                await asyncio.sleep(delay)
+                try:
+                    await asyncio.wait_for(self._stopping.wait(), delay)
+                    raise StartAborted("stopped while waiting for Telegram at start")
+                except asyncio.TimeoutError:
+                    pass
                 delay = min(30.0, delay * 2)
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self.stop)
+            except (NotImplementedError, RuntimeError):
+                pass
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
@@ -199,12 +215,7 @@ class App:
     async def run(self) -> None:
         p = self.parts
         assert p is not None
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, self.stop)
-            except (NotImplementedError, RuntimeError):
-                pass
+        self._install_signals()
         if p.sender:
             await self._telegram_setup()
         log.info("shopbot running: model=%s telegram=%s http=%s", self.cfg.model,

@@ -200,8 +200,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     import logging
     from telegram.error import InvalidToken
     logging.getLogger("shopbot").info("starting with database %s", cfg.db.resolve())
+    from .app import StartAborted
     try:
         return asyncio.run(main())
+    except StartAborted:
+        print("stopped before the start completed; nothing was in flight", file=sys.stderr)
+        return 0
     except InvalidToken:
         print("configuration error: Telegram refused the bot token: check TELEGRAM_BOT_TOKEN "
               "(and TELEGRAM_API_BASE_URL)", file=sys.stderr)

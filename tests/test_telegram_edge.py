@@ -309,3 +309,24 @@ async def test_global_pacing_limits_sends_per_second_over_all_chats():
         await run.api.wait_for(lambda: len(run.api.sent) == 6, timeout=15)
         # six replies at three a second need at least one second: the fourth waited for the window to pass
         assert time.monotonic() - start >= 1.0
+
+
+def test_sigterm_while_waiting_for_telegram_at_start_exits_cleanly(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
+    env.update({"SHOPBOT_DB": str(tmp_path / "s.sqlite3"), "TELEGRAM_BOT_TOKEN": "1:x",
+                "TELEGRAM_API_BASE_URL": "http://127.0.0.1:9", "SHOPBOT_HTTP_PORT": "-1", **FAST})
+    proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "run"], env=env, cwd=tmp_path, text=True,
+                            stderr=subprocess.PIPE)
+    lines = []
+    for line in proc.stderr:                       # wait until it is waiting for Telegram
+        lines.append(line)
+        if "not reachable at start" in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, rest = proc.communicate(timeout=15)
+    assert proc.returncode == 0, "".join(lines) + rest
+    assert "Traceback" not in rest
