@@ -153,13 +153,14 @@ async def test_a_full_database_in_a_real_process_then_space_comes_back(tmp_path)
         assert rc == 0, out
 
 
-async def test_formerly_bug_a_full_database_during_a_turn_does_not_stop_the_bot() -> None:
+async def test_formerly_bug_a_full_database_during_a_turn_does_not_stop_the_bot(caplog) -> None:
     async with local_product({**FAST, "SHOPBOT_DEBOUNCE_MS": "800"}) as run:
         store = run.app.parts.store
         update = run.api.post_message(OWNER_ID, OWNER_ID, "how much vanilla " + "y" * 4000)
         await run.admitted(update["update_id"])
         await cap_pages(store)                  # the claim or the finish (4,000 characters of history) needs pages
-        await asyncio.sleep(2.0)
+        await run.api.wait_for(lambda: any("cannot use the database" in r.getMessage()
+                                           or "could not be stored" in r.getMessage() for r in caplog.records), 15)
         assert not run.task.done(), "the bot stopped"
         await uncap_pages(store)
         [reply] = await run.replies(1, timeout=10)
@@ -224,12 +225,14 @@ async def test_a_busy_database_is_waited_out_then_reported_and_nothing_is_acknow
         assert invariants.check(db) == []
 
 
-async def test_formerly_bug_a_busy_database_during_a_claim_does_not_stop_the_bot() -> None:
+async def test_formerly_bug_a_busy_database_during_a_claim_does_not_stop_the_bot(caplog) -> None:
     async with local_product({**FAST, "SHOPBOT_DEBOUNCE_MS": "500"}) as run:
         update = run.api.post_message(OWNER_ID, OWNER_ID, "stock")
         await run.admitted(update["update_id"])
         with ExternalLock(run.app.cfg.db) as lock:
-            await asyncio.sleep(7.0)             # the claim (due after 0.5 s) waits 5 s, then gives up
+            # the claim (due after 0.5 s) waits out the 5 s busy timeout, then the worker reports it and goes on
+            await run.api.wait_for(lambda: any("worker cannot use the database" in r.getMessage()
+                                               for r in caplog.records), 20)
             alive = not run.task.done()
             lock.release()
         assert alive, "the bot stopped on a busy database"
