@@ -112,6 +112,11 @@ class ActionRelay:
         """Ask the supplier about every unknown action's key: found -> delivered; absent -> sent again with the same
         key; no answer -> asked again later."""
         for action in await self.store.unknown_actions():
+            if not self.adapter.can_lookup and self.adapter.drops_repeated_keys:
+                # the supplier declares it drops a repeated key: sending again cannot order twice
+                await self.store.decide_action(action.action_id, "resend", "system:idempotent supplier",
+                                               detail="the supplier drops repeated keys: sending it again")
+                continue
             if not self.adapter.can_lookup:
                 await self._tell(action, "unknown", f"I could not confirm order #{action.proposal_id} with the "
                                  "supplier. Please check with them before ordering again.")

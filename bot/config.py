@@ -55,8 +55,6 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_FAULT": ("", "arm a fault point for drills, e.g. K7:kill (kills the process when reached)"),
     "SHOPBOT_DB_MAX_PAGES": ("", "test only: cap the database size in pages to simulate a full disk"),
 }
-SECRETS = ("SHOPBOT_MODEL_API_KEY", "TELEGRAM_BOT_TOKEN", "SHOPBOT_WEBHOOK_SECRET", "SHOPBOT_SUPPLIER_TOKEN",
-           "SHOPBOT_TILL_TOKENS")
 
 
 def read_dotenv(path: Path) -> dict[str, str]:

@@ -198,7 +198,6 @@ class Ingress:
         self.router = Router(owner_ids, rules)
         self.poll_timeout = poll_timeout
         self._stop = asyncio.Event()
-        self.batches = 0
 
     def stop(self) -> None:
         self._stop.set()
@@ -210,9 +209,7 @@ class Ingress:
         return await self.admit_parsed(parsed)
 
     async def admit_parsed(self, parsed: Sequence[tuple[int | None, Update | None]]) -> BatchResult:
-        result = await self.store.atomic(lambda tx: self.router.route(tx, parsed))
-        self.batches += 1
-        return result
+        return await self.store.atomic(lambda tx: self.router.route(tx, parsed))
 
     async def after_commit(self, result: BatchResult) -> None:
         """Answer button presses (the spinner) and remove decided buttons: best effort, after the commit."""

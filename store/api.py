@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import actions, inbox, invariants, journal, migrations, outbox, prompts, recovery, shop, stats
+from . import actions, inbox, invariants, journal, migrations, outbox, recovery, shop, stats
 from .clock import Clock, from_text, to_text
 from .connection import Database
 from .errors import SchemaTooOld
@@ -98,9 +98,7 @@ class Store:
         """A control or notice item with its report, in one transaction. `answer(tx, work_id)` builds the report
         inside the transaction (it may read and decide through `tx`, a `Transaction`)."""
         now = self.now()
-        result = await self.db.write(
-            lambda conn: inbox.admit_answered(conn, occurrence, now,
-                                              lambda work_id: answer(Transaction(conn, now, self), work_id)))
+        result = await self.db.write(lambda conn: Transaction(conn, now, self).admit_answered(occurrence, answer))
         if result.report_id:
             self.signals.deliveries.notify()
         return result
@@ -211,9 +209,6 @@ class Store:
         await self.db.write(lambda conn: journal.op_finished(conn, run_id, call_id, status, result, now,
                                                              acted_outside=acted_outside))
 
-    async def operations(self, run_id: str) -> list[dict]:
-        return await self.db.read(journal.operations, run_id)
-
     async def history(self, session: str, limit: int = 20) -> list[tuple[str, str]]:
         return await self.db.read(inbox.history, session, limit)
 
@@ -274,12 +269,7 @@ class Store:
 
     async def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
         now = self.now()
-
-        def body(conn: sqlite3.Connection) -> list[int]:
-            moved = outbox.resolve(conn, report_id, decision, by, now)
-            prompts.close_for_target(conn, "unknown", report_id, decision, by, now)
-            return moved
-        moved = await self.db.write(body)
+        moved = await self.db.write(lambda conn: Transaction(conn, now, self).resolve(report_id, decision, by))
         self.signals.deliveries.notify()
         return moved
 
@@ -317,9 +307,6 @@ class Store:
             journal.op_finished(conn, run_id, call_id, "done", result, now)
             return result
         return await self.db.write(body)
-
-    async def proposals(self, run_id: str | None = None) -> list[dict]:
-        return await self.db.read(shop.proposals, run_id)
 
     # ---- actions (C11) ---------------------------------------------------------------------------------------
     async def due_actions(self, limit: int = 10) -> list[actions.Action]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from . import outbox, shop
 from .clock import from_text
-from .errors import IllegalTransition, NotClaimed
+from .errors import NotClaimed
 from .records import Admission, AdmitResult, Claim, FinishOutcome, Occurrence, WorkItem, WorkKind, WorkState
 
 OPEN_AGENT = "kind = 'agent' AND state IN ('pending', 'running')"
@@ -84,7 +84,7 @@ def admit_answered(conn: sqlite3.Connection, occurrence: Occurrence, now: str, a
     return AdmitResult(Admission.ACCEPTED, result.work_id, report_id)
 
 
-def _item(row: sqlite3.Row) -> WorkItem:
+def work_item(row: sqlite3.Row) -> WorkItem:
     return WorkItem(row["work_id"], row["source"], row["session"], WorkKind(row["kind"]), row["payload"],
                     row["destination"], WorkState(row["state"]), row["attempts"], from_text(row["admitted_at"]))
 
@@ -117,7 +117,7 @@ def claim(conn: sqlite3.Connection, worker_id: str, run_id: str, now: str, debou
         "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = ?, run_id = ?, not_before = NULL "
         "WHERE session = ? AND state = 'pending' AND kind = 'agent' RETURNING *",
         (worker_id, run_id, session)).fetchall()
-    items = tuple(sorted((_item(r) for r in rows), key=lambda item: item.work_id))
+    items = tuple(sorted((work_item(r) for r in rows), key=lambda item: item.work_id))
     attempt = max(item.attempts for item in items)
     conn.execute(
         "INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
@@ -263,15 +263,6 @@ def forget(conn: sqlite3.Connection, session: str, by: str, now: str) -> tuple[i
             destination=rows[0]["destination"], is_error=True)
         _fail_items(conn, ids, draft, now, None)
     return deleted, len(rows)
-
-
-def cancel_pending_item(conn: sqlite3.Connection, work_id: int, by: str, now: str) -> str:
-    """pending -> failed for one item, with a report naming who cancelled (C4)."""
-    row = conn.execute("SELECT state, destination FROM work WHERE work_id = ?", (work_id,)).fetchone()
-    if row is None or row["state"] != "pending":
-        raise IllegalTransition(f"work {work_id} is not pending; only pending work can be cancelled")
-    return _fail_items(conn, [work_id], outbox.ReportDraft(f"Cancelled by {by}.", destination=row["destination"],
-                                                          is_error=True), now, None)
 
 
 def history(conn: sqlite3.Connection, session: str, limit: int) -> list[tuple[str, str]]:

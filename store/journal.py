@@ -30,8 +30,3 @@ def _run_open(conn: sqlite3.Connection, run_id: str) -> None:
     if row is None or row[0] is not None:
         from .errors import NotClaimed
         raise NotClaimed(run_id, "the run is over; it cannot journal operations")
-
-
-def operations(conn: sqlite3.Connection, run_id: str) -> list[dict]:
-    return [dict(r) for r in conn.execute("SELECT * FROM operations WHERE run_id = ? ORDER BY op_id",
-                                          (run_id,)).fetchall()]

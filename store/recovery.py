@@ -4,8 +4,7 @@ from __future__ import annotations
 import sqlite3
 
 from . import actions, inbox, outbox
-from .records import Claim, RecoverySummary, WorkItem, WorkKind, WorkState
-from .clock import from_text
+from .records import Claim, RecoverySummary
 
 
 def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySummary:
@@ -20,9 +19,7 @@ def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySum
     for run in runs:
         rows = conn.execute("SELECT * FROM work WHERE run_id = ? AND state = 'running' ORDER BY work_id",
                             (run["run_id"],)).fetchall()
-        items = tuple(WorkItem(r["work_id"], r["source"], r["session"], WorkKind(r["kind"]), r["payload"],
-                               r["destination"], WorkState(r["state"]), r["attempts"], from_text(r["admitted_at"]))
-                      for r in rows)
+        items = tuple(inbox.work_item(r) for r in rows)
         claim = Claim(run["run_id"], run["worker_id"], run["session"], items, max(i.attempts for i in items),
                       inbox.session_epoch(conn, run["session"]))
         ids = [i.work_id for i in items]
