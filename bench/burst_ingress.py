@@ -17,8 +17,9 @@ from pathlib import Path
 
 import httpx
 
-from bot.ingress import Ingress
-from bot.sender import TelegramSender, make_bot
+from producers.telegram.polling import Ingress
+from bot.relays.sender import TelegramSender
+from producers.telegram.client import make_bot
 from store import Store, SystemClock
 
 from .common import machine
@@ -26,7 +27,7 @@ from .common import machine
 
 async def one_run(directory: Path, updates: int) -> float:
     token = "6161:burst-bench"
-    server = subprocess.Popen([sys.executable, "-m", "bot.local_api", "--token", token, "--port", "0"],
+    server = subprocess.Popen([sys.executable, "-m", "bot.sandbox.bot_api", "--token", token, "--port", "0"],
                               stdout=subprocess.PIPE, text=True)
     try:
         base = server.stdout.readline().strip().rsplit(" ", 1)[1]

@@ -41,7 +41,7 @@ def main() -> None:
         print(f"{key}: {value}")
     token = "5151:idle-bench"
     with tempfile.TemporaryDirectory(prefix="shopbot-idle-") as tmp:
-        api = subprocess.Popen([sys.executable, "-m", "bot.local_api", "--token", token, "--port", "0"],
+        api = subprocess.Popen([sys.executable, "-m", "bot.sandbox.bot_api", "--token", token, "--port", "0"],
                                stdout=subprocess.PIPE, text=True)
         base = api.stdout.readline().strip().rsplit(" ", 1)[1]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}

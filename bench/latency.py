@@ -13,7 +13,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bot.local_setup import local_product
+from bot.sandbox.local_setup import local_product
 
 from .common import machine
 

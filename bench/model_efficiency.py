@@ -11,7 +11,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from bot.local_setup import local_product
+from bot.sandbox.local_setup import local_product
 
 from .common import machine
 

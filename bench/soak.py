@@ -47,8 +47,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.local_api import LocalBotApi  # noqa: E402
-from bot.local_supplier import LocalSupplier  # noqa: E402
+from bot.sandbox.bot_api import LocalBotApi  # noqa: E402
+from bot.sandbox.supplier import LocalSupplier  # noqa: E402
 from tests.audit import audit as full_audit  # noqa: E402
 
 UTC = timezone.utc

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import httpx
 
-from bot.relay import Relay, RelaySettings
-from bot.sender import SendOutcome
+from bot.relays.telegram import Relay, RelaySettings
+from bot.relays.sender import SendOutcome
 from store import Occurrence, Store, SystemClock
 from worker.models.offline import OfflineModel
 from worker.worker import Worker
@@ -85,7 +85,7 @@ async def over_http(directory: Path, items: int) -> tuple[float, float, float]:
     from bot.app import App
     token = "4242:throughput-bench"
     port = 20000 + os.getpid() % 20000
-    server = subprocess.Popen([sys.executable, "-m", "bot.local_api", "--token", token, "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "bot.sandbox.bot_api", "--token", token, "--port", str(port)],
                               stdout=subprocess.PIPE, text=True)
     try:
         server.stdout.readline()

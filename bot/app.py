@@ -18,20 +18,23 @@ from store import Claim, InstanceLock, Store, faults, parse_clock
 from worker.models import load_model
 from worker.worker import Worker, WorkerSettings, WorkerStopped
 
-from .config import Config
-from .http_server import Health, HttpServer, health_route, webhook_route
-from .ingress import ALLOWED_UPDATES, Ingress, IngressStopped
+from bot.config import Config
+from bot.http import Health, HttpServer, health_route
+from producers.telegram.polling import Ingress, IngressStopped
+from producers.telegram.routing import ALLOWED_UPDATES
+from producers.telegram.webhook import webhook_route
 from producers.clock import ClockProducer
 from producers.scheduler import ProducerScheduler, producer_scheduler
 from producers.stock_watch import StockWatcher
 from producers.till import TillApi, parse_till_tokens
 
-from .action_relay import ActionRelay
-from .owner import COMMANDS, ApprovalRules
-from .supplier import SupplierAdapter
-from .relay import Relay, RelaySettings, RelayStopped
-from .sender import TelegramSender, make_bot
-from .shop_file import ShopSpec, load_shop
+from bot.relays.supplier import ActionRelay
+from producers.telegram.owner import COMMANDS, ApprovalRules
+from bot.relays.supplier_client import SupplierAdapter
+from bot.relays.telegram import Relay, RelaySettings, RelayStopped
+from bot.relays.sender import TelegramSender
+from producers.telegram.client import make_bot
+from bot.shop_file import ShopSpec, load_shop
 
 log = logging.getLogger("shopbot.app")
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import pydantic
 
 from worker.figures import Figure
-from worker.tool_registry import Tool, ToolError, ToolRegistry
+from worker.tools.registry import Tool, ToolError, ToolRegistry
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from bot.local_setup import OWNER_ID, local_product
+from bot.sandbox.local_setup import OWNER_ID, local_product
 
 DATA = Path(__file__).parent / "data"
 FAST = {"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0"}

@@ -20,7 +20,7 @@ from worker.agent_loop import (
 from worker.figures import DASH
 from worker.models.base import Message, ModelRefused, ModelTransient, ModelTurn, ToolCall
 from worker.models.scripted import ScriptedModel, ScriptExhausted
-from worker.tool_registry import Tool, ToolError, ToolRegistry
+from worker.tools.registry import Tool, ToolError, ToolRegistry
 
 
 def call(name, arguments="{}", id=None):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bot import config
-from bot.cli import COMMANDS, build_parser
+from bot.cli.commands import COMMANDS, build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 

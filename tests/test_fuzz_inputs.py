@@ -43,9 +43,9 @@ from hypothesis.errors import InvalidArgument
 from hypothesis import strategies as st
 from telegram import Bot
 
-from bot.http_server import MAX_WEBHOOK_BYTES
-from bot.ingress import Ingress
-from bot.local_setup import OWNER_ID, local_product
+from producers.telegram.webhook import MAX_WEBHOOK_BYTES
+from producers.telegram.polling import Ingress
+from bot.sandbox.local_setup import OWNER_ID, local_product
 from bot.shop_file import ShopFileError, parse_shop
 from producers.till_request import MAX_BODY_BYTES, TillCounts, TillError, parse_counts_body
 from store import ManualClock, Store, invariants
@@ -250,7 +250,7 @@ def test_well_formed_updates_from_anyone_only_owners_make_work(batch: list) -> N
     plain = [t for t in owner_texts if not t.startswith("/")]
     briefs = [t for t in owner_texts if t.startswith("/") and "brief" in t.lower()]
     assert len(new_agent) <= len(plain) + len(briefs)
-    from bot.ingress import _clean       # lone surrogates are stored as U+FFFD (they are not text)
+    from producers.telegram.routing import _clean       # lone surrogates are stored as U+FFFD (they are not text)
     for w in new_agent:
         assert any(_clean(t)[:4096] == w[3] for t in plain) or (briefs and w[3] == "Prepare the opening brief")
     fuzzed("telegram update (well-formed, forged senders)", len(batch))

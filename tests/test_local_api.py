@@ -14,8 +14,8 @@ import httpx
 import pytest
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError
 
-from bot.local_api import FIRST_UPDATE_ID, LocalBotApi
-from bot.sender import make_bot
+from bot.sandbox.bot_api import FIRST_UPDATE_ID, LocalBotApi
+from producers.telegram.client import make_bot
 
 TOKEN = "123456:TEST-token-for-local-api-0123456789abc"
 ROOT = Path(__file__).resolve().parents[1]
@@ -254,7 +254,7 @@ async def test_refuse_and_accept_keep_the_port(api, bot):
 
 def _spawn(port: int, state: Path) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.local_api", "--token", TOKEN, "--port", str(port), "--state", str(state)],
+        [sys.executable, "-m", "bot.sandbox.bot_api", "--token", TOKEN, "--port", str(port), "--state", str(state)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -362,7 +362,7 @@ async def _answers(base: str) -> bool:
 
 def test_cli_requires_a_token():
     r = subprocess.run(
-        [sys.executable, "-m", "bot.local_api", "--port", "0"],
+        [sys.executable, "-m", "bot.sandbox.bot_api", "--port", "0"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -7,8 +7,9 @@ import httpx
 import pytest
 
 from bot import logs
-from bot.local_api import LocalBotApi
-from bot.sender import TelegramSender, make_bot
+from bot.sandbox.bot_api import LocalBotApi
+from bot.relays.sender import TelegramSender
+from producers.telegram.client import make_bot
 
 TOKEN = "123456:TEST-token-for-log-tests-0123456789abcd"
 TOKEN_TAIL = TOKEN.split(":")[1]

@@ -7,7 +7,7 @@ from worker.figures import DASH
 from worker.models import OfflineModel, load_model
 from worker.models.base import Message
 from worker.models.offline import HELP, NOT_UNDERSTOOD
-from worker.tool_registry import ToolRegistry
+from worker.tools.registry import ToolRegistry
 
 
 async def ask(shop, text, *, history=(), registry=None, limits=Limits()):

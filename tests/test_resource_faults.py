@@ -26,8 +26,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.local_api import LocalBotApi
-from bot.local_setup import OWNER_ID, local_product
+from bot.sandbox.bot_api import LocalBotApi
+from bot.sandbox.local_setup import OWNER_ID, local_product
 from store import invariants
 
 from .proc import OWNER, Product

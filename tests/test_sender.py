@@ -18,8 +18,9 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from bot.local_api import LocalBotApi
-from bot.sender import SendOutcome, TelegramSender, classify, make_bot
+from bot.sandbox.bot_api import LocalBotApi
+from bot.relays.sender import SendOutcome, TelegramSender, classify
+from producers.telegram.client import make_bot
 
 TOKEN = "123456:TEST-token-for-sender-tests-0123456789"
 CHAT = 4242

@@ -6,7 +6,7 @@ import sqlite3
 import httpx
 import pytest
 
-from bot.local_setup import OWNER_ID, local_product
+from bot.sandbox.local_setup import OWNER_ID, local_product
 
 from pathlib import Path
 
@@ -253,7 +253,7 @@ async def test_telegram_unreachable_at_start_is_waited_out(tmp_path, caplog):
     import asyncio
     from bot import config as config_module
     from bot.app import App
-    from bot.local_api import LocalBotApi
+    from bot.sandbox.bot_api import LocalBotApi
     async with LocalBotApi("888:start-token") as api:
         await api.refuse()
         env = {"SHOPBOT_DB": str(tmp_path / "s.sqlite3"), "TELEGRAM_BOT_TOKEN": "888:start-token",
@@ -279,7 +279,7 @@ def test_a_refused_token_stops_the_start_with_a_clear_message(tmp_path):
     import sys
     import threading
     import asyncio as _asyncio
-    from bot.local_api import LocalBotApi
+    from bot.sandbox.bot_api import LocalBotApi
     loop = _asyncio.new_event_loop()
     api = LocalBotApi("999:the-right-token")
     loop.run_until_complete(api.start())

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from bot.http_server import Health, HttpServer, health_route
+from bot.http import Health, HttpServer, health_route
 from producers.till import TillApi, parse_till_tokens
 from producers.till_request import MAX_BODY_BYTES
 from store import ItemSpec, Occurrence

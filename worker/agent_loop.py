@@ -42,7 +42,7 @@ import pydantic
 
 from worker.figures import Figure, render_report
 from worker.models.base import Message, Model, ModelTurn, ToolCall
-from worker.tool_registry import ToolError, ToolRegistry
+from worker.tools.registry import ToolError, ToolRegistry
 
 log = logging.getLogger("shopbot.agent")
 

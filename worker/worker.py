@@ -20,12 +20,12 @@ from store import (Claim, NotClaimed, Occurrence, ReportDraft, Store, StoreError
                    to_text)
 from store.shop import Policy
 
-from .agent_loop import Limits, run_agent
-from .models.base import Message, Model, ModelConfigFault, ModelRefused, ModelTransient
-from .prompts import system_prompt
-from .shop_tools import TurnContext, shop_registry
-from .proposals import proposal_message
-from .till_counts import till_report
+from worker.agent_loop import Limits, run_agent
+from worker.models.base import Message, Model, ModelConfigFault, ModelRefused, ModelTransient
+from worker.prompts import system_prompt
+from worker.tools.shop import TurnContext, shop_registry
+from worker.proposals import proposal_message
+from worker.till_counts import till_report
 
 log = logging.getLogger("shopbot.worker")
 

@@ -12,8 +12,8 @@ from typing import Any
 from store import (Admission, InstanceLock, Occurrence, Store, StoreError, WorkKind, parse_clock, restore)
 from store.invariants import check as check_invariants
 
-from . import config as config_module
-from .cli_format import print_status
+from bot import config as config_module
+from bot.cli.render import print_status
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -177,7 +177,7 @@ def cmd_actions(args: argparse.Namespace) -> int:
 
 
 def setup_logs(cfg: config_module.Config) -> None:
-    from .logs import setup_logging
+    from bot.logs import setup_logging
     setup_logging(cfg.log_level, cfg.secrets(), cfg.log_file)
 
 
@@ -185,12 +185,12 @@ def setup_logs(cfg: config_module.Config) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     setup_logs(cfg)
-    from .app import App
+    from bot.app import App
 
     async def main() -> int:
         async with App(cfg) as app:
             if args.drain:
-                from .cli_format import print_status
+                from bot.cli.render import print_status
                 status = await app.drain()
                 print("drained; left (not yet due):")
                 print_status(status, sys.stdout)
@@ -200,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import logging
     from telegram.error import InvalidToken
     logging.getLogger("shopbot").info("starting with database %s", cfg.db.resolve())
-    from .app import StartAborted
+    from bot.app import StartAborted
     try:
         return asyncio.run(main())
     except StartAborted:
@@ -223,7 +223,7 @@ def local_config() -> config_module.Config:
 def cmd_demo(args: argparse.Namespace) -> int:
     cfg = local_config()
     setup_logs(cfg)
-    from .demo import main as demo_main
+    from bot.sandbox.demo import main as demo_main
     return demo_main()
 
 
@@ -231,13 +231,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_chat(args: argparse.Namespace) -> int:
     cfg = local_config()
     setup_logs(cfg)
-    from .chat import main as chat_main
+    from bot.sandbox.chat import main as chat_main
     return chat_main()
 
 
 @command("local-api")
 def cmd_local_api(args: argparse.Namespace) -> int:
-    from .local_api import main as local_api_main
+    from bot.sandbox.bot_api import main as local_api_main
     argv = ["--token", args.token, "--port", str(args.port), "--host", args.host]
     if args.state:
         argv += ["--state", str(args.state)]
@@ -246,7 +246,7 @@ def cmd_local_api(args: argparse.Namespace) -> int:
 
 @command("shop")
 def cmd_shop(args: argparse.Namespace) -> int:
-    from .shop_file import load_shop
+    from bot.shop_file import load_shop
     cfg = load_config(args)
     shop = load_shop(cfg.shop_file)
     changes = with_store(args, lambda s: s.sync_shop(shop.items, str(cfg.shop_file), args.reset_stock), create=True)
@@ -325,6 +325,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

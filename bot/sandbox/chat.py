@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from .demo import Transcript
-from .local_setup import OWNER_ID, local_product
+from bot.sandbox.demo import Transcript
+from bot.sandbox.local_setup import OWNER_ID, local_product
 
 
 async def _read_line(prompt: str) -> str | None:

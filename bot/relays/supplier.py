@@ -11,7 +11,7 @@ import logging
 from store import Store, StoreError, faults
 from store.actions import Action, validate
 
-from .supplier import SupplierAdapter
+from bot.relays.supplier_client import SupplierAdapter
 
 log = logging.getLogger("shopbot.actions")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from producers.telegram.owner import unknown_buttons
 from store import Admission, Occurrence, ReportDraft, Store, Transaction, WorkKind
 
 log = logging.getLogger("shopbot.notices")
@@ -12,11 +13,6 @@ log = logging.getLogger("shopbot.notices")
 def unknown_notice_source(report_id: str, resends: int) -> str:
     """Each unknown is announced once; after a resend that is lost again, once more."""
     return f"notice:unknown:{report_id}" + (f"~{resends}" if resends else "")
-
-
-def unknown_buttons(tx: Transaction, report_id: str, chat_id: int) -> list[list[tuple[str, str]]]:
-    nonce = tx.create_prompt("unknown", report_id, chat_id)
-    return [[("Resend", f"resend:{nonce}"), ("I have it", f"delivered:{nonce}")]]
 
 
 def announce_unknowns_tx(tx: Transaction) -> list[str]:

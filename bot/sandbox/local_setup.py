@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config as config_module
-from .app import App
-from .local_api import LocalBotApi, SentMessage
-from .local_supplier import LocalSupplier
+from bot import config as config_module
+from bot.app import App
+from bot.sandbox.bot_api import LocalBotApi, SentMessage
+from bot.sandbox.supplier import LocalSupplier
 
 OWNER_ID = 1001
 DEMO_TOKEN = "123456:local-demo-token"
@@ -59,7 +59,7 @@ async def local_product(overrides: dict[str, str] | None = None) -> AsyncIterato
                 "SHOPBOT_CHAT_PACE_MS": "200",
                 "SHOPBOT_SUPPLIER_URL": supplier.base_url,
                 "SHOPBOT_SUPPLIER_TOKEN": "local-supplier-token",
-                "SHOPBOT_SHOP_FILE": str(Path(__file__).resolve().parent.parent / "shop.example.toml"),
+                "SHOPBOT_SHOP_FILE": str(Path(__file__).resolve().parent / "shop.example.toml"),
             })
             for key in ("SHOPBOT_LOG_LEVEL", "SHOPBOT_LOG_FILE", "SHOPBOT_SHOP_FILE"):
                 if os.environ.get(key):

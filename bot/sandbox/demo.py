@@ -6,8 +6,8 @@ import sys
 import time
 from typing import TextIO
 
-from .cli_format import print_status
-from .local_setup import OWNER_ID, LocalRun, local_product
+from bot.cli.render import print_status
+from bot.sandbox.local_setup import OWNER_ID, LocalRun, local_product
 
 STRANGER_ID = 666
 

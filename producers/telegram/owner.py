@@ -9,8 +9,6 @@ from dataclasses import dataclass
 
 from store import Admission, AdmitResult, Occurrence, ReportDraft, Transaction, WorkKind
 
-from .notices import unknown_buttons
-
 BRIEF_PROMPT = "Prepare the opening brief"
 
 COMMANDS = {
@@ -98,6 +96,12 @@ def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command
 def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply: str) -> AdmitResult:
     return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", payload, WorkKind.CONTROL, f"tg:{chat_id}"),
                              lambda t, work_id: ReportDraft(reply, destination=f"tg:{chat_id}"))
+
+
+def unknown_buttons(tx: Transaction, report_id: str, chat_id: int) -> list[list[tuple[str, str]]]:
+    """Resend / I have it for a reply that may not have arrived (C8): a fresh random nonce stored with its target."""
+    nonce = tx.create_prompt("unknown", report_id, chat_id)
+    return [[("Resend", f"resend:{nonce}"), ("I have it", f"delivered:{nonce}")]]
 
 
 VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"}}

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from store import Store, UnknownTarget
 from store.shop import Policy
 
-from .figures import Figure
-from .tool_registry import Tool, ToolError, ToolRegistry
+from worker.figures import Figure
+from worker.tools.registry import Tool, ToolError, ToolRegistry
 
 
 @dataclass

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from store import Delivery, Store, StoreError, faults
 
-from .notices import announce_unknowns
-from .sender import SendOutcome
+from bot.relays.notices import announce_unknowns
+from bot.relays.sender import SendOutcome
 
 log = logging.getLogger("shopbot.relay")
 

@@ -14,7 +14,7 @@ sends), from JSON bodies and from the query string.
 
 The user side (`post_message`, `post_callback`, `post_edit`, `post_raw_update`, `redeliver`), the records of what
 the bot did (`sent`, `chat_actions`, ...) and fault injection (`inject`, `refuse`, `accept`) are Python methods; in
-process mode (`serve`, `python -m bot.local_api`) the same operations are offered over HTTP under `/_control/`.
+process mode (`serve`, `python -m bot.sandbox.bot_api`) the same operations are offered over HTTP under `/_control/`.
 
 Fault semantics (each `inject` applies to the next `count` calls of one method, or of any method with "*"):
 
@@ -55,7 +55,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .mini_http import BadHttp as _BadHttp, Response as _Response, read_request as _read_request, write_response as _write_response  # noqa: E501
+from bot.sandbox.mini_http import BadHttp as _BadHttp
+from bot.sandbox.mini_http import Response as _Response
+from bot.sandbox.mini_http import read_request as _read_request
+from bot.sandbox.mini_http import write_response as _write_response
 
 __all__ = ["FAULTS", "LocalBotApi", "SentMessage", "main", "serve"]
 
@@ -1159,7 +1162,7 @@ async def serve(token: str, host: str, port: int, state_path: Path | None) -> No
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bot.local_api", description="A local fake Telegram Bot API server (never logs the token)."
+        prog="python -m bot.sandbox.bot_api", description="A local fake Telegram Bot API server (never logs the token)."
     )
     parser.add_argument("--token", help="the bot token it accepts (default: $SHOPBOT_LOCAL_API_TOKEN)")
     parser.add_argument("--host", default="127.0.0.1")

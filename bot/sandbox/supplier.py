@@ -4,7 +4,7 @@ repeated idempotency keys (answering with the order it already has), and can los
 `POST /orders` (Bearer token, `Idempotency-Key` header, JSON `{"supplier", "reference", "lines": [{item, quantity}]}`)
 answers 201 `{"order_id": ...}` for a new key and 200 with the same order for a repeated one; `GET /orders/<key>`
 answers 200 or 404. Faults (`inject`): `drop_after_commit`, `drop_before_commit`, `500`, `422`, `429`, `slow`; and
-`refuse()`/`accept()`. Process mode: `python -m bot.local_supplier --port N --state FILE --token T`, with
+`refuse()`/`accept()`. Process mode: `python -m bot.sandbox.supplier --port N --state FILE --token T`, with
 `/_control/inject`, `/_control/orders`, `/_control/refuse_for`.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .mini_http import BadHttp, Response, read_request, write_response
+from bot.sandbox.mini_http import BadHttp, Response, read_request, write_response
 
 
 def _json(status: int, body: Any) -> Response:
@@ -173,7 +173,7 @@ async def serve(token: str, host: str, port: int, state: Path | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bot.local_supplier", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bot.sandbox.supplier", description=__doc__.splitlines()[0])
     parser.add_argument("--token", default="")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8082)
