@@ -14,4 +14,5 @@ demo: $(BIN)/shopbot
 	$(BIN)/shopbot demo
 
 test: $(BIN)/shopbot
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest

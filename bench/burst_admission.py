@@ -37,15 +37,14 @@ import pstats
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from store import Admission, AdmitResult, ManualClock, Occurrence, Store, inbox
-from store.connection import configure
 
 from .common import cleanup, median, print_machine, remove_db, scratch_dir, spread
 
-START = datetime(2027, 3, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 TARGET = 20_000
 
 E2_SCHEMA = (
@@ -111,7 +110,7 @@ async def one_run(path: Path, items: list[Occurrence], batch: int, capacity: int
         for chunk in batches:
             if variant == "e1":
                 now = store.now()
-                results = await store.db.write(lambda conn, c=chunk: admit_many_counted(conn, c, now, capacity))
+                results = await store.db.write(lambda conn, c=chunk, t=now: admit_many_counted(conn, c, t, capacity))
             else:
                 results = await store.admit_many(chunk)
             for r in results:
@@ -159,8 +158,8 @@ async def instrumented(path: Path, items: list[Occurrence], batch: int, capacity
             phases["open-work count"] += tick() - t
             counts[0] += 1
 
-    async def write(fn: Callable, *args):   # noqa: ANN202 - mirrors store.connection.Database.write
-        def transaction(raw: sqlite3.Connection):   # noqa: ANN202
+    async def write(fn: Callable, *args):
+        def transaction(raw: sqlite3.Connection):
             t0 = tick()
             raw.execute("BEGIN IMMEDIATE")
             t1 = tick()
@@ -176,7 +175,7 @@ async def instrumented(path: Path, items: list[Occurrence], batch: int, capacity
             phases["admission SQL except the count"] += t2 - t1
             phases["commit"] += t3 - t2
             return result
-        return await store.db._call(transaction)   # noqa: SLF001 - benchmark instrumentation
+        return await store.db._call(transaction)
 
     try:
         store.db.write = write          # this instance only

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 
-from producers.telegram.polling import Ingress
 from bot.relays.sender import TelegramSender
 from producers.telegram.client import make_bot
+from producers.telegram.polling import Ingress
 from store import Store, SystemClock
 
 from .common import machine

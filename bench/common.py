@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,7 +51,7 @@ def machine(scratch: Path | None = None) -> dict[str, str]:
     except OSError:
         load = "?"
     return {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "load": f"{load} (1/5/15 min load average at the start; a shared machine is noisy)",
         "uname": _uname(),
         "cpu": f"{cpu} x {cores}",

@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import sqlite3
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from store import Occurrence, Store, SystemClock
@@ -135,7 +134,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--commits", type=int, default=2000)
     parser.add_argument("--admits", type=int, default=2000)
-    parser.add_argument("--dir", default=None, help="directory on the disk under test (default: $SHOPBOT_BENCH_DIR or /tmp)")
+    parser.add_argument("--dir", default=None,
+                        help="directory on the disk under test (default: $SHOPBOT_BENCH_DIR or /tmp)")
     args = parser.parse_args()
     scratch = scratch_dir(args.dir)
     print_machine(scratch)

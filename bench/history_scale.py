@@ -39,7 +39,7 @@ import re
 import shutil
 import sqlite3
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from store import ManualClock, Occurrence, ReportDraft, Store
@@ -47,8 +47,8 @@ from store.bulk import load_into
 
 from .common import cleanup, median, pct, print_machine, remove_db, scratch_dir
 
-START = datetime(2027, 3, 1, 9, 0, tzinfo=timezone.utc)
-HISTORY_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
+HISTORY_START = datetime(2026, 1, 1, tzinfo=UTC)
 TARGET_RATIO = 1.5
 # (table, what the index serves, statement); an index is skipped when the schema already has one on the same table
 # with the same partial condition (the shipped schema may have gained it meanwhile: migration 0005 added
@@ -92,7 +92,7 @@ async def measure(path: Path, ops: int, backlog: int, ids: Counter, *, trace: bo
     try:
         latest = await store.db.raw(lambda conn: conn.execute("SELECT max(admitted_at) FROM work").fetchone()[0])
         if latest and latest >= START.strftime("%Y-%m-%dT%H:%M:%S"):
-            clock.set(datetime.strptime(latest, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+            clock.set(datetime.strptime(latest, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
                       + timedelta(seconds=1))
 
         def occurrence() -> Occurrence:
@@ -109,7 +109,7 @@ async def measure(path: Path, ops: int, backlog: int, ids: Counter, *, trace: bo
             tracing = trace and k == 0
             probing = tracing or k % probe_every == 0
             if tracing:
-                await store.db.raw(lambda conn: conn.set_trace_callback(statements.append))
+                await store.db.raw(lambda conn, s=statements: conn.set_trace_callback(s.append))
             clock.advance(0.001)
             t0 = tick()
             result = await store.admit(occurrence())
@@ -252,7 +252,8 @@ def main() -> None:
             shutil.copyfile(full_path, work_path)    # the kept file stays as loaded
         size = work_path.stat().st_size
         print(f"history: {args.history:,} finished items, reports, confirmed deliveries; "
-              f"{size / 1e6:,.0f} MB; bulk load {load_seconds:.0f} s ({'reused' if not load_seconds else 'not a product figure'})")
+              f"{size / 1e6:,.0f} MB; bulk load {load_seconds:.0f} s "
+              f"({'reused' if not load_seconds else 'not a product figure'})")
         ids = Counter(10 ** 8)
         results: dict[str, dict[str, list]] = {}
         captured: dict[str, list[tuple[str, str]]] = {}
@@ -262,7 +263,7 @@ def main() -> None:
                 conn = sqlite3.connect(str(work_path), isolation_level=None)
                 fixes = missing_fixes(conn)
 
-                def add_fix(conn: sqlite3.Connection) -> None:
+                def add_fix(conn: sqlite3.Connection, fixes: list[str] = fixes) -> None:
                     for statement in fixes:
                         conn.execute(statement)
                 t = time.perf_counter()

@@ -39,7 +39,7 @@ async def one_run(messages: int, chats: int) -> list[float]:
             before = len(api.sent)
             start = time.perf_counter()
             api.post_message(chat, chat, "help")
-            await api.wait_for(lambda: len(api.sent) > before, timeout=10)
+            await api.wait_for(lambda b=before: len(api.sent) > b, timeout=10)
             if n >= 20:
                 latencies.append((time.perf_counter() - start) * 1000)
     return latencies

@@ -37,8 +37,8 @@ async def double_taps(messages: int) -> tuple[int, int, int, int]:
             before = len(run.api.sent)
             update = run.api.post_message(chat, chat, "how much vanilla")
             run.api.redeliver(update["update_id"])                       # the same update, delivered twice
-            await run.api.wait_for(lambda: len(run.api.sent) > before, timeout=10)
-            await run.admitted(max(run.api._all_updates))                # noqa: SLF001 - the copy was admitted too
+            await run.api.wait_for(lambda b=before: len(run.api.sent) > b, timeout=10)
+            await run.admitted(max(run.api._all_updates))
         return (*journal(run.app.cfg.db), messages * 2)
 
 
@@ -51,7 +51,7 @@ async def bursts(turns: int, burst: int) -> tuple[int, int, int, int]:
             before = len(run.api.sent)
             for text in ["stock vanilla", "stock chocolate", "stock strawberry"][:burst]:
                 run.api.post_message(chat, chat, text)                  # typed in a row, inside the window
-            await run.api.wait_for(lambda: len(run.api.sent) > before, timeout=10)
+            await run.api.wait_for(lambda b=before: len(run.api.sent) > b, timeout=10)
         return (*journal(run.app.cfg.db), turns * burst)
 
 

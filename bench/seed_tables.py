@@ -60,14 +60,14 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from store import Admission, ManualClock, Occurrence, ReportDraft, Store, inbox
 
 from .common import HERE, cleanup, median, print_machine, remove_db, scratch_dir
 
-START = datetime(2027, 3, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 UNBOUNDED = 10 ** 9
 SERVICE = 3
 MID = 1000
@@ -483,7 +483,8 @@ def main() -> None:
               f"book 136 of 1,253 ({136 / 1253:.1%})")
         if conditioned:
             print()
-            print("conditioned on the book's offered load (declared, not hidden): the first seed from 1000 whose stream "
+            print("conditioned on the book's offered load (declared, not hidden): "
+                  "the first seed from 1000 whose stream "
                   "offers the book's arrivals:\n  1,253 published for the capacity row; 4000 x L/W for the unbounded "
                   "rows, where every arrival is accepted: 823 and 1,249")
             print(f"{'row':18} {'seed':>5} {'offered':>7} {'refused':>7} {'L':>6} {'W':>6} {'λW':>6} {'holds':>5} "
@@ -500,20 +501,25 @@ def main() -> None:
                   "median [min..max]; rows holding (whole run / mid window)")
             for row, runs in extra.items():
                 ls = [r.L for r in runs]
-                print(f"  {row:18} L {median(ls):6.3f} [{min(ls):.3f}..{max(ls):.3f}]  W {median([r.W for r in runs]):6.2f}"
-                      f"  holds {sum(r.holds for r in runs)}/{len(runs)} and {sum(r.mid_holds for r in runs)}/{len(runs)}"
-                      f"  within ±15 % of the book {sum(abs(r.L / BOOK[row]['L'] - 1) <= 0.15 for r in runs)}/{len(runs)}")
+                print(f"  {row:18} L {median(ls):6.3f} [{min(ls):.3f}..{max(ls):.3f}]"
+                      f"  W {median([r.W for r in runs]):6.2f}"
+                      f"  holds {sum(r.holds for r in runs)}/{len(runs)}"
+                      f" and {sum(r.mid_holds for r in runs)}/{len(runs)}"
+                      "  within ±15 % of the book"
+                      f" {sum(abs(r.L / BOOK[row]['L'] - 1) <= 0.15 for r in runs)}/{len(runs)}")
         print()
         print(f"pure model (same tick rules, no database) over {args.model_seeds} seeds: L 5 % / 50 % / 95 %, "
               "and the share of seeds whose L is within ±15 % of the book")
         for row, (lo, mid, hi) in model.items():
             within = sum(abs(r[0] / BOOK[row]["L"] - 1) <= 0.15 for r in model_runs[row]) / len(model_runs[row])
             w = statistics.median(r[2] for r in model_runs[row])
-            print(f"  {row:18} L {lo:5.2f} / {mid:5.2f} / {hi:5.2f}   W median {w:5.2f}   within ±15 % of book: {within:.0%}")
+            print(f"  {row:18} L {lo:5.2f} / {mid:5.2f} / {hi:5.2f}   W median {w:5.2f}"
+                  f"   within ±15 % of book: {within:.0%}")
         heavy = [r for r in model_runs["p=0.3 unbounded"] if abs(r[4] - 1253) <= 15]
         if heavy:
             print(f"  p=0.3 unbounded, seeds with 1,238..1,268 arrivals (the book's 1,253): {len(heavy)} seeds, "
-                  f"mean L {statistics.fmean(r[0] for r in heavy):.2f}, mean W {statistics.fmean(r[2] for r in heavy):.2f}")
+                  f"mean L {statistics.fmean(r[0] for r in heavy):.2f}, "
+                  f"mean W {statistics.fmean(r[2] for r in heavy):.2f}")
         heavy3 = [r for r in model_runs["p=0.3 capacity 3"] if abs(r[4] - 1253) <= 15]
         if heavy3:
             print(f"  p=0.3 capacity 3, same seeds: mean L {statistics.fmean(r[0] for r in heavy3):.2f}, mean W "

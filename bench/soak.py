@@ -39,7 +39,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -51,7 +51,7 @@ from bot.sandbox.bot_api import LocalBotApi  # noqa: E402
 from bot.sandbox.supplier import LocalSupplier  # noqa: E402
 from tests.audit import audit as full_audit  # noqa: E402
 
-UTC = timezone.utc
+UTC = UTC
 TOKEN = "777:soak-token"
 SUPPLIER_TOKEN = "soak-supplier-token"
 TILLS = {"1": "till-one-secret-token", "2": "till-two-secret-token"}
@@ -246,7 +246,7 @@ class Runner:
         assert self.proc is not None
         try:
             await asyncio.wait_for(asyncio.shield(self.proc.wait()), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
         return self._ended()
 
@@ -271,7 +271,7 @@ class Runner:
             self.proc.send_signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(asyncio.shield(self.proc.wait()), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.proc.send_signal(signal.SIGKILL)
             await self.proc.wait()
             self._ended()
@@ -337,7 +337,7 @@ class Soak:
         seen = 0
         while not self.stop_load.is_set():
             with contextlib.suppress(TimeoutError):
-                await self.api.wait_for(lambda: len(self.api.sent) > seen, timeout=0.5)
+                await self.api.wait_for(lambda s=seen: len(self.api.sent) > s, timeout=0.5)
             new, seen = self.api.sent[seen:], len(self.api.sent)
             for message in new:
                 rows = (message.reply_markup or {}).get("inline_keyboard") if message.chat_id == OWNER else None
@@ -452,7 +452,7 @@ class Soak:
                 await target.accept()
                 continue
             if server == "tg":
-                queued = sum(f.count for f in self.api._faults if f.method == method.lower())   # noqa: SLF001
+                queued = sum(f.count for f in self.api._faults if f.method == method.lower())
                 if queued >= 2:
                     continue
                 kwargs = {}
@@ -462,7 +462,7 @@ class Soak:
                     kwargs["delay"] = rng.uniform(0.2, 2.0)
                 self.api.inject(method, fault, **kwargs)
             else:
-                if len(self.supplier._faults) >= 2:   # noqa: SLF001 - faults wait for the next order
+                if len(self.supplier._faults) >= 2:
                     continue
                 self.supplier.inject(fault)
             self.fig.faults[f"{server} {method} {fault}"] += 1
@@ -511,7 +511,8 @@ class Soak:
         q = self.runner.query
         return {
             "work open": q("SELECT count(*) FROM work WHERE state IN ('pending', 'running')")[0][0],
-            "deliveries pending/sending": q("SELECT count(*) FROM deliveries WHERE state IN ('pending', 'sending')")[0][0],
+            "deliveries pending/sending": q("SELECT count(*) FROM deliveries "
+                                            "WHERE state IN ('pending', 'sending')")[0][0],
             "actions open": q("SELECT count(*) FROM actions WHERE state IN ('pending', 'sending', 'unknown')")[0][0],
             "updates unconfirmed": len(self.api.pending_updates),
             "till posts in flight": sum(1 for t in self.till_tasks if not t.done()),
@@ -550,8 +551,8 @@ class Soak:
         for task in load:
             task.cancel()
         await asyncio.gather(*load, return_exceptions=True)
-        self.api._faults.clear()        # noqa: SLF001
-        self.supplier._faults.clear()   # noqa: SLF001
+        self.api._faults.clear()
+        self.supplier._faults.clear()
         await self.api.accept()
         await self.supplier.accept()
         self.runner.write_shop(pulse=False)
@@ -584,7 +585,7 @@ class Soak:
             violations.append(f"shopbot check exited {rc}: {out.strip()[-1000:]}")
 
         # the owner messages and presses the server holds (a redelivery is the same message)
-        updates = list(self.api._all_updates.values())   # noqa: SLF001
+        updates = list(self.api._all_updates.values())
         messages = {u["message"]["message_id"] for u in updates
                     if "message" in u and u["message"]["from"]["id"] == OWNER}
         presses = {u["callback_query"]["id"] for u in updates if "callback_query" in u}
@@ -601,7 +602,8 @@ class Soak:
                               f"(missing: {missing_messages[:10]}, refused counted: {refused})")
         lost_posts = sorted(s for s in self.acked if s not in sources)
         if lost_posts:
-            violations.append(f"{len(lost_posts)} till post(s) acknowledged 202 but not in the store: {lost_posts[:10]}")
+            violations.append(f"{len(lost_posts)} till post(s) acknowledged 202 but not in the store: "
+                              f"{lost_posts[:10]}")
         lost_presses = sorted(p for p in presses if f"cb:{p}" not in sources)
         if lost_presses:
             violations.append(f"{len(lost_presses)} button press(es) the server holds were never admitted")

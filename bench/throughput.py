@@ -23,8 +23,8 @@ from pathlib import Path
 
 import httpx
 
-from bot.relays.telegram import Relay, RelaySettings
 from bot.relays.sender import SendOutcome
+from bot.relays.telegram import Relay, RelaySettings
 from store import Occurrence, Store, SystemClock
 from worker.models.offline import OfflineModel
 from worker.worker import Worker

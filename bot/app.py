@@ -14,27 +14,25 @@ from typing import Any
 
 from telegram.error import InvalidToken, NetworkError, RetryAfter
 
-from store import Claim, InstanceLock, Store, faults, parse_clock
-from worker.models import load_model
-from worker.worker import Worker, WorkerSettings, WorkerStopped
-
 from bot.config import Config
 from bot.http import Health, HttpServer, health_route
-from producers.telegram.polling import Ingress, IngressStopped
-from producers.telegram.routing import ALLOWED_UPDATES
-from producers.telegram.webhook import webhook_route
+from bot.relays.sender import TelegramSender
+from bot.relays.supplier import ActionRelay
+from bot.relays.supplier_client import SupplierAdapter
+from bot.relays.telegram import Relay, RelaySettings, RelayStopped
+from bot.shop_file import ShopSpec, load_shop
 from producers.clock import ClockProducer
 from producers.scheduler import ProducerScheduler, producer_scheduler
 from producers.stock_watch import StockWatcher
-from producers.till import TillApi, parse_till_tokens
-
-from bot.relays.supplier import ActionRelay
-from producers.telegram.owner import COMMANDS, ApprovalRules
-from bot.relays.supplier_client import SupplierAdapter
-from bot.relays.telegram import Relay, RelaySettings, RelayStopped
-from bot.relays.sender import TelegramSender
 from producers.telegram.client import make_bot
-from bot.shop_file import ShopSpec, load_shop
+from producers.telegram.owner import COMMANDS, ApprovalRules
+from producers.telegram.polling import Ingress, IngressStopped
+from producers.telegram.routing import ALLOWED_UPDATES
+from producers.telegram.webhook import webhook_route
+from producers.till import TillApi, parse_till_tokens
+from store import Claim, InstanceLock, Store, faults, parse_clock
+from worker.models import load_model
+from worker.worker import Worker, WorkerSettings, WorkerStopped
 
 log = logging.getLogger("shopbot.app")
 
@@ -71,14 +69,14 @@ class App:
     def allowed_chat(self, chat_id: int) -> bool:
         return chat_id in self.cfg.owner_ids
 
-    async def __aenter__(self) -> "App":
+    async def __aenter__(self) -> App:
         try:
             return await self._build()
         except BaseException:
             await self._stack.aclose()     # a failed start closes what it opened (the store's thread would hang)
             raise
 
-    async def _build(self) -> "App":
+    async def _build(self) -> App:
         cfg = self.cfg
         self._install_signals()        # from the first moment: a stop during start-up is clean too
         faults.arm(cfg.fault)
@@ -144,11 +142,12 @@ class App:
             except InvalidToken:
                 raise
             except (NetworkError, RetryAfter) as exc:
-                log.warning("Telegram is not reachable at start (%s); trying again in %.1f s", type(exc).__name__, delay)
+                log.warning("Telegram is not reachable at start (%s); trying again in %.1f s",
+                            type(exc).__name__, delay)
                 try:
                     await asyncio.wait_for(self._stopping.wait(), delay)
                     raise StartAborted("stopped while waiting for Telegram at start")
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 delay = min(30.0, delay * 2)
 
@@ -180,12 +179,12 @@ class App:
                 log.info("webhook mode: Telegram posts to the configured URL")
             else:
                 await bot.delete_webhook(drop_pending_updates=False)   # never drop pending updates
-        except Exception as exc:  # noqa: BLE001 - reported, and polling will say more
+        except Exception as exc:
             log.error("Telegram setup failed: %s", type(exc).__name__)
         if self.cfg.owner_chat_id:
             try:
                 await bot.send_chat_action(self.cfg.owner_chat_id, "typing")
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 log.error("cannot write to the owner chat %s (%s): the owner must open the bot in Telegram and press "
                           "Start once; until then briefs and notices wait in the outbox", self.cfg.owner_chat_id,
                           type(exc).__name__)

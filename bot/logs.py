@@ -1,4 +1,4 @@
-"""Logging setup with secret redaction (DESIGN "Facts at the edges").
+"""Logging setup with secret redaction (docs/contracts.md, "Facts at the edges").
 
 Every handler `setup_logging` installs carries a `RedactingFilter` and a redacting formatter, so a secret never
 reaches stderr or the log file, whichever logger wrote it:

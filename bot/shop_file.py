@@ -104,7 +104,8 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
                 raise ShopFileError(f"{where}.{required} is required")
         max_order = raw.get("max_order")
         items.append(ItemSpec(
-            item=name, unit=_text(raw.get("unit"), f"{where}.unit", "units"), on_hand=_int(raw["on_hand"], f"{where}.on_hand"),
+            item=name, unit=_text(raw.get("unit"), f"{where}.unit", "units"),
+            on_hand=_int(raw["on_hand"], f"{where}.on_hand"),
             reorder_point=_int(raw["reorder_point"], f"{where}.reorder_point"),
             target=_int(raw["target"], f"{where}.target"),
             unit_cost_cents=_int(raw["unit_cost_cents"], f"{where}.unit_cost_cents"),
@@ -122,7 +123,8 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     return ShopSpec(
         name=_text(data.get("name"), "name", "the shop"), timezone=timezone, currency=currency,
         supplier=_text(supplier.get("name"), "supplier.name", "supplier"),
-        order_max_cents=_int(limits["order_max_cents"], "limits.order_max_cents") if "order_max_cents" in limits else None,
+        order_max_cents=(_int(limits["order_max_cents"], "limits.order_max_cents")
+                         if "order_max_cents" in limits else None),
         day_max_cents=_int(limits["day_max_cents"], "limits.day_max_cents") if "day_max_cents" in limits else None,
         count_tolerance=_int(data.get("count_tolerance", 0), "count_tolerance"),
         stock_cron=stock_cron, items=tuple(items), schedules=tuple(schedules),
@@ -133,7 +135,8 @@ def load_shop(path: Path) -> ShopSpec:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ShopFileError(f"no shop file at {path.resolve()} (set SHOPBOT_SHOP_FILE; see shop.example.toml)") from None
+        raise ShopFileError(f"no shop file at {path.resolve()} "
+                            "(set SHOPBOT_SHOP_FILE; see shop.example.toml)") from None
     except UnicodeDecodeError:
         raise ShopFileError(f"{path} is not UTF-8 text") from None
     return parse_shop(text, str(path))

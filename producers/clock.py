@@ -1,7 +1,7 @@
 """The clock producer: scheduled occurrences (the opening brief and any `[[schedule]]`) admitted as work.
 
-APScheduler only wakes this up (DESIGN, "Facts at the edges"). Each wake-up, and the one at startup, plans the
-schedule's fire times between its stored cursor and now (`plan_catch_up`) and commits, in one transaction per
+APScheduler only wakes this up (docs/contracts.md, "Facts at the edges"). Each wake-up, and the one at startup, plans
+the schedule's fire times between its stored cursor and now (`plan_catch_up`) and commits, in one transaction per
 schedule: the admissions `clock:<name>:<key>`, the missed occurrences (a producer table, never work states) and the
 new cursor (C2). A crash before the commit leaves all three as they were, so the next wake-up plans the same
 occurrences again; a wake-up that finds nothing new admits nothing.

@@ -1,10 +1,10 @@
 """The clock producer's pure part: schedules from the shop file, their fire times, and catch-up plans.
 
-APScheduler is only the wake-up call (DESIGN, "Facts at the edges"): it never tells a job its fire time and forgets
-fires missed while the process was down. So the identity of a clock occurrence is computed here, from the trigger's
-fire times between a cursor (stored by the caller) and now: `clock:<schedule>:<key>`, where the key is the scheduled
-instant as `YYYY-MM-DDTHH:MM:SSZ`, or, for a schedule that fires at most once a day, the local date `YYYY-MM-DD` in
-the schedule's time zone.
+APScheduler is only the wake-up call (docs/contracts.md, "Facts at the edges"): it never tells a job its fire time and
+forgets fires missed while the process was down. So the identity of a clock occurrence is computed here, from the
+trigger's fire times between a cursor (stored by the caller) and now: `clock:<schedule>:<key>`, where the key is the
+scheduled instant as `YYYY-MM-DDTHH:MM:SSZ`, or, for a schedule that fires at most once a day, the local date
+`YYYY-MM-DD` in the schedule's time zone.
 
 Crontab text is parsed here with standard (Vixie) cron semantics and handed to APScheduler in a normalised form,
 because `CronTrigger.from_crontab` differs from cron in two places:
@@ -21,7 +21,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -43,7 +43,7 @@ __all__ = [
     "trigger_for",
 ]
 
-UTC = timezone.utc
+UTC = UTC
 
 MAX_FIRE_TIMES = 100_000
 """fire_times refuses to produce more than this many fire times in one call."""
@@ -360,7 +360,8 @@ def _is_repeat(fire_time: datetime, zone: ZoneInfo) -> bool:
 
 
 def occurrence_key(schedule: Schedule, fire_time: datetime) -> str:
-    """`YYYY-MM-DD` (local date in the schedule's zone) for a daily schedule, else the instant `YYYY-MM-DDTHH:MM:SSZ`."""
+    """`YYYY-MM-DD` (local date in the schedule's zone) for a daily schedule, \
+else the instant `YYYY-MM-DDTHH:MM:SSZ`."""
     moment = _aware(fire_time, "fire_time")
     if schedule.daily:
         return moment.astimezone(ZoneInfo(schedule.timezone)).strftime("%Y-%m-%d")

@@ -1,7 +1,7 @@
 """The producers' wake-up call: APScheduler 3.x (`AsyncIOScheduler`, memory job store) started inside the loop.
 
-APScheduler is never the source of an occurrence (DESIGN, "Facts at the edges"): it does not tell a job its fire
-time and forgets fires missed while the process was down. Each job only calls a producer's catch-up (the clock, one
+APScheduler is never the source of an occurrence (docs/contracts.md, "Facts at the edges"): it does not tell a job its
+fire time and forgets fires missed while the process was down. Each job only calls a producer's catch-up (the clock, one
 job per schedule) or check (the stock watcher); the producer works out from its stored cursor what is due. So jobs
 coalesce, never run twice at once, and run however late they are (`misfire_grace_time=None`): a late wake-up is
 harmless, the producer decides what is still within grace.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timezone
+from datetime import UTC
 
 from apscheduler.executors.asyncio import AsyncIOExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
@@ -55,7 +55,7 @@ class ProducerScheduler:
         await self._wake("startup", self.watcher.check())
         scheduler = AsyncIOScheduler(jobstores={"default": MemoryJobStore()},
                                      executors={"default": AsyncIOExecutor()},
-                                     job_defaults=JOB_OPTIONS, timezone=timezone.utc)
+                                     job_defaults=JOB_OPTIONS, timezone=UTC)
         for name, schedule in self.clock.schedules.items():
             scheduler.add_job(self._clock_job, trigger_for(schedule), args=[name], id=f"clock:{name}",
                               name=f"clock:{name}", **JOB_OPTIONS)
@@ -82,7 +82,7 @@ class ProducerScheduler:
             await work
         except StoreError as exc:
             log.error("producer wake-up failed job=%s: %s (the next wake-up tries again)", job, exc)
-        except Exception as exc:  # noqa: BLE001 - a bug: stop run() loudly
+        except Exception as exc:
             log.critical("producer wake-up crashed job=%s: %r", job, exc)
             if self._bug is not None and not self._bug.done():
                 self._bug.set_exception(exc)

@@ -18,8 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from store import Admission, Occurrence, Store, StoreError, WorkKind
-from store.producer_state import ProducerStore
+from store import Admission, Occurrence, ProducerStore, Store, StoreError, WorkKind
 
 from .till_request import MAX_BODY_BYTES, TillCounts, TillError, parse_counts_body, request_id_error
 

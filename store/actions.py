@@ -52,7 +52,8 @@ def approve(conn: sqlite3.Connection, proposal_id: int, by: str, now: str, day: 
     if p is None:
         return Decision(False, "This proposal does not exist.")
     if p["state"] != "awaiting_approval":
-        return Decision(False, f"Proposal #{proposal_id} is no longer awaiting approval (it is {p['state'].replace('_', ' ')}).")
+        return Decision(False, f"Proposal #{proposal_id} is no longer awaiting approval "
+                               f"(it is {p['state'].replace('_', ' ')}).")
     if p["expires_at"] is not None and p["expires_at"] <= now:
         _decide(conn, proposal_id, "expired", "system:expiry", now)
         return Decision(False, f"Proposal #{proposal_id} expired before it was approved; nothing was ordered. "
@@ -203,7 +204,8 @@ def validate(action: Action, known_destinations: set[str]) -> str | None:
         return "the payload has no order lines"
     for line in lines:
         if (not isinstance(line, dict) or set(line) != ALLOWED_LINE_FIELDS or not isinstance(line["item"], str)
-                or not isinstance(line["quantity"], int) or isinstance(line["quantity"], bool) or line["quantity"] <= 0):
+                or not isinstance(line["quantity"], int) or isinstance(line["quantity"], bool)
+                or line["quantity"] <= 0):
             return f"malformed order line {line!r}"
     return None
 

@@ -18,8 +18,18 @@ from .clock import Clock, from_text, to_text
 from .connection import Database
 from .errors import SchemaTooOld
 from .outbox import ReportDraft
-from .records import (Admission, AdmitResult, Claim, Delivery, FinishOutcome, Occurrence, RecoverySummary, Stats,
-                      Violation, WorkKind)
+from .records import (
+    Admission,
+    AdmitResult,
+    Claim,
+    Delivery,
+    FinishOutcome,
+    Occurrence,
+    RecoverySummary,
+    Stats,
+    Violation,
+    WorkKind,
+)
 from .signals import Signals
 from .status import read_reports, read_status
 from .transaction import Transaction
@@ -42,7 +52,7 @@ class Store:
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
                    debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
-                   create: bool = True, migrate: bool = False, max_pages: int | None = None) -> "Store":
+                   create: bool = True, migrate: bool = False, max_pages: int | None = None) -> Store:
         """Open a database. A missing or empty one is created at the current schema (when `create`); an older one
         is refused with the command that migrates it (unless `migrate`); a newer one is refused before anything
         changes."""
@@ -114,7 +124,7 @@ class Store:
         now = self.now()
         return await self.db.write(lambda conn: inbox.count(conn, now, kind, by))
 
-    async def atomic(self, fn: Callable[["Transaction"], Any]) -> Any:
+    async def atomic(self, fn: Callable[[Transaction], Any]) -> Any:
         """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2)."""
         now = self.now()
         result = await self.db.write(lambda conn: fn(Transaction(conn, now, self)))
@@ -139,8 +149,8 @@ class Store:
 
     async def finish(self, claim: Claim, draft: ReportDraft, *, user_text: str | None = None,
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
-                     apply: Callable[["Transaction"], None] | None = None,
-                     after: Callable[["Transaction", str], None] | None = None,
+                     apply: Callable[[Transaction], None] | None = None,
+                     after: Callable[[Transaction, str], None] | None = None,
                      between: Callable[[], None] | None = None, claim_next: str | None = None) -> FinishOutcome:
         """C6. `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
         then: the worker announces them with their buttons). With `claim_next` (a worker id) the next due turn is
@@ -292,7 +302,7 @@ class Store:
         now = self.now()
 
         def body(conn: sqlite3.Connection) -> dict:
-            journal._run_open(conn, run_id)  # noqa: SLF001 - same package
+            journal._run_open(conn, run_id)
             return shop.record_draft(conn, run_id, item, quantity, now)
         return await self.db.write(body)
 
@@ -302,7 +312,7 @@ class Store:
         now = self.now()
 
         def body(conn: sqlite3.Connection) -> dict:
-            journal._run_open(conn, run_id)  # noqa: SLF001 - same package
+            journal._run_open(conn, run_id)
             result = shop.record_proposal(conn, run_id, supplier, item, quantity, now, policy)
             journal.op_finished(conn, run_id, call_id, "done", result, now)
             return result

@@ -129,6 +129,6 @@ def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *,
     return len(parts)
 
 
-async def load_into(store, count: int, **options) -> Loaded:   # noqa: ANN001 - store.api.Store (avoid a cycle)
+async def load_into(store, count: int, **options) -> Loaded:
     """`load_history` on an open `Store`'s own connection, in its connection thread (outside any transaction)."""
     return await store.db.raw(lambda conn: load_history(conn, count, **options))

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-UTC = timezone.utc
+UTC = UTC
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
@@ -90,7 +90,8 @@ def parse_clock(spec: str, *, test_mode: bool) -> Clock:
             start = datetime.fromisoformat(start_text.replace("Z", "+00:00"))
             factor = float(factor_text)
         except ValueError as exc:
-            raise ValueError(f"SHOPBOT_CLOCK: cannot read {spec!r}: expected accelerated:<start ISO-8601>:<factor>") from exc
+            raise ValueError(f"SHOPBOT_CLOCK: cannot read {spec!r}: "
+                             "expected accelerated:<start ISO-8601>:<factor>") from exc
         if start.tzinfo is None:
             start = start.replace(tzinfo=UTC)
         return AcceleratedClock(start, factor)

@@ -10,8 +10,9 @@ so a transaction never fails half-way on a lock upgrade.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -60,7 +61,7 @@ class Database:
         self.path = path
 
     @classmethod
-    async def open(cls, path: Path, *, max_pages: int | None = None) -> "Database":
+    async def open(cls, path: Path, *, max_pages: int | None = None) -> Database:
         conn = aiosqlite.connect(str(path), isolation_level=None)  # autocommit: we issue BEGIN ourselves
         try:
             await conn
@@ -75,9 +76,9 @@ class Database:
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         # aiosqlite runs every call in its connection thread; we hand it one whole function (see module doc).
-        raw = self._conn._conn  # noqa: SLF001 - the one place that reaches aiosqlite's sqlite3 connection
+        raw = self._conn._conn
         try:
-            return await self._conn._execute(fn, raw)  # noqa: SLF001
+            return await self._conn._execute(fn, raw)
         except sqlite3.Error as exc:
             raise translate(exc) from exc
 

@@ -1,4 +1,4 @@
-"""Named fault points (kill points K1-K10 of DESIGN, and any added later).
+"""Named fault points (kill points K1-K10 of docs/contracts.md, and any added later).
 
 `SHOPBOT_FAULT=<point>:kill` arms one point; reaching it sends SIGKILL to this process. Unarmed, `reached` is a
 single set lookup. The composition root calls `arm` once from the configuration; nothing else changes it.

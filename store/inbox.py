@@ -64,8 +64,10 @@ def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: 
     return AdmitResult(Admission.ACCEPTED, work_id)
 
 
-def admit_answered(conn: sqlite3.Connection, occurrence: Occurrence, now: str, answer: Callable[[int], "outbox.ReportDraft"]) -> AdmitResult:
-    """A control or notice item: admitted, run and finished with its report in this one transaction (DESIGN, Words).
+def admit_answered(conn: sqlite3.Connection, occurrence: Occurrence, now: str,
+                   answer: Callable[[int], outbox.ReportDraft]) -> AdmitResult:
+    """A control or notice item: admitted, run and finished with its report in this one transaction (docs/contracts.md,
+    Words).
 
     `answer(work_id)` is called only for a new occurrence, inside the transaction, and returns the report to store.
     Never refused for capacity; never claimed by the worker; not part of agent history.
@@ -158,7 +160,7 @@ def _end_run(conn: sqlite3.Connection, run_id: str, now: str, outcome: str, *, r
         (now, outcome, report_id, stop_reason, *usage, run_id))
 
 
-def finish(conn: sqlite3.Connection, claim: Claim, draft: "outbox.ReportDraft | Callable[[], outbox.ReportDraft]",
+def finish(conn: sqlite3.Connection, claim: Claim, draft: outbox.ReportDraft | Callable[[], outbox.ReportDraft],
            now: str, *,
            user_text: str | None = None, stop_reason: str | None = None,
            usage: tuple[int, int, int] = (0, 0, 0),
@@ -204,7 +206,7 @@ def finish(conn: sqlite3.Connection, claim: Claim, draft: "outbox.ReportDraft | 
     return FinishOutcome(report_id)
 
 
-def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: "outbox.ReportDraft", now: str,
+def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: outbox.ReportDraft, now: str,
                 run_id: str | None) -> str:
     """Items (running or pending) become failed with one error report linked to all of them (C9, R3)."""
     conn.execute(f"UPDATE work SET state = 'failed', ended_at = ? WHERE work_id IN ({','.join('?' * len(ids))})",
@@ -212,7 +214,7 @@ def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: "outbox.Rep
     return outbox.insert_report(conn, ids, draft, now, run_id=run_id)
 
 
-def fail(conn: sqlite3.Connection, claim: Claim, draft: "outbox.ReportDraft", now: str, *,
+def fail(conn: sqlite3.Connection, claim: Claim, draft: outbox.ReportDraft, now: str, *,
          stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0)) -> str:
     """running -> failed with an error report the owner will see (C9)."""
     _held(conn, claim)
@@ -222,7 +224,7 @@ def fail(conn: sqlite3.Connection, claim: Claim, draft: "outbox.ReportDraft", no
     return report_id
 
 
-def cap_failure(attempts: int, destination: str | None, reason: str) -> "outbox.ReportDraft":
+def cap_failure(attempts: int, destination: str | None, reason: str) -> outbox.ReportDraft:
     return outbox.ReportDraft(
         f"Sorry, I could not do this after {attempts} attempts ({reason}). Nothing was lost: the request is "
         "kept as failed, and you can ask again.", destination=destination, is_error=True)

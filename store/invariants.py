@@ -38,11 +38,13 @@ RULES: dict[str, tuple[str, str]] = {
            "SELECT work_id, w.kind || ' item ' || work_id || ' is ' || state FROM work w "
            "WHERE kind IN ('control', 'notice') AND state IN ('pending', 'running')"),
     "D1": ("a confirmed delivery has a receipt or a recorded 'delivered' decision",
-           "SELECT d.delivery_id, 'delivery ' || d.delivery_id || ' of ' || d.report_id || ' confirmed with no receipt' "
+           "SELECT d.delivery_id, 'delivery ' || d.delivery_id || ' of ' || d.report_id || "
+           "' confirmed with no receipt' "
            "FROM deliveries d WHERE d.state = 'confirmed' AND d.receipt IS NULL AND NOT EXISTS ("
            "SELECT 1 FROM resolutions r WHERE r.delivery_id = d.delivery_id AND r.decision = 'delivered')"),
     "D2": ("every resend has a recorded decision",
-           "SELECT d.delivery_id, 'delivery ' || d.delivery_id || ' resent ' || d.resends || ' times with fewer decisions' "
+           "SELECT d.delivery_id, 'delivery ' || d.delivery_id || ' resent ' || d.resends || "
+           "' times with fewer decisions' "
            "FROM deliveries d WHERE d.resends > (SELECT count(*) FROM resolutions r "
            "WHERE r.delivery_id = d.delivery_id AND r.decision = 'resend')"),
     "D3": ("a report to a Telegram chat has all its parts",

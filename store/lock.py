@@ -17,7 +17,7 @@ class InstanceLock:
         self.path = Path(str(db_path) + ".lock")
         self._fd: int | None = None
 
-    def acquire(self) -> "InstanceLock":
+    def acquire(self) -> InstanceLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -35,7 +35,7 @@ class InstanceLock:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "InstanceLock":
+    def __enter__(self) -> InstanceLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:

@@ -100,7 +100,7 @@ def work_with_report(conn: sqlite3.Connection, source: str) -> dict | None:
 class ProducerStore:
     """Reads of the producers' records outside a producer's transaction (one consistent snapshot each)."""
 
-    def __init__(self, store: "Store") -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
 
     async def missed(self, limit: int = 20) -> list[dict]:

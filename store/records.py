@@ -101,7 +101,7 @@ class Delivery:
 class FinishOutcome:
     report_id: str
     discarded: bool = False   # C12: the session was forgotten during the run; the result was not stored
-    next_claim: "Claim | None" = None   # the next turn, claimed in the same commit when the worker asked for it
+    next_claim: Claim | None = None   # the next turn, claimed in the same commit when the worker asked for it
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class Stats:
     refused: int
     lam: float        # accepted arrivals per second
     w: float          # mean seconds in system
-    l: float          # mean open items
+    l: float          # noqa: E741 - mean open items, Little's L
 
     @property
     def lam_w(self) -> float:

@@ -37,7 +37,7 @@ def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySum
         else:
             released.extend(ids)
     for (run_id,) in conn.execute("SELECT run_id FROM runs WHERE ended_at IS NULL").fetchall():
-        inbox._end_run(conn, run_id, now, "recovered", stop_reason="the process stopped")  # noqa: SLF001
+        inbox._end_run(conn, run_id, now, "recovered", stop_reason="the process stopped")
     unknown = outbox.sending_to_unknown(conn, now)
     actions.sending_to_unknown(conn, now)     # C11: an action found sending may have reached the supplier
     return RecoverySummary(tuple(released), tuple(failed), tuple(unknown))

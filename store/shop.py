@@ -53,7 +53,8 @@ def seed(conn: sqlite3.Connection, specs: Sequence[ItemSpec], source: str, now: 
         return False
     for spec in specs:
         _insert(conn, spec, now)
-        conn.execute("INSERT INTO stock_events (item, kind, new_on_hand, source, created_at) VALUES (?, 'seed', ?, ?, ?)",
+        conn.execute("INSERT INTO stock_events (item, kind, new_on_hand, source, created_at) "
+                     "VALUES (?, 'seed', ?, ?, ?)",
                      (spec.item, spec.on_hand, source, now))
     conn.execute("INSERT INTO shop_meta (key, value) VALUES ('seeded_from', ?)", (source,))
     return True
@@ -120,7 +121,8 @@ def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int
         raise UnknownTarget(f"unknown item {item!r}")
     cost = quantity * spec["unit_cost_cents"]
     draft_id = conn.execute(
-        "INSERT INTO drafts (run_id, item, quantity, unit_cost_cents, cost_cents, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO drafts (run_id, item, quantity, unit_cost_cents, cost_cents, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
         (run_id, item, quantity, spec["unit_cost_cents"], cost, now)).lastrowid
     return {"draft_id": draft_id, "item": item, "quantity": quantity, "cost_cents": cost, "unit": spec["unit"]}
 
@@ -135,7 +137,8 @@ class Policy:
     expires_at: str | None = None    # approvals after this change nothing
 
 
-def policy_reason(conn: sqlite3.Connection, spec: dict, supplier: str, quantity: int, policy: Policy | None) -> str | None:
+def policy_reason(conn: sqlite3.Connection, spec: dict, supplier: str, quantity: int,
+                  policy: Policy | None) -> str | None:
     """Why policy rejects a proposal before the owner sees it, or None."""
     item, total = spec["item"], quantity * spec["unit_cost_cents"]
     if quantity <= 0:

@@ -19,7 +19,7 @@ class Pulse:
                 await self._event.wait()
             else:
                 await asyncio.wait_for(self._event.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         self._event.clear()
         return True

@@ -61,12 +61,13 @@ def read_reports(conn: sqlite3.Connection, limit: int) -> list[dict]:
                         (limit,)).fetchall()
     result = []
     for row in rows:
-        items = [r[0] for r in conn.execute("SELECT work_id FROM report_items WHERE report_id = ? ORDER BY work_id",
-                                            (row["report_id"],))]
+        items = conn.execute("SELECT i.work_id, w.source FROM report_items i JOIN work w USING (work_id) "
+                             "WHERE i.report_id = ? ORDER BY i.work_id", (row["report_id"],)).fetchall()
         parts = [dict(r) for r in conn.execute(
             "SELECT part, state, receipt, reason FROM deliveries WHERE report_id = ? ORDER BY part",
             (row["report_id"],))]
-        result.append({"report": row["report_id"], "work": items, "is_error": bool(row["is_error"]),
+        result.append({"report": row["report_id"], "work": [r[0] for r in items],
+                       "sources": [r[1] for r in items], "is_error": bool(row["is_error"]),
                        "destination": row["destination"], "created_at": row["created_at"],
                        "deliveries": parts, "body": row["body"]})
     return result

@@ -37,7 +37,7 @@ class Transaction:
             fn()
         except sqlite3.Error:
             raise
-        except Exception as exc:  # noqa: BLE001 - returned to the caller, who counts and logs it
+        except Exception as exc:
             self.conn.execute("ROLLBACK TO isolated")
             self.conn.execute("RELEASE isolated")
             self._open_count.clear()          # recount after the rollback
@@ -56,7 +56,7 @@ class Transaction:
     def count(self, kind: str, by: int = 1) -> int:
         return inbox.count(self.conn, self.now, kind, by)
 
-    def admit_answered(self, occurrence: Occurrence, answer: Callable[["Transaction", int], ReportDraft]) -> AdmitResult:
+    def admit_answered(self, occurrence: Occurrence, answer: Callable[[Transaction, int], ReportDraft]) -> AdmitResult:
         return inbox.admit_answered(self.conn, occurrence, self.now, lambda work_id: answer(self, work_id))
 
     def unknown_reports(self) -> list[dict]:

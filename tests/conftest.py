@@ -1,14 +1,14 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from store import ManualClock, Store
 
-START = datetime(2027, 3, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import pydantic
 
@@ -135,7 +136,7 @@ class FakeModelServer:
         async with self._changed:
             await asyncio.wait_for(self._changed.wait_for(lambda: len(self.requests) >= count), timeout)
 
-    async def __aenter__(self) -> "FakeModelServer":
+    async def __aenter__(self) -> FakeModelServer:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self

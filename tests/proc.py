@@ -24,7 +24,7 @@ class Product:
     def env(self, fault: str | None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
         env.update({
-            "SHOPBOT_DB": str(self.db), "TELEGRAM_BOT_TOKEN": self.api._token,   # noqa: SLF001
+            "SHOPBOT_DB": str(self.db), "TELEGRAM_BOT_TOKEN": self.api._token,
             "TELEGRAM_API_BASE_URL": self.api.base_url, "SHOPBOT_OWNER_IDS": str(OWNER),
             "SHOPBOT_HTTP_PORT": "-1", "SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0",
             "SHOPBOT_SHOP_FILE": str(ROOT / "tests" / "data" / "shop_calm.toml"), "SHOPBOT_LOG_FILE": str(self.log),

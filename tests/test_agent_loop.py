@@ -20,7 +20,7 @@ from worker.agent_loop import (
 from worker.figures import DASH
 from worker.models.base import Message, ModelRefused, ModelTransient, ModelTurn, ToolCall
 from worker.models.scripted import ScriptedModel, ScriptExhausted
-from worker.tools.registry import Tool, ToolError, ToolRegistry
+from worker.tools.registry import Tool, ToolRegistry
 
 
 def call(name, arguments="{}", id=None):
@@ -46,13 +46,15 @@ def journal(shop):
 
 
 async def run(model, shop, journal, user_text="how much vanilla", **kw):
-    return await run_agent(model=model, registry=shop.registry(), system="You help Lucy.", history=kw.pop("history", ()),
+    return await run_agent(model=model, registry=shop.registry(), system="You help Lucy.",
+                           history=kw.pop("history", ()),
                            user_text=user_text, journal=journal, context={"ctx": True}, **kw)
 
 
 async def test_tool_round_trip_journaled_started_before_finished_after(shop, journal):
     model = ScriptedModel([
-        ModelTurn("Let me look.", (call("get_item", '{"item": "vanilla"}', id="c1"),), input_tokens=10, output_tokens=4),
+        ModelTurn("Let me look.", (call("get_item", '{"item": "vanilla"}', id="c1"),),
+                  input_tokens=10, output_tokens=4),
         say("Vanilla: 2 tubs on hand.", input_tokens=5, output_tokens=3),
     ])
     result = await run(model, shop, journal)
@@ -74,7 +76,8 @@ async def test_tool_round_trip_journaled_started_before_finished_after(shop, jou
     assert first.system == "You help Lucy."
     assert first.messages == (Message("user", "how much vanilla"),)
     assert [t.name for t in first.tools] == ["list_stock", "get_item", "reorder_need", "draft_order", "propose_order"]
-    assert second.messages[1] == Message("assistant", "Let me look.", (call("get_item", '{"item": "vanilla"}', id="c1"),))
+    assert second.messages[1] == Message("assistant", "Let me look.",
+                                         (call("get_item", '{"item": "vanilla"}', id="c1"),))
     tool_message = second.messages[2]
     assert tool_message.role == "tool" and tool_message.tool_call_id == "c1" and not tool_message.is_error
     assert json.loads(tool_message.text) == item

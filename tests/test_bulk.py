@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -10,7 +10,7 @@ from store import IllegalTransition, Occurrence, ReportDraft
 from store.bulk import load_history, load_into
 from store.invariants import check
 
-HISTORY = datetime(2026, 1, 1, tzinfo=timezone.utc)
+HISTORY = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("deliveries", ["confirmed", "pending", "none"])
@@ -21,7 +21,8 @@ async def test_bulk_history_passes_the_invariants(store, db_path, raw, deliverie
     assert [tuple(r) for r in raw.execute("SELECT state, count(*) FROM work GROUP BY state")] == [("finished", 250)]
     assert raw.execute("SELECT count(*) FROM reports r JOIN report_items i USING (report_id) "
                        "WHERE i.work_id = r.anchor AND r.report_id = 'r' || r.anchor || '.1'").fetchone()[0] == 250
-    assert raw.execute("SELECT count(*) FROM runs WHERE outcome = 'finished' AND ended_at IS NOT NULL").fetchone()[0] == 250
+    assert raw.execute("SELECT count(*) FROM runs "
+                       "WHERE outcome = 'finished' AND ended_at IS NOT NULL").fetchone()[0] == 250
     states = {r[0]: r[1] for r in raw.execute("SELECT state, count(*) FROM deliveries GROUP BY state")}
     assert states == ({} if deliveries == "none" else {deliveries: 250})
     assert loaded.deliveries == (0 if deliveries == "none" else 250)

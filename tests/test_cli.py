@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -21,9 +20,12 @@ def shopbot(*args: str, db: Path, **env: str) -> subprocess.CompletedProcess:
 
 def test_admit_prints_one_word_per_outcome(tmp_path):
     db = tmp_path / "s.sqlite3"
-    assert shopbot("admit", "--source", "till:1:abc", "--session", "till:1", "--text", "t", db=db).stdout == "accepted\n"
-    assert shopbot("admit", "--source", "till:1:abc", "--session", "till:1", "--text", "t", db=db).stdout == "duplicate\n"
-    assert shopbot("admit", "--source", "till:1:abc", "--session", "till:1", "--text", "x", db=db).stdout == "conflict\n"
+    assert shopbot("admit", "--source", "till:1:abc", "--session", "till:1", "--text", "t",
+                   db=db).stdout == "accepted\n"
+    assert shopbot("admit", "--source", "till:1:abc", "--session", "till:1", "--text", "t",
+                   db=db).stdout == "duplicate\n"
+    assert shopbot("admit", "--source", "till:1:abc", "--session", "till:1", "--text", "x",
+                   db=db).stdout == "conflict\n"
     refused = shopbot("admit", "--source", "till:1:new", "--session", "till:1", "--text", "t", db=db,
                       SHOPBOT_CAPACITY="1")
     assert refused.stdout == "refused\n" and refused.returncode == 1
@@ -111,7 +113,8 @@ def test_shop_sync_keeps_counted_stock(tmp_path):
     conn.commit()
     edited = tmp_path / "shop.toml"
     edited.write_text((ROOT / "shop.example.toml").read_text().replace("unit_cost_cents = 300", "unit_cost_cents = 320")
-                      + '\n[items.mint]\nunit = "tubs"\non_hand = 4\nreorder_point = 2\ntarget = 6\nunit_cost_cents = 280\n')
+                      + '\n[items.mint]\nunit = "tubs"\non_hand = 4\nreorder_point = 2\ntarget = 6\n'
+                        'unit_cost_cents = 280\n')
     out = shopbot("shop", "sync", db=db, SHOPBOT_SHOP_FILE=str(edited))
     assert out.returncode == 0 and "vanilla: unit_cost_cents 300 -> 320" in out.stdout and "added mint" in out.stdout
     assert conn.execute("SELECT on_hand, unit_cost_cents FROM items WHERE item = 'vanilla'").fetchone() == (9, 320)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -15,7 +15,7 @@ from producers.stock_watch import StockWatcher
 from store import Occurrence, Store, StoreBusy
 from store.producer_state import ProducerStore
 
-UTC = timezone.utc
+UTC = UTC
 BERLIN = ZoneInfo("Europe/Berlin")
 OWNER = "tg:42"
 
@@ -237,7 +237,8 @@ async def test_daily_schedules_over_2027_admit_one_occurrence_per_local_date(clo
                 wakeups.append((now, schedule.name))
                 now = next_wakeup(schedule, now)
         # extra wake-ups at the repeated hour of the fall-back night: the second 02:30 must admit nothing
-        wakeups += [(datetime(2027, 10, 31, 0, 30, tzinfo=UTC), None), (datetime(2027, 10, 31, 1, 30, tzinfo=UTC), None)]
+        wakeups += [(datetime(2027, 10, 31, 0, 30, tzinfo=UTC), None),
+                    (datetime(2027, 10, 31, 1, 30, tzinfo=UTC), None)]
         producer = ClockProducer(store, schedules, OWNER)
         fired: dict[str, dict[str, datetime]] = {"opening_brief": {}, "night": {}}
         for moment, name in sorted(wakeups, key=lambda w: w[0]):
@@ -297,7 +298,7 @@ async def test_scheduler_catches_up_at_start_and_each_job_only_wakes_its_produce
         assert set(jobs) == {"clock:opening_brief", "clock:rounds", STOCK_JOB}
         for job in jobs.values():
             assert (job.coalesce, job.max_instances, job.misfire_grace_time) == (True, 1, None)
-        assert type(scheduler._jobstores["default"]).__name__ == "MemoryJobStore"   # noqa: SLF001
+        assert type(scheduler._jobstores["default"]).__name__ == "MemoryJobStore"
         # a wake-up of the rounds job makes its producer plan from its cursor (simulated time: 10:00 is due)
         clock.set(berlin(2027, 3, 1, 10, 0, 5))
         jobs["clock:rounds"].modify(next_run_time=datetime.now(UTC))

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_every_command_is_documented_with_help():
     readme = (ROOT / "README.md").read_text()
     parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")   # noqa: SLF001
+    sub = next(a for a in parser._actions if a.dest == "command")
     for name in COMMANDS:
         assert f"`shopbot {name}" in readme, f"shopbot {name} is not in the README"
         assert sub.choices[name].description, f"shopbot {name} has no help"

@@ -31,7 +31,7 @@ import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -39,26 +39,45 @@ from urllib.parse import quote
 import httpx
 import pytest
 from hypothesis import assume, event, given, settings
-from hypothesis.errors import InvalidArgument
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 from telegram import Bot
 
-from producers.telegram.webhook import MAX_WEBHOOK_BYTES
-from producers.telegram.polling import Ingress
 from bot.sandbox.local_setup import OWNER_ID, local_product
 from bot.shop_file import ShopFileError, parse_shop
+from producers.telegram.polling import Ingress
+from producers.telegram.webhook import MAX_WEBHOOK_BYTES
 from producers.till_request import MAX_BODY_BYTES, TillCounts, TillError, parse_counts_body
 from store import ManualClock, Store, invariants
 
-from .strategies import (KNOWN_BUGS, OWNER, OWNER2, PROFILE, STRANGER, TILL_ITEMS, canonical_till, content_types, examples,
-                         header_value, json_values, looks_owner_private, mutated_shop, plain_text, raw_update,
-                         telegram_update, till_body, till_body_valid, toml_document, valid_till_body)
+from .strategies import (
+    KNOWN_BUGS,
+    OWNER,
+    OWNER2,
+    PROFILE,
+    STRANGER,
+    TILL_ITEMS,
+    canonical_till,
+    content_types,
+    examples,
+    header_value,
+    json_values,
+    looks_owner_private,
+    mutated_shop,
+    plain_text,
+    raw_update,
+    telegram_update,
+    till_body,
+    till_body_valid,
+    toml_document,
+    valid_till_body,
+)
 
 # the long profile runs far past pytest-timeout's 180 s default (pyproject.toml)
 pytestmark = [pytest.mark.timeout(3600)] if PROFILE != "ci" else []
 
 assert OWNER == OWNER_ID
-START = datetime(2027, 3, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 CALM = Path(__file__).parent / "data" / "shop_calm.toml"
 BOT = Bot("123456:fuzz-token")          # never initialised: used only to parse updates
 OWNERS = frozenset({OWNER})
@@ -83,7 +102,7 @@ def isolated(fn, *args):
     def call():
         try:
             return "ok", fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - reported to the test, never raised on its thread
+        except BaseException as exc:
             return "raised", type(exc).__name__, str(exc)[:200], isinstance(exc, ShopFileError)
     return ISOLATED.submit(call).result()
 
@@ -250,7 +269,7 @@ def test_well_formed_updates_from_anyone_only_owners_make_work(batch: list) -> N
     plain = [t for t in owner_texts if not t.startswith("/")]
     briefs = [t for t in owner_texts if t.startswith("/") and "brief" in t.lower()]
     assert len(new_agent) <= len(plain) + len(briefs)
-    from producers.telegram.routing import _clean       # lone surrogates are stored as U+FFFD (they are not text)
+    from producers.telegram.routing import _clean  # lone surrogates are stored as U+FFFD (they are not text)
     for w in new_agent:
         assert any(_clean(t)[:4096] == w[3] for t in plain) or (briefs and w[3] == "Prepare the opening brief")
     fuzzed("telegram update (well-formed, forged senders)", len(batch))
@@ -371,7 +390,7 @@ class ThreadedProduct:
         self.loop = asyncio.new_event_loop()
         try:
             self.loop.run_until_complete(self._serve())
-        except BaseException as exc:  # noqa: BLE001 - reported by alive() and stop()
+        except BaseException as exc:
             self.error = exc
             self.ready.set()
         finally:

@@ -51,7 +51,8 @@ async def test_batch_conflict_does_not_roll_back_the_batch(store, raw):
     "UPDATE work SET state = 'finished' WHERE work_id = 1",          # pending -> finished
     "UPDATE work SET state = 'running' WHERE work_id = 1",           # agent running without a claim
     "UPDATE work SET payload = 'changed' WHERE work_id = 1",          # an occurrence never changes
-    "INSERT INTO work (source, session, kind, payload, state, admitted_at) VALUES ('x', 's', 'agent', 'p', 'finished', 'now')",
+    ("INSERT INTO work (source, session, kind, payload, state, admitted_at) "
+     "VALUES ('x', 's', 'agent', 'p', 'finished', 'now')"),
 ])
 async def test_database_refuses_illegal_work_moves_from_another_connection(store, raw, sql):
     await store.admit(occ("tg:1:1"))
@@ -79,7 +80,8 @@ async def test_claim_finish_report_and_deliveries(store, raw):
     assert [i.work_id for i in claim.items] == [1] and claim.attempt == 1
     row = raw.execute("SELECT state, attempts, worker_id, run_id FROM work").fetchone()
     assert tuple(row) == ("running", 1, "w1", claim.run_id)
-    outcome = await store.finish(claim, ReportDraft("vanilla: 2 tubs", destination="tg:1"), user_text="how much vanilla")
+    outcome = await store.finish(claim, ReportDraft("vanilla: 2 tubs", destination="tg:1"),
+                                 user_text="how much vanilla")
     assert outcome.report_id == "r1.1"
     assert raw.execute("SELECT state FROM work").fetchone()[0] == "finished"
     delivery = raw.execute("SELECT chat_id, text, state FROM deliveries").fetchone()
@@ -187,7 +189,8 @@ async def test_release_with_refund_does_not_count_the_attempt(store, raw):
 async def test_fail_writes_an_error_report(store, raw):
     await store.admit(occ("tg:1:1"))
     claim = await store.claim("w1")
-    report_id = await store.fail(claim, ReportDraft("the model refused this request", destination="tg:1", is_error=True))
+    report_id = await store.fail(
+        claim, ReportDraft("the model refused this request", destination="tg:1", is_error=True))
     assert raw.execute("SELECT state FROM work").fetchone()[0] == "failed"
     assert raw.execute("SELECT is_error FROM reports WHERE report_id = ?", (report_id,)).fetchone()[0] == 1
 
@@ -210,7 +213,8 @@ async def test_forget_cancels_pending_and_discards_a_running_turn(store, raw):
 
 async def test_two_processes_admitting_the_same_identity(db_path, store):
     """Two real processes race to admit one occurrence: one accepted, one duplicate, one row."""
-    import subprocess, sys
+    import subprocess
+    import sys
     code = ("import asyncio, sys; from store import Store, SystemClock, Occurrence\n"
             "async def main():\n"
             "    s = await Store.open(sys.argv[1], SystemClock())\n"

@@ -80,11 +80,13 @@ async def test_check_catches_the_planted_violation(store, raw, db_path, rule):
 
 async def test_shopbot_check_exit_codes(store, raw, db_path, tmp_path):
     await healthy(store)
-    ok = subprocess.run([sys.executable, "-m", "bot.cli", "check", "--db", str(db_path)], capture_output=True, text=True)
+    ok = subprocess.run([sys.executable, "-m", "bot.cli", "check", "--db", str(db_path)],
+                        capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     for sql in PLANTS["R1"]:
         raw.execute(sql)
-    bad = subprocess.run([sys.executable, "-m", "bot.cli", "check", "--db", str(db_path)], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "bot.cli", "check", "--db", str(db_path)],
+                         capture_output=True, text=True)
     assert bad.returncode == 1 and "R1" in bad.stdout
     missing = subprocess.run([sys.executable, "-m", "bot.cli", "check", "--db", str(tmp_path / "none.sqlite3")],
                              capture_output=True, text=True)

@@ -28,7 +28,7 @@ async def audit(product: Product, supplier=None) -> None:  # type: ignore[no-unt
     assert rc == 0, out
     result = full_audit(product.db, [m.text for m in product.api.sent],
                         supplier.orders if supplier is not None else None,
-                        owner_messages=sum(1 for u in product.api._all_updates.values()   # noqa: SLF001
+                        owner_messages=sum(1 for u in product.api._all_updates.values()
                                            if "message" in u and u["message"]["from"]["id"] == OWNER))
     assert result.ok, result.violations
 
@@ -124,6 +124,7 @@ async def test_sigterm_exits_zero_and_a_second_instance_is_refused(tmp_path, api
 @pytest.mark.parametrize("point", ["K9", "K10"])
 async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, api, point):
     from bot.sandbox.supplier import LocalSupplier
+
     from .proc import ROOT
     async with LocalSupplier("supplier-token") as supplier:
         product = Product(tmp_path, api, SHOPBOT_SHOP_FILE=str(ROOT / "shop.example.toml"),

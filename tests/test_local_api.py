@@ -298,7 +298,8 @@ async def test_process_mode_survives_kill_9(tmp_path):
         port = await _listening_port(proc)
         base = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=base, timeout=5) as control:
-            posted = (await control.post("/_control/message", json={"chat_id": CHAT, "user_id": CHAT, "text": "hi"})).json()
+            posted = (await control.post("/_control/message",
+                                         json={"chat_id": CHAT, "user_id": CHAT, "text": "hi"})).json()
             bot = make_bot(TOKEN, base, read_timeout=3.0)
             async with bot:
                 (update,) = await bot.get_updates()  # fetched, not confirmed

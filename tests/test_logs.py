@@ -7,8 +7,8 @@ import httpx
 import pytest
 
 from bot import logs
-from bot.sandbox.bot_api import LocalBotApi
 from bot.relays.sender import TelegramSender
+from bot.sandbox.bot_api import LocalBotApi
 from producers.telegram.client import make_bot
 
 TOKEN = "123456:TEST-token-for-log-tests-0123456789abcd"
@@ -70,7 +70,7 @@ def test_secrets_are_redacted_everywhere(capsys, tmp_path):
     assert "xyz stays" in out
     assert "RuntimeError: request to /bot****/sendMessage failed" in out  # the traceback is kept, redacted
     assert out.count("HTTP Request: POST https://x/bot****/getUpdates") == 2  # WARNING only, once per output
-    line = next(l for l in out.splitlines() if "token in the message itself" in l)
+    line = next(x for x in out.splitlines() if "token in the message itself" in x)
     assert " INFO shopbot.test token in the message itself: ****" in line
 
 

@@ -5,8 +5,8 @@ the turn is the only retry.
 """
 import json
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 
@@ -197,7 +197,8 @@ async def test_connection_refused_is_transient(provider):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    model = load_model(f"{provider.name}:m", base_url=f"http://127.0.0.1:{port}" + ("/v1" if provider.name == "openai" else ""),
+    model = load_model(f"{provider.name}:m",
+                       base_url=f"http://127.0.0.1:{port}" + ("/v1" if provider.name == "openai" else ""),
                        api_key="k", timeout=2)
     try:
         with pytest.raises(ModelTransient):

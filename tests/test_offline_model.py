@@ -1,7 +1,7 @@
 """The offline rules model through the real agent loop, with in-memory fakes of the shop's tools."""
 import pytest
 
-from tests.fake_model_servers import FakeShop, RecordingJournal, lucy_stock, stock_item
+from tests.fake_model_servers import FakeShop, RecordingJournal, stock_item
 from worker.agent_loop import Limits, run_agent
 from worker.figures import DASH
 from worker.models import OfflineModel, load_model
@@ -10,9 +10,10 @@ from worker.models.offline import HELP, NOT_UNDERSTOOD
 from worker.tools.registry import ToolRegistry
 
 
-async def ask(shop, text, *, history=(), registry=None, limits=Limits()):
-    return await run_agent(model=OfflineModel(), registry=shop.registry() if registry is None else registry, system="", history=history,
-                           user_text=text, journal=RecordingJournal(shop.events), context=None, limits=limits)
+async def ask(shop, text, *, history=(), registry=None, limits=None):
+    return await run_agent(model=OfflineModel(), registry=shop.registry() if registry is None else registry,
+                           system="", history=history, user_text=text, journal=RecordingJournal(shop.events),
+                           context=None, limits=limits or Limits())
 
 
 def runs(shop, tool=None):

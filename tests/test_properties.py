@@ -27,7 +27,7 @@ import sqlite3
 import tempfile
 import uuid
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -35,8 +35,19 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from store import (Admission, IllegalTransition, ManualClock, NotClaimed, Occurrence, ReportDraft, Store,
-                   UnknownTarget, WorkKind, invariants, to_text)
+from store import (
+    Admission,
+    IllegalTransition,
+    ManualClock,
+    NotClaimed,
+    Occurrence,
+    ReportDraft,
+    Store,
+    UnknownTarget,
+    WorkKind,
+    invariants,
+    to_text,
+)
 from store import api as store_api
 from store.outbox import split_parts
 
@@ -48,7 +59,7 @@ pytestmark = [pytest.mark.timeout(3600)] if PROFILE != "ci" else []
 CAPACITY = 4
 DEBOUNCE_MS = 300
 ATTEMPT_CAP = 3
-START = datetime(2027, 3, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 SESSIONS = ("tg:1", "tg:2", "till:1")
 TABLES = ("work", "reports", "report_items", "deliveries", "resolutions", "runs", "operations", "sessions",
           "history", "counters", "prompts")

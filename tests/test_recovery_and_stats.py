@@ -22,7 +22,8 @@ async def test_recovery_releases_a_store_only_run_and_fails_one_that_acted_outsi
     summary = await store.recover()
     assert summary.released == (first.items[0].work_id,)
     assert summary.failed == (second.items[0].work_id,)
-    assert [tuple(r) for r in raw.execute("SELECT state, attempts FROM work ORDER BY work_id")] == [("pending", 1), ("failed", 1)]
+    assert [tuple(r) for r in raw.execute("SELECT state, attempts FROM work ORDER BY work_id")] == [
+        ("pending", 1), ("failed", 1)]
     body = raw.execute("SELECT body FROM reports").fetchone()[0]
     assert "future_tool" in body and "will not redo" in body
     assert [tuple(r) for r in raw.execute("SELECT outcome FROM runs ORDER BY rowid")] == [("released",), ("failed",)]
@@ -40,8 +41,9 @@ async def test_recovery_turns_sending_into_unknown(store, raw):
 
 
 async def test_a_proposal_of_an_unfinished_turn_is_void(store, raw):
-    from bot.shop_file import load_shop
     from pathlib import Path
+
+    from bot.shop_file import load_shop
     await store.seed_shop(load_shop(Path(__file__).parent.parent / "shop.example.toml").items, "test")
     await store.admit(Occurrence("tg:1:1", "tg:1", "reorder", destination="tg:1"))
     claim = await store.claim("w1")
@@ -56,7 +58,8 @@ async def test_a_proposal_of_an_unfinished_turn_is_void(store, raw):
     await store.op_started(claim.run_id, "c1", "propose_order", {"item": "vanilla", "quantity": 6}, "external")
     await store.record_proposal(claim.run_id, "c1", "Dairy Direct", "vanilla", 6)
     await store.finish(claim, ReportDraft("proposed", destination="tg:1"))
-    assert [tuple(r) for r in raw.execute("SELECT state FROM proposals ORDER BY proposal_id")] == [("void",), ("awaiting_approval",)]
+    assert [tuple(r) for r in raw.execute("SELECT state FROM proposals ORDER BY proposal_id")] == [
+        ("void",), ("awaiting_approval",)]
 
 
 async def test_littles_law_holds_on_a_simulated_run(db_path, clock):

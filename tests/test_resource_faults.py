@@ -20,7 +20,7 @@ import asyncio
 import logging
 import sqlite3
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -175,7 +175,7 @@ class ExternalLock:
     def __init__(self, db: Path) -> None:
         self.conn = sqlite3.connect(str(db), isolation_level=None, timeout=10)
 
-    def __enter__(self) -> "ExternalLock":
+    def __enter__(self) -> ExternalLock:
         self.conn.execute("BEGIN IMMEDIATE")
         return self
 
@@ -259,7 +259,7 @@ async def test_a_burst_of_ten_times_capacity_is_refused_told_and_the_rest_finish
             finally:
                 conn.close()
         sampler = asyncio.create_task(sample())
-        start = datetime.now(timezone.utc)
+        start = datetime.now(UTC)
         posted = [run.api.post_message(chat, chat, f"how much vanilla {n}") for chat in chats for n in range(per_chat)]
         await run.admitted(posted[-1]["update_id"])
         await run.api.wait_for(lambda: rows(db, "SELECT count(*) FROM work WHERE kind = 'agent' AND state IN "
@@ -267,7 +267,7 @@ async def test_a_burst_of_ten_times_capacity_is_refused_told_and_the_rest_finish
         await settled(run, timeout=20)
         stop.set()
         await sampler
-        end = datetime.now(timezone.utc) + timedelta(seconds=1)
+        end = datetime.now(UTC) + timedelta(seconds=1)
         total = len(posted)
         assert total == 10 * capacity
         agent = rows(db, "SELECT source, state FROM work WHERE kind = 'agent' ORDER BY work_id")

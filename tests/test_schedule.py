@@ -1,7 +1,7 @@
 """Clock producer (pure part): schedule parsing, keys, fire times over DST, catch-up plans. Simulated time only."""
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -20,7 +20,7 @@ from producers.schedule import (
     trigger_for,
 )
 
-UTC = timezone.utc
+UTC = UTC
 BERLIN = ZoneInfo("Europe/Berlin")
 
 
@@ -399,7 +399,7 @@ def test_down_from_0800_to_1000_admits_the_0830_brief_once():
     again = producer.wake(berlin(2027, 6, 2, 10, 0))  # same now, returned cursor: nothing
     assert again == CatchUp(admit=[], missed=[], cursor=berlin(2027, 6, 2, 8, 30))
     producer.run(berlin(2027, 6, 2, 10, 0), berlin(2027, 6, 3, 12, 0))
-    assert producer.admitted == ["clock:opening_brief:2027-06-0%d" % d for d in (1, 2, 3)]
+    assert producer.admitted == [f"clock:opening_brief:2027-06-0{d}" for d in (1, 2, 3)]
 
 
 def test_down_past_the_grace_records_the_brief_as_missed():

@@ -18,8 +18,8 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from bot.sandbox.bot_api import LocalBotApi
 from bot.relays.sender import SendOutcome, TelegramSender, classify
+from bot.sandbox.bot_api import LocalBotApi
 from producers.telegram.client import make_bot
 
 TOKEN = "123456:TEST-token-for-sender-tests-0123456789"

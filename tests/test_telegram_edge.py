@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import httpx
 import pytest
 
 from bot.sandbox.local_setup import OWNER_ID, local_product
-
-from pathlib import Path
 
 # the calm shop has nothing below its reorder point, so the stock watcher adds no messages of its own
 FAST = {"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0",
@@ -131,7 +130,8 @@ async def test_edits_non_text_and_commands_get_deliberate_replies():
         assert "Requests:" in status.text
         # control items never enter agent history
         assert await run.app.parts.store.history(f"tg:{OWNER_ID}") == [
-            ("user", "how much vanilla"), ("assistant", rows(run, "SELECT body FROM reports WHERE report_id='r1.1'")[0][0])]
+            ("user", "how much vanilla"),
+            ("assistant", rows(run, "SELECT body FROM reports WHERE report_id='r1.1'")[0][0])]
 
 
 async def test_forget_asks_first_and_needs_the_button():
@@ -229,7 +229,8 @@ async def test_a_second_poller_is_reported_loudly_and_never_fought(caplog):
         run.api.post_message(OWNER_ID, OWNER_ID, "stock")        # wakes the long poll, which gets the 409
         await run.api.wait_for(lambda: "ingress" in run.app.parts.health.faults, timeout=10)
         calls = run.api.calls.get("getUpdates", 0)
-        assert "409" in run.app.parts.health.faults["ingress"] or "another program" in run.app.parts.health.faults["ingress"]
+        assert ("409" in run.app.parts.health.faults["ingress"]
+                or "another program" in run.app.parts.health.faults["ingress"])
         assert any(r.levelname == "CRITICAL" and "ingress stopped" in r.getMessage() for r in caplog.records)
         await run.api.wait_for(lambda: any("I had to stop" in m.text for m in run.owner_messages()), timeout=10)
         assert run.api.calls.get("getUpdates", 0) == calls          # it does not poll again: never fights
@@ -251,6 +252,7 @@ async def test_flood_control_on_get_updates_is_waited_out():
 
 async def test_telegram_unreachable_at_start_is_waited_out(tmp_path, caplog):
     import asyncio
+
     from bot import config as config_module
     from bot.app import App
     from bot.sandbox.bot_api import LocalBotApi
@@ -274,11 +276,12 @@ async def test_telegram_unreachable_at_start_is_waited_out(tmp_path, caplog):
 
 
 def test_a_refused_token_stops_the_start_with_a_clear_message(tmp_path):
+    import asyncio as _asyncio
     import os
     import subprocess
     import sys
     import threading
-    import asyncio as _asyncio
+
     from bot.sandbox.bot_api import LocalBotApi
     loop = _asyncio.new_event_loop()
     api = LocalBotApi("999:the-right-token")

@@ -73,7 +73,8 @@ async def test_wrong_narrated_number_is_replaced(shop_store, raw):
 async def test_propose_order_records_a_proposal_and_contacts_no_one(shop_store, raw):
     await shop_store.admit(message(1, "reorder"))
     await Worker(shop_store, OfflineModel()).drain()
-    proposals = raw.execute("SELECT item, quantity, total_cents, state, report_id FROM proposals ORDER BY item").fetchall()
+    proposals = raw.execute("SELECT item, quantity, total_cents, state, report_id FROM proposals "
+                            "ORDER BY item").fetchall()
     assert [tuple(p) for p in proposals] == [("strawberry", 4, 800, "awaiting_approval", "r1.1"),
                                             ("vanilla", 6, 1800, "awaiting_approval", "r1.1")]
     effects = {r[0]: r[1] for r in raw.execute("SELECT tool, effect FROM operations")}
@@ -150,14 +151,16 @@ async def test_three_transient_failures_in_a_row_pause_claiming_and_tell_the_own
     for chat in (1, 2, 3):
         await shop_store.admit(message(1, "stock", chat=chat))
     await worker.drain()
-    assert worker._paused_until is not None          # noqa: SLF001 - the pause is the behaviour under test
+    assert worker._paused_until is not None
     notices = raw.execute("SELECT source FROM work WHERE kind = 'notice'").fetchall()
     assert len(notices) == 1 and notices[0][0].startswith("notice:model_paused:")
-    assert [tuple(r) for r in raw.execute("SELECT state, attempts FROM work WHERE kind = 'agent'")] == [("pending", 1)] * 3
+    assert [tuple(r) for r in raw.execute("SELECT state, attempts FROM work "
+                                          "WHERE kind = 'agent'")] == [("pending", 1)] * 3
 
 
 async def test_sessions_run_concurrently_but_one_session_never_twice(shop_store):
     import asyncio
+
     from worker.models.base import ModelTurn as Turn
     running: set[str] = set()
     overlap: list[int] = []

@@ -12,20 +12,28 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from store import (Claim, NotClaimed, Occurrence, ReportDraft, Store, StoreError, Transaction, WorkKind, faults,
-                   to_text)
-from store.shop import Policy
-
+from store import (
+    Claim,
+    NotClaimed,
+    Occurrence,
+    Policy,
+    ReportDraft,
+    Store,
+    StoreError,
+    Transaction,
+    WorkKind,
+    faults,
+    to_text,
+)
 from worker.agent_loop import Limits, run_agent
 from worker.models.base import Message, Model, ModelConfigFault, ModelRefused, ModelTransient
 from worker.prompts import system_prompt
-from worker.tools.shop import TurnContext, shop_registry
 from worker.proposals import proposal_message
 from worker.till_counts import till_report
+from worker.tools.shop import TurnContext, shop_registry
 
 log = logging.getLogger("shopbot.worker")
 
@@ -133,13 +141,13 @@ class Worker:
             for task in active.values():
                 try:
                     await task
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down; turns were released
+                except (asyncio.CancelledError, Exception):
                     pass
 
     async def _wait(self, seconds: float) -> None:
         try:
             await asyncio.wait_for(self._stop.wait(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     async def _step(self, loop: asyncio.AbstractEventLoop, active: dict[int, asyncio.Task], look: bool,

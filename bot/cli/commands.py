@@ -9,11 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from store import (Admission, InstanceLock, Occurrence, Store, StoreError, WorkKind, parse_clock, restore)
-from store.invariants import check as check_invariants
-
 from bot import config as config_module
 from bot.cli.render import print_status
+from store import Admission, InstanceLock, Occurrence, Store, StoreError, WorkKind, parse_clock, restore
+from store.invariants import check as check_invariants
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -170,7 +169,8 @@ def cmd_actions(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"action {row['action_id']}  proposal #{row['proposal_id']}  {row['state']:<11} {row['quantity']} "
               f"{row['item']} ({row['total_cents']} cents)  attempts {row['attempts']}"
-              + (f"  order {row['receipt']}" if row["receipt"] else "") + (f"  ({row['reason']})" if row["reason"] else ""))
+              + (f"  order {row['receipt']}" if row["receipt"] else "")
+              + (f"  ({row['reason']})" if row["reason"] else ""))
     if not rows:
         print("no quarantined actions" if args.quarantined else "no actions")
     return 0
@@ -198,6 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 await app.run()
         return 0
     import logging
+
     from telegram.error import InvalidToken
     logging.getLogger("shopbot").info("starting with database %s", cfg.db.resolve())
     from bot.app import StartAborted

@@ -1,5 +1,5 @@
 """System notices to the owner: work items of kind `notice`, finished with their report inside their admission, so
-they go through the outbox like everything else the bot says (DESIGN, Words)."""
+they go through the outbox like everything else the bot says (docs/contracts.md, Words)."""
 from __future__ import annotations
 
 import logging

@@ -1,6 +1,6 @@
 """The PTB adapter the delivery relay uses: one HTTP request per send, errors mapped to delivery outcomes (C7).
 
-Outcomes (DESIGN "Facts at the edges"; the checks are ordered because `BadRequest` and `TimedOut` subclass
+Outcomes (docs/contracts.md, "Facts at the edges"; the checks are ordered because `BadRequest` and `TimedOut` subclass
 `NetworkError`):
 
 | exception                                                                 | outcome       |
@@ -8,8 +8,10 @@ Outcomes (DESIGN "Facts at the edges"; the checks are ordered because `BadReques
 | `InvalidToken` (401/404: the bot's own configuration)                     | config_fault  |
 | `RetryAfter` (429)                                                        | retry_later   |
 | `ChatMigrated`, `BadRequest` (400), `Forbidden` (403)                     | failed        |
-| `NetworkError`/`TimedOut` caused by httpx `ConnectError`, `ConnectTimeout`, `PoolTimeout`, `UnsupportedProtocol`, or by a closed HTTP client | not_sent |
-| anything else: read/write timeout, dropped connection, 5xx, a 200 that is not JSON, `CancelledError` mid-request, `Conflict`, unexpected exceptions | unknown |
+| `NetworkError`/`TimedOut` caused by httpx `ConnectError`, `ConnectTimeout`, `PoolTimeout`, `UnsupportedProtocol`, \
+or by a closed HTTP client | not_sent |
+| anything else: read/write timeout, dropped connection, 5xx, a 200 that is not JSON, `CancelledError` mid-request, \
+`Conflict`, unexpected exceptions | unknown |
 
 Cancellation: `TelegramSender.send` never swallows `asyncio.CancelledError`; it propagates, because the task that
 was cancelled must stop. The request may or may not have reached Telegram, so the report must not be resent by
@@ -31,13 +33,10 @@ initialises the bot (`await bot.initialize()` or `async with bot:`), which costs
 from __future__ import annotations
 
 import asyncio
-import datetime as dtm
-import json
 import logging
 import re
-import warnings
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import httpx
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
@@ -174,7 +173,8 @@ class TelegramSender:
             message = await self._bot.send_message(chat_id=chat_id, text=text, reply_markup=_keyboard(buttons))
         except Exception as exc:  # CancelledError is a BaseException and propagates
             outcome = classify(exc)
-            outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after, _clean(outcome.reason, self._bot.token))
+            outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
+                                  _clean(outcome.reason, self._bot.token))
             log = _log.error if outcome.kind == "config_fault" else _log.info
             log("send to chat %s: %s (%s)", chat_id, outcome.kind, outcome.reason)
             return outcome

@@ -8,10 +8,9 @@ import asyncio
 import json
 import logging
 
+from bot.relays.supplier_client import SupplierAdapter
 from store import Store, StoreError, faults
 from store.actions import Action, validate
-
-from bot.relays.supplier_client import SupplierAdapter
 
 log = logging.getLogger("shopbot.actions")
 
@@ -76,7 +75,8 @@ class ActionRelay:
         if problem:
             await self.store.action_move("quarantine", action.action_id, problem)
             log.error("action quarantined action_id=%s: %s", action.action_id, problem)
-            await self._tell(action, "quarantined", f"Order #{action.proposal_id} was held back and not sent: {problem}. "
+            await self._tell(action, "quarantined",
+                             f"Order #{action.proposal_id} was held back and not sent: {problem}. "
                              "The operator can release or void it (`shopbot actions --quarantined`).")
             return "quarantined"
         await self.store.action_move("mark_sending", action.action_id)

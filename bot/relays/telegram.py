@@ -13,10 +13,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from store import Delivery, Store, StoreError, faults
-
 from bot.relays.notices import announce_unknowns
 from bot.relays.sender import SendOutcome
+from store import Delivery, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.relay")
 

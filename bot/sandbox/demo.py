@@ -60,7 +60,7 @@ async def play(out: TextIO) -> dict:
         t.note("Lucy taps 'stock' and the signal drops: Telegram delivers the same message twice")
         update, _ = await _say(run, t, "stock")
         run.api.redeliver(update["update_id"])
-        await run.admitted(max(run.api._all_updates))   # noqa: SLF001 - the redelivered copy was admitted
+        await run.admitted(max(run.api._all_updates))
         t.note(f"the second copy was admitted as a duplicate: {len(run.owner_messages()) - run.seen} extra replies")
 
         t.note("the next reply reaches Telegram but the confirmation is lost on the way back")

@@ -69,7 +69,7 @@ class LocalSupplier:
         if self._server is None:
             self._server = await asyncio.start_server(self._handle, self.host, self.port)
 
-    async def __aenter__(self) -> "LocalSupplier":
+    async def __aenter__(self) -> LocalSupplier:
         await self.start()
         return self
 
@@ -126,7 +126,8 @@ class LocalSupplier:
             order = json.loads(body)
             lines = order["lines"]
             assert isinstance(lines, list) and lines
-            assert all(isinstance(l["item"], str) and isinstance(l["quantity"], int) and l["quantity"] > 0 for l in lines)
+            assert all(isinstance(line["item"], str) and isinstance(line["quantity"], int) and line["quantity"] > 0
+                       for line in lines)
         except (ValueError, KeyError, TypeError, AssertionError):
             return _json(422, {"error": "malformed order"})
         row = self._db.execute("SELECT order_id FROM orders WHERE key = ?", (key,)).fetchone()

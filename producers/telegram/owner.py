@@ -116,6 +116,7 @@ class ApprovalRules:
 
     def day(self, now_text: str) -> str:
         from zoneinfo import ZoneInfo
+
         from store import from_text
         return from_text(now_text).astimezone(ZoneInfo(self.timezone)).date().isoformat()
 

@@ -123,11 +123,11 @@ class Ingress:
             # Confirm the last admitted batch so Telegram does not redeliver it at the next start (C1 would absorb it).
             try:
                 await self.bot.get_updates(offset=offset, timeout=0, allowed_updates=ALLOWED_UPDATES, limit=1)
-            except Exception:  # noqa: BLE001 - best effort on shutdown
+            except Exception:
                 pass
 
     async def _sleep(self, seconds: float) -> None:
         try:
             await asyncio.wait_for(self._stop.wait(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass

@@ -32,13 +32,14 @@ class BatchResult:
 
 
 def parse(raw: object, bot: Bot) -> Update | None:
-    """One update alone: a malformed one must never stop ingestion (DESIGN, Facts at the edges). PTB does not check
-    types, so the fields that make an identity are checked here: integer ids, string texts and button data."""
+    """One update alone: a malformed one must never stop ingestion (docs/contracts.md, Facts at the edges). PTB does
+    not check types, so the fields that make an identity are checked here: integer ids, string texts and button
+    data."""
     if not isinstance(raw, dict) or not _is_int(raw.get("update_id")):
         return None
     try:
         update = Update.de_json(_clean(raw), bot)
-    except Exception:  # noqa: BLE001 - PTB raises KeyError/TypeError/ValueError on malformed input
+    except Exception:
         return None
     return update if update is not None and _well_formed(update) else None
 
@@ -107,7 +108,7 @@ class Router:
     def route(self, tx: Transaction, parsed: Sequence[tuple[int | None, Update | None]]) -> BatchResult:
         result = BatchResult()
         for update_id, update in parsed:
-            failure = tx.isolated(lambda: self._route_one(tx, result, update)) if update is not None else None
+            failure = tx.isolated(lambda u=update: self._route_one(tx, result, u)) if update is not None else None
             if update is None or failure is not None:
                 # a malformed update, or one this code could not handle: counted and confirmed as dropped,
                 # never allowed to stop ingestion; its own writes were undone

@@ -30,7 +30,8 @@ def webhook_route(ingress: Ingress, secret: str) -> Route:
     async def webhook(request: Request) -> Response:
         given = request.headers.get("x-telegram-bot-api-secret-token", "").encode()
         if not hmac.compare_digest(given, expected):       # constant time (C3)
-            log.warning("webhook call with a wrong or missing secret from %s", request.client.host if request.client else "?")
+            log.warning("webhook call with a wrong or missing secret from %s",
+                        request.client.host if request.client else "?")
             return JSONResponse({"ok": False, "error": "unauthorized"}, status_code=401)
         body = await request.body()
         try:

@@ -8,12 +8,12 @@ user message placed before any user text, the first message is a user message, a
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import anthropic
 
 from worker.models.base import (
-    sdk_error_detail,
     Message,
     ModelConfigFault,
     ModelTransient,
@@ -21,6 +21,7 @@ from worker.models.base import (
     ToolCall,
     ToolSpec,
     error_for_status,
+    sdk_error_detail,
 )
 
 EMPTY = "(empty)"  # the API refuses empty text blocks
@@ -63,7 +64,8 @@ def to_anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             )
             add("assistant", blocks)
         elif m.role == "tool":
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id or "", "content": m.text or EMPTY}
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id or "",
+                                     "content": m.text or EMPTY}
             if m.is_error:
                 block["is_error"] = True
             add("user", [block])

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from worker.models.base import Message, ModelTurn, ToolCall, ToolSpec
 
@@ -182,7 +183,8 @@ def _query(line: str, results: _Results) -> str:
         return _stock_summary(items)
     answer = results.get("get_item", item=words[0])
     if answer.ok:
-        return f"{answer.data.get('item', words[0])}: {answer.data.get('on_hand')} {answer.data.get('unit', '')}".rstrip() + " on hand."
+        return (f"{answer.data.get('item', words[0])}: {answer.data.get('on_hand')} "
+                f"{answer.data.get('unit', '')}").rstrip() + " on hand."
     if any(name in answer.error for name in names):  # the tool's error already lists the items
         return f"I could not find {words[0]}: {answer.error}."
     return f"I could not find {words[0]}: {answer.error}. Items I know: {', '.join(names) or 'none'}."
@@ -219,7 +221,8 @@ def _brief(results: _Results) -> str:
             continue
         d = need.data
         cost = f" ({d['cost_cents']} cents)" if "cost_cents" in d else ""
-        parts.append(f"{d.get('item', item['item'])} needs {d.get('quantity')} {d.get('unit', item.get('unit', ''))}".rstrip() + cost)
+        parts.append((f"{d.get('item', item['item'])} needs {d.get('quantity')} "
+                      f"{d.get('unit', item.get('unit', ''))}").rstrip() + cost)
     return "Opening brief: " + ", ".join(parts) + "."
 
 

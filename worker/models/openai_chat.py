@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import openai
 
 from worker.models.base import (
-    sdk_error_detail,
     Message,
     ModelConfigFault,
     ModelTransient,
@@ -20,6 +20,7 @@ from worker.models.base import (
     ToolCall,
     ToolSpec,
     error_for_status,
+    sdk_error_detail,
 )
 
 

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
 
 from worker.models.base import Message, ModelTurn, ToolSpec
 
-Step = Union[ModelTurn, Callable[[tuple[Message, ...]], ModelTurn], BaseException, type]
+Step = ModelTurn | Callable[[tuple[Message, ...]], ModelTurn] | BaseException | type
 
 
 class ScriptExhausted(AssertionError):

@@ -1,4 +1,4 @@
-"""The generic tool registry: typed tools with an effect kind (DESIGN.md "operation", C10, C11).
+"""The generic tool registry: typed tools with an effect kind (docs/contracts.md "Operation", C10, C11).
 
 A tool is an async function `fn(args, context) -> dict` with a pydantic model for its arguments. The shop's
 tools themselves (list_stock, get_item, ...) and their figures functions live with the lead's code.
@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Literal
+from typing import Any, Literal
 
 import pydantic
 
@@ -24,7 +25,7 @@ class ToolError(Exception):
     """An expected failure of a tool ("unknown item 'pistachio'"): the model sees {"error": message}."""
 
 
-@functools.lru_cache(maxsize=None)   # schema generation costs ~0.2 ms a tool; every turn asks for every spec
+@functools.cache   # schema generation costs ~0.2 ms a tool; every turn asks for every spec
 def _flat_schema(args_model: type[pydantic.BaseModel]) -> dict:
     schema = args_model.model_json_schema()
     if "$defs" in schema or "$ref" in str(schema):

@@ -10,9 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from store import Store, UnknownTarget
-from store.shop import Policy
-
+from store import Policy, Store, UnknownTarget
 from worker.figures import Figure
 from worker.tools.registry import Tool, ToolError, ToolRegistry
 

@@ -1,0 +1,132 @@
+"""Fault injection for the fake Bot API: the known faults, the queue of injected ones and what each does to a call.
+
+`FaultPlan` holds the faults `inject` queued; `LocalBotApi` (in `server`) runs every Bot API call through
+`FaultPlan.run`, which answers in the fault's place, or processes the call and then spoils the reply. The table of
+fault semantics is in the package docstring. Refusing and accepting the port stay on `LocalBotApi`: they close and
+reopen its listener.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from bot.sandbox.bot_api.methods import _CONFLICT_POLL, _err
+from bot.sandbox.mini_http import Response as _Response
+
+FAULTS = frozenset(
+    {
+        "drop_after_accept",
+        "drop_before_accept",
+        "429",
+        "400",
+        "403",
+        "500",
+        "502_html",
+        "non_json_200",
+        "slow",
+        "409",
+    }
+)
+
+_HTML_502 = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>"
+    b"\r\n<hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n"
+)
+_HTML_200 = b"<html><body>Service temporarily unavailable (this is not JSON)</body></html>"
+
+
+@dataclass
+class _Fault:
+    method: str  # lower-case method name or "*"
+    kind: str
+    count: int
+    retry_after: int
+    delay: float
+    description: str | None
+
+
+class _Drop(Exception):
+    """Close the connection without a reply."""
+
+
+class FaultPlan:
+    """The injected faults, in injection order; each applies to the next `count` calls of its method."""
+
+    def __init__(self) -> None:
+        self.faults: list[_Fault] = []
+
+    def inject(
+        self,
+        method: str,
+        fault: str,
+        *,
+        count: int = 1,
+        retry_after: int = 1,
+        delay: float = 0.0,
+        description: str | None = None,
+    ) -> None:
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; known: {sorted(FAULTS)}")
+        if count < 1:
+            raise ValueError("count must be >= 1")
+        self.faults.append(_Fault(method.lower(), fault, count, int(retry_after), float(delay), description))
+
+    def take(self, method: str) -> _Fault | None:
+        """The first fault for `method` (lower case) or "*", used up by one; None if there is none."""
+        for fault in self.faults:
+            if fault.method in (method, "*"):
+                fault.count -= 1
+                if fault.count <= 0:
+                    self.faults.remove(fault)
+                return fault
+        return None
+
+    async def run(
+        self, method: str, process: Callable[[], Awaitable[_Response]], notify: Callable[[], None]
+    ) -> _Response:
+        """Answer one call of `method`: `process()` does the work; `notify()` wakes waiters before a drop or a wait.
+
+        Raises `_Drop` when the connection is to close without a reply.
+        """
+        fault = self.take(method)
+        if fault is None:
+            return await process()
+        kind = fault.kind
+        if kind == "drop_before_accept":
+            raise _Drop
+        refusal = _refusal(fault)
+        if refusal is not None:
+            return refusal
+        response = await process()
+        if kind == "drop_after_accept":
+            notify()
+            raise _Drop
+        if kind == "slow":
+            notify()
+            await asyncio.sleep(fault.delay)
+        if kind == "non_json_200":
+            return _Response(200, _HTML_200, "text/html")
+        return response
+
+
+def _refusal(fault: _Fault) -> _Response | None:
+    """The error reply for a fault that stops the call before it is processed; None for the others."""
+    kind, desc = fault.kind, fault.description
+    if kind == "429":
+        return _err(
+            429,
+            desc or f"Too Many Requests: retry after {fault.retry_after}",
+            {"retry_after": fault.retry_after},
+        )
+    if kind == "400":
+        return _err(400, desc or "Bad Request: chat not found")
+    if kind == "403":
+        return _err(403, desc or "Forbidden: bot was blocked by the user")
+    if kind == "500":
+        return _err(500, desc or "Internal Server Error")
+    if kind == "502_html":
+        return _Response(502, _HTML_502, "text/html")
+    if kind == "409":
+        return _err(409, desc or _CONFLICT_POLL)
+    return None

@@ -1,0 +1,362 @@
+"""The Bot API methods the fake answers, as plain functions of the state, and the request/response helpers they use.
+
+Each handler takes the `ApiState` and the parsed parameters and returns a `Response`; `HANDLERS` maps the
+lower-cased method name to its handler. Reading parameters (`_parse_params`) lives here too because it carries
+Telegram's conventions (JSON-encoded form values, except for the fields PTB sends as raw strings).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from bot.sandbox.bot_api.state import ApiState, SentMessage
+from bot.sandbox.mini_http import Response as _Response
+
+# Form values that PTB sends as raw strings (not JSON-encoded); "42" as a text must stay a string.
+_RAW_STRING_PARAMS = frozenset(
+    {
+        "text",
+        "callback_query_id",
+        "url",
+        "secret_token",
+        "parse_mode",
+        "action",
+        "inline_message_id",
+        "language_code",
+        "business_connection_id",
+        "message_effect_id",
+        "ip_address",
+        "caption",
+        "emoji",
+    }
+)
+
+_CONFLICT_WEBHOOK = (
+    "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
+)
+_CONFLICT_POLL = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _json_response(status: int, obj: Any) -> _Response:
+    return _Response(status, json.dumps(obj).encode())   # ASCII JSON: a lone surrogate stays a valid \\u escape
+
+
+def _ok(result: Any) -> _Response:
+    return _json_response(200, {"ok": True, "result": result})
+
+
+def _err(code: int, description: str, parameters: dict | None = None) -> _Response:
+    body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
+    if parameters:
+        body["parameters"] = parameters
+    return _json_response(code, body)
+
+
+def _as_int(value: Any) -> Any:
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return int(value)
+    return value
+
+
+def _parse_params(query: str, content_type: str, body: bytes) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    ctype = content_type.split(";")[0].strip().lower()
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if body:
+        if ctype == "application/json":
+            try:
+                obj = json.loads(body)
+            except ValueError:
+                raise ValueError("can't parse JSON body") from None
+            if not isinstance(obj, dict):
+                raise ValueError("JSON body must be an object")
+            params.update({k: v for k, v in obj.items() if v is not None})
+        elif ctype in ("application/x-www-form-urlencoded", ""):
+            pairs += parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+        elif ctype == "multipart/form-data":
+            raise ValueError("multipart uploads are not supported by the local fake")
+        else:
+            raise ValueError(f"unsupported content type {ctype}")
+    for name, value in pairs:
+        if name in _RAW_STRING_PARAMS:
+            params[name] = value
+            continue
+        try:
+            params[name] = json.loads(value)
+        except ValueError:
+            params[name] = value
+    return params
+
+
+_UNPARSABLE = object()
+
+
+def _markup(params: dict) -> Any:
+    """`reply_markup` as a dict (PTB sends it JSON-encoded), None when absent, `_UNPARSABLE` when it is no object."""
+    markup = params.get("reply_markup")
+    if isinstance(markup, str):
+        try:
+            markup = json.loads(markup)
+        except ValueError:
+            return _UNPARSABLE
+    return markup if markup is None or isinstance(markup, dict) else _UNPARSABLE
+
+
+def _check_markup(markup: dict | None) -> str | None:
+    if not markup:
+        return None
+    rows = markup.get("inline_keyboard")
+    if rows is None:
+        return None  # reply keyboards etc. are recorded as given
+    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+        return "Bad Request: field \"inline_keyboard\" of the InlineKeyboardMarkup should be an Array of Arrays"
+    for row in rows:
+        for button in row:
+            if not isinstance(button, dict) or not button.get("text"):
+                return (
+                    "Bad Request: can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard"
+                )
+            data = button.get("callback_data")
+            if data is not None and not 1 <= len(str(data).encode()) <= 64:
+                return "Bad Request: BUTTON_DATA_INVALID"
+    return None
+
+
+# ---------------------------------------------------------------------- Bot API methods
+
+
+async def get_me(st: ApiState, params: dict) -> _Response:
+    return _ok(
+        {
+            **st.bot_user,
+            "can_join_groups": False,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+            "can_connect_to_business": False,
+            "has_main_web_app": False,
+        }
+    )
+
+
+async def get_updates(st: ApiState, params: dict) -> _Response:
+    if st.webhook.get("url"):
+        return _err(409, _CONFLICT_WEBHOOK)
+    st._poll_generation += 1
+    generation = st._poll_generation
+    st._notify()  # wakes an older long poll, which is then terminated with 409 (as Telegram does)
+    offset = params.get("offset")
+    try:
+        offset = int(offset) if offset is not None else None
+        limit = int(params.get("limit") or 100)
+        timeout = float(params.get("timeout") or 0)
+    except (TypeError, ValueError):
+        return _err(400, "Bad Request: invalid getUpdates parameters")
+    limit = min(max(limit, 1), 100)
+    if "allowed_updates" in params and params["allowed_updates"] is not None:
+        allowed = params["allowed_updates"]
+        if not isinstance(allowed, list):
+            return _err(400, "Bad Request: can't parse allowed updates")
+        st._allowed_updates = [str(a) for a in allowed]
+        st._store.set("allowed_updates", st._allowed_updates)
+    st.offsets_requested.append(offset)
+    st._store.log("offset", offset)
+    if offset is not None:
+        st._apply_offset(offset)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout, 0.0)
+    while True:
+        if generation != st._poll_generation:
+            return _err(409, _CONFLICT_POLL)
+        if st.webhook.get("url"):
+            return _err(409, _CONFLICT_WEBHOOK)
+        batch = st._deliverable(limit)
+        remaining = deadline - loop.time()
+        if batch or remaining <= 0:
+            return _ok(batch)
+        tick = st._tick
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(tick.wait(), remaining)
+
+
+async def send_message(st: ApiState, params: dict) -> _Response:
+    chat_id = _as_int(params.get("chat_id"))
+    if chat_id in (None, ""):
+        return _err(400, "Bad Request: chat_id is empty")
+    text = params.get("text")
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return _err(400, "Bad Request: message text is empty")
+    text = str(text)
+    if _utf16_len(text) > 4096:
+        return _err(400, "Bad Request: message is too long")
+    markup = _markup(params)
+    if markup is _UNPARSABLE:
+        return _err(400, "Bad Request: can't parse reply keyboard markup JSON object")
+    problem = _check_markup(markup)
+    if problem:
+        return _err(400, problem)
+    message_id = st._next_message_id(chat_id)
+    date = int(time.time())
+    sent = SentMessage(chat_id=chat_id, text=text, reply_markup=markup, message_id=message_id, date=date)
+    st._store.add_sent(sent)
+    st.sent.append(sent)
+    st._messages[(json.dumps(chat_id), message_id)] = {"date": date, "text": text, "markup": markup, "bot": True}
+    result: dict[str, Any] = {
+        "message_id": message_id,
+        "from": st.bot_user,
+        "chat": st._chat_obj(chat_id),
+        "date": date,
+        "text": text,
+    }
+    if markup and markup.get("inline_keyboard"):
+        result["reply_markup"] = markup
+    return _ok(result)
+
+
+async def send_chat_action(st: ApiState, params: dict) -> _Response:
+    chat_id = _as_int(params.get("chat_id"))
+    action = params.get("action")
+    if chat_id in (None, ""):
+        return _err(400, "Bad Request: chat_id is empty")
+    if not action:
+        return _err(400, "Bad Request: action is empty")
+    entry = {"chat_id": chat_id, "action": str(action)}
+    st._store.log("chat_action", entry)
+    st.chat_actions.append(entry)
+    return _ok(True)
+
+
+async def answer_callback_query(st: ApiState, params: dict) -> _Response:
+    cid = params.get("callback_query_id")
+    cid = None if cid is None else str(cid)
+    if not cid or cid not in st._callbacks or st._callbacks[cid]:
+        return _err(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+    text = params.get("text")
+    if text is not None and _utf16_len(str(text)) > 200:
+        return _err(400, "Bad Request: MESSAGE_TOO_LONG")
+    entry = {
+        "callback_query_id": cid,
+        "text": None if text is None else str(text),
+        "show_alert": bool(params.get("show_alert") or False),
+    }
+    st._callbacks[cid] = True
+    st._store.log("callback_answer", entry)
+    st.callback_answers.append(entry)
+    return _ok(True)
+
+
+async def set_my_commands(st: ApiState, params: dict) -> _Response:
+    commands = params.get("commands")
+    if isinstance(commands, str):
+        try:
+            commands = json.loads(commands)
+        except ValueError:
+            return _err(400, "Bad Request: can't parse commands JSON object")
+    if not isinstance(commands, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("command"), str) and isinstance(c.get("description"), str)
+        for c in commands
+    ):
+        return _err(400, "Bad Request: can't parse commands JSON object")
+    st.commands = commands
+    st._store.set("commands", commands)
+    return _ok(True)
+
+
+async def get_my_commands(st: ApiState, params: dict) -> _Response:
+    return _ok(st.commands)
+
+
+async def edit_message_reply_markup(st: ApiState, params: dict) -> _Response:
+    if params.get("inline_message_id"):
+        return _err(400, "Bad Request: inline messages are not supported by the local fake")
+    chat_id = _as_int(params.get("chat_id"))
+    message_id = _as_int(params.get("message_id"))
+    if chat_id in (None, "") or not isinstance(message_id, int):
+        return _err(400, "Bad Request: message identifier is not specified")
+    known = st._messages.get((json.dumps(chat_id), message_id))
+    if known is None or not known["bot"]:
+        return _err(400, "Bad Request: message to edit not found")
+    markup = _markup(params)
+    if markup is _UNPARSABLE:
+        return _err(400, "Bad Request: can't parse reply keyboard markup JSON object")
+    if markup is not None and not markup.get("inline_keyboard"):
+        markup = None
+    if (markup or None) == (known["markup"] or None):
+        return _err(
+            400,
+            "Bad Request: message is not modified: specified new message content and reply markup are exactly "
+            "the same as a current content and reply markup of the message",
+        )
+    known["markup"] = markup
+    entry = {"chat_id": chat_id, "message_id": message_id, "reply_markup": markup}
+    st._store.log("edited_markup", entry)
+    st.edited_markups.append(entry)
+    result: dict[str, Any] = {
+        "message_id": message_id,
+        "from": st.bot_user,
+        "chat": st._chat_obj(chat_id),
+        "date": known["date"],
+        "edit_date": int(time.time()),
+    }
+    if known.get("text") is not None:
+        result["text"] = known["text"]
+    if markup:
+        result["reply_markup"] = markup
+    return _ok(result)
+
+
+async def set_webhook(st: ApiState, params: dict) -> _Response:
+    url = params.get("url") or ""
+    if url and not str(url).startswith("https://"):
+        return _err(400, "Bad Request: bad webhook: An HTTPS URL must be provided for webhook")
+    if params.get("drop_pending_updates"):
+        st._drop_pending()
+    st.webhook = {"url": str(url)}
+    if params.get("allowed_updates") is not None:
+        st._allowed_updates = list(params["allowed_updates"])
+        st._store.set("allowed_updates", st._allowed_updates)
+    st._store.set("webhook", st.webhook)
+    return _ok(True)
+
+
+async def delete_webhook(st: ApiState, params: dict) -> _Response:
+    if params.get("drop_pending_updates"):
+        st._drop_pending()
+    st.webhook = {"url": ""}
+    st._store.set("webhook", st.webhook)
+    return _ok(True)
+
+
+async def get_webhook_info(st: ApiState, params: dict) -> _Response:
+    info: dict[str, Any] = {
+        "url": st.webhook.get("url", ""),
+        "has_custom_certificate": False,
+        "pending_update_count": len(st._pending),
+    }
+    if st.webhook.get("url") and st._allowed_updates is not None:
+        info["allowed_updates"] = st._allowed_updates
+    return _ok(info)
+
+
+HANDLERS: dict[str, Callable[[ApiState, dict], Awaitable[_Response]]] = {
+    "getme": get_me,
+    "getupdates": get_updates,
+    "sendmessage": send_message,
+    "sendchataction": send_chat_action,
+    "answercallbackquery": answer_callback_query,
+    "setmycommands": set_my_commands,
+    "getmycommands": get_my_commands,
+    "editmessagereplymarkup": edit_message_reply_markup,
+    "setwebhook": set_webhook,
+    "deletewebhook": delete_webhook,
+    "getwebhookinfo": get_webhook_info,
+}

@@ -1,0 +1,333 @@
+"""What the fake Bot API remembers, apart from HTTP: the update queue, the chats and messages it has seen, the records
+of what the bot did (`sent`, `chat_actions`, ...) and the SQLite state file that makes all of it survive a kill -9.
+
+`ApiState` is the base class of `LocalBotApi` (in `server`); the Bot API handlers in `methods` take it as their
+first argument, so they depend on this module only and never on the listener.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FIRST_UPDATE_ID = 10001  # distinct from message ids, so code that mixes the two up fails visibly
+
+# Every kind of update Telegram has; those delivered when `allowed_updates` is empty or never given exclude the
+# three Telegram leaves out by default.
+_UPDATE_KINDS = (
+    "message",
+    "edited_message",
+    "channel_post",
+    "edited_channel_post",
+    "business_connection",
+    "business_message",
+    "edited_business_message",
+    "deleted_business_messages",
+    "message_reaction",
+    "message_reaction_count",
+    "inline_query",
+    "chosen_inline_result",
+    "callback_query",
+    "shipping_query",
+    "pre_checkout_query",
+    "purchased_paid_media",
+    "poll",
+    "poll_answer",
+    "my_chat_member",
+    "chat_member",
+    "chat_join_request",
+    "chat_boost",
+    "removed_chat_boost",
+)
+_NOT_BY_DEFAULT = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    chat_id: int | str
+    text: str
+    reply_markup: dict | None
+    message_id: int
+    date: int
+
+
+def _update_kind(update: dict) -> str | None:
+    for key in update:
+        if key in _UPDATE_KINDS:
+            return key
+    return None
+
+
+class _Store:
+    """The server's own SQLite file. Every write commits at once (before the reply that reveals it)."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS updates(update_id INTEGER PRIMARY KEY, body TEXT NOT NULL,
+                                               confirmed INTEGER NOT NULL DEFAULT 0);
+            CREATE TABLE IF NOT EXISTS sent(seq INTEGER PRIMARY KEY AUTOINCREMENT, chat_id TEXT NOT NULL,
+                                            message_id INTEGER NOT NULL, text TEXT NOT NULL,
+                                            reply_markup TEXT, date INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS kv(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS log(seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,
+                                           body TEXT NOT NULL);
+            """
+        )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def add_update(self, update: dict) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO updates(update_id, body, confirmed) VALUES (?, ?, 0)",
+            (update["update_id"], json.dumps(update)),
+        )
+
+    def confirm_ids(self, ids: list[int]) -> None:
+        self._db.executemany("UPDATE updates SET confirmed = 1 WHERE update_id = ?", [(i,) for i in ids])
+
+    def add_sent(self, m: SentMessage) -> None:
+        self._db.execute(
+            "INSERT INTO sent(chat_id, message_id, text, reply_markup, date) VALUES (?, ?, ?, ?, ?)",
+            (json.dumps(m.chat_id), m.message_id, m.text, json.dumps(m.reply_markup), m.date),
+        )
+
+    def set(self, key: str, value: Any) -> None:
+        self._db.execute("INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
+    def log(self, kind: str, body: Any) -> None:
+        self._db.execute("INSERT INTO log(kind, body) VALUES (?, ?)", (kind, json.dumps(body)))
+
+    def load(self) -> dict[str, Any]:
+        db = self._db
+        return {
+            "updates": [
+                (json.loads(b), bool(c))
+                for b, c in db.execute("SELECT body, confirmed FROM updates ORDER BY update_id")
+            ],
+            "sent": [
+                SentMessage(json.loads(c), t, json.loads(r) if r is not None else None, m, d)
+                for c, m, t, r, d in db.execute(
+                    "SELECT chat_id, message_id, text, reply_markup, date FROM sent ORDER BY seq"
+                )
+            ],
+            "kv": {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM kv")},
+            "log": [(k, json.loads(b)) for k, b in db.execute("SELECT kind, body FROM log ORDER BY seq")],
+        }
+
+
+class _NoStore:
+    def close(self) -> None: ...
+    def add_update(self, update: dict) -> None: ...
+    def confirm_ids(self, ids: list[int]) -> None: ...
+    def add_sent(self, m: SentMessage) -> None: ...
+    def set(self, key: str, value: Any) -> None: ...
+    def log(self, kind: str, body: Any) -> None: ...
+
+
+class ApiState:
+    """The records and the update queue of one fake Bot API, restored from `state_path` when one is given."""
+
+    def __init__(self, *, state_path: Path | None, bot_user_id: int) -> None:
+        self.bot_user_id = bot_user_id
+        self.bot_user = {
+            "id": bot_user_id,
+            "is_bot": True,
+            "first_name": "Shopbot (local)",
+            "username": "shopbot_local_bot",
+        }
+        self._tick = asyncio.Event()
+        self._poll_generation = 0
+
+        # Observable records.
+        self.sent: list[SentMessage] = []
+        self.chat_actions: list[dict] = []  # {"chat_id", "action"}
+        self.callback_answers: list[dict] = []  # {"callback_query_id", "text", "show_alert"}
+        self.commands: list[dict] = []  # the last setMyCommands list
+        self.offsets_requested: list[int | None] = []  # the offset of every getUpdates that was processed
+        self.edited_markups: list[dict] = []  # {"chat_id", "message_id", "reply_markup"}
+        self.calls: dict[str, int] = {}  # requests per Bot API method (as named by the client), faults included
+        self.connections_opened = 0  # TCP connections accepted (keep-alive reuse keeps this low)
+        self.webhook: dict = {"url": ""}
+
+        # Server state.
+        self._pending: list[dict] = []  # unconfirmed updates, in update_id order
+        self._all_updates: dict[int, dict] = {}  # every update ever posted (for redeliver)
+        self._next_update_id = FIRST_UPDATE_ID
+        self._confirmed_offset = 0
+        self._allowed_updates: list[str] | None = None
+        self._msg_counters: dict[str, int] = {}  # per chat (JSON-encoded chat id as key)
+        self._chats: dict[str, dict] = {}
+        self._messages: dict[tuple[str, int], dict] = {}  # (chat key, message_id) -> {"date","text","markup","bot"}
+        self._callbacks: dict[str, bool] = {}  # callback query id -> answered
+        self._edit_dates: dict[tuple[str, int], int] = {}
+
+        self._state_path = state_path
+        self._store: _Store | _NoStore = _NoStore()
+        if state_path is not None:
+            store = _Store(Path(state_path))
+            self._restore(store.load())
+            self._store = store
+
+    def _notify(self) -> None:
+        """Wake everything waiting for a change (a long poll, `wait_for`)."""
+        tick, self._tick = self._tick, asyncio.Event()
+        tick.set()
+
+    # ------------------------------------------------------------------ chats, messages, updates
+
+    def _chat_obj(self, chat_id: int | str) -> dict:
+        key = json.dumps(chat_id)
+        if key in self._chats:
+            return dict(self._chats[key])
+        if isinstance(chat_id, int) and chat_id < 0:
+            return {"id": chat_id, "type": "group", "title": "Group"}
+        return {"id": chat_id, "type": "private", "first_name": "Lucy"}
+
+    def _next_message_id(self, chat_id: int | str) -> int:
+        key = json.dumps(chat_id)
+        n = self._msg_counters.get(key, 0) + 1
+        self._msg_counters[key] = n
+        self._store.set("msg_counters", self._msg_counters)
+        return n
+
+    def _store_update(self, update: dict) -> dict:
+        if not isinstance(update.get("update_id"), int):
+            update = {"update_id": self._next_update_id, **{k: v for k, v in update.items() if k != "update_id"}}
+        uid = update["update_id"]
+        self._next_update_id = max(self._next_update_id, uid + 1)
+        self._store.set("next_update_id", self._next_update_id)
+        self._store.add_update(update)
+        self._all_updates[uid] = update
+        self._pending.append(update)
+        self._pending.sort(key=lambda u: u["update_id"])
+        self._index_update(update)
+        self._notify()
+        return update
+
+    def _index_update(self, update: dict) -> None:
+        """Remember chats, user messages and callback ids an update carries (also on restore)."""
+        msg = update.get("message") or update.get("edited_message")
+        if isinstance(msg, dict) and isinstance(msg.get("chat"), dict) and "id" in msg["chat"]:
+            key = json.dumps(msg["chat"]["id"])
+            self._chats[key] = msg["chat"]
+            if isinstance(msg.get("message_id"), int) and "message" in update:
+                self._messages[(key, msg["message_id"])] = {
+                    "date": msg.get("date", 0),
+                    "text": msg.get("text"),
+                    "markup": None,
+                    "bot": False,
+                }
+            if "edited_message" in update and isinstance(msg.get("edit_date"), int):
+                self._edit_dates[(key, msg.get("message_id"))] = msg["edit_date"]
+        cq = update.get("callback_query")
+        if isinstance(cq, dict) and isinstance(cq.get("id"), str):
+            self._callbacks.setdefault(cq["id"], False)
+
+    # ------------------------------------------------------------------ the pending queue, and the state view
+
+    @property
+    def pending_updates(self) -> list[dict]:
+        return list(self._pending)
+
+    @property
+    def confirmed_offset(self) -> int:
+        return self._confirmed_offset
+
+    def state(self) -> dict:
+        """What `/_control/state` answers."""
+        return {
+            "offsets_requested": self.offsets_requested,
+            "confirmed_offset": self._confirmed_offset,
+            "pending_updates": self._pending,
+            "callback_answers": self.callback_answers,
+            "chat_actions": self.chat_actions,
+            "commands": self.commands,
+            "edited_markups": self.edited_markups,
+            "webhook": self.webhook,
+            "allowed_updates": self._allowed_updates,
+            "calls": self.calls,
+            "sent_count": len(self.sent),
+        }
+
+    def _apply_offset(self, offset: int) -> None:
+        if offset > 0:
+            confirmed = [u["update_id"] for u in self._pending if u["update_id"] < offset]
+            self._pending = [u for u in self._pending if u["update_id"] >= offset]
+        elif offset < 0:
+            keep = -offset
+            cut = max(0, len(self._pending) - keep)
+            confirmed = [u["update_id"] for u in self._pending[:cut]]
+            self._pending = self._pending[cut:]
+        else:
+            return
+        if confirmed:
+            self._store.confirm_ids(confirmed)
+        if offset > 0 and offset > self._confirmed_offset:
+            self._confirmed_offset = offset
+            self._store.set("confirmed_offset", offset)
+
+    def _deliverable(self, limit: int) -> list[dict]:
+        allowed = self._allowed_updates
+        if allowed:
+            wanted = set(allowed)
+        else:
+            wanted = set(_UPDATE_KINDS) - _NOT_BY_DEFAULT
+        out = []
+        for update in self._pending:
+            kind = _update_kind(update)
+            if kind is None or kind in wanted:  # an unrecognisable (malformed) update is always delivered
+                out.append(update)
+            if len(out) >= limit:
+                break
+        return out
+
+    def _drop_pending(self) -> None:
+        self._store.confirm_ids([u["update_id"] for u in self._pending])
+        self._pending = []
+
+    # ------------------------------------------------------------------ restore from the state file
+
+    def _restore(self, data: dict) -> None:
+        kv = data["kv"]
+        for update, confirmed in data["updates"]:
+            self._all_updates[update["update_id"]] = update
+            self._index_update(update)
+            if not confirmed:
+                self._pending.append(update)
+        self._next_update_id = max(
+            [kv.get("next_update_id", FIRST_UPDATE_ID)] + [u + 1 for u in self._all_updates]
+        )
+        self._confirmed_offset = kv.get("confirmed_offset", 0)
+        self._allowed_updates = kv.get("allowed_updates")
+        self._msg_counters = dict(kv.get("msg_counters", {}))
+        self.webhook = kv.get("webhook", {"url": ""})
+        self.commands = kv.get("commands", [])
+        for m in data["sent"]:
+            self.sent.append(m)
+            self._messages[(json.dumps(m.chat_id), m.message_id)] = {
+                "date": m.date,
+                "text": m.text,
+                "markup": m.reply_markup,
+                "bot": True,
+            }
+        for kind, body in data["log"]:
+            if kind == "offset":
+                self.offsets_requested.append(body)
+            elif kind == "chat_action":
+                self.chat_actions.append(body)
+            elif kind == "callback_answer":
+                self.callback_answers.append(body)
+                self._callbacks[body["callback_query_id"]] = True
+            elif kind == "edited_markup":
+                self.edited_markups.append(body)
+                m = self._messages.get((json.dumps(body["chat_id"]), body["message_id"]))
+                if m is not None:
+                    m["markup"] = body["reply_markup"]
