@@ -40,7 +40,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from store import Admission, AdmitResult, ManualClock, Occurrence, Store, inbox
+from store import Admission, AdmitResult, ManualClock, Occurrence, SqliteStore
+from store.sqlite import inbox
 
 from .common import cleanup, median, print_machine, remove_db, scratch_dir, spread
 
@@ -96,7 +97,7 @@ async def one_run(path: Path, items: list[Occurrence], batch: int, capacity: int
                   variant: str = "product") -> tuple[float, dict[str, int]]:
     remove_db(path)
     clock = ManualClock(START)
-    store = await Store.open(path, clock, capacity=capacity, debounce_ms=0)
+    store = await SqliteStore.open(path, clock, capacity=capacity, debounce_ms=0)
     original = inbox.open_agent_work
     try:
         for statement in schema:
@@ -142,7 +143,7 @@ async def instrumented(path: Path, items: list[Occurrence], batch: int, capacity
     the transaction function (cProfile sees only its own thread). Returns seconds per phase, the number of counts,
     and the profile text."""
     remove_db(path)
-    store = await Store.open(path, ManualClock(START), capacity=capacity, debounce_ms=0)
+    store = await SqliteStore.open(path, ManualClock(START), capacity=capacity, debounce_ms=0)
     phases = {"begin": 0.0, "admission SQL except the count": 0.0, "open-work count": 0.0, "commit": 0.0,
               "outside the connection thread (aiosqlite hop, event loop, Python)": 0.0}
     counts = [0]

@@ -20,7 +20,7 @@ import httpx
 from bot.relays.sender import TelegramSender
 from producers.telegram.client import make_bot
 from producers.telegram.polling import Ingress
-from store import Store, SystemClock
+from store import SqliteStore, SystemClock
 
 from .common import machine
 
@@ -36,7 +36,7 @@ async def one_run(directory: Path, updates: int) -> float:
             for n in range(updates):
                 chat = owners[n % len(owners)]
                 await control.post("/_control/message", json={"chat_id": chat, "user_id": chat, "text": f"count {n}"})
-        store = await Store.open(directory / f"burst-{time.monotonic_ns()}.sqlite3", SystemClock(),
+        store = await SqliteStore.open(directory / f"burst-{time.monotonic_ns()}.sqlite3", SystemClock(),
                                  capacity=updates + 10, debounce_ms=0)
         bot = make_bot(token, base)
         await bot.initialize()

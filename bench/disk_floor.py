@@ -24,7 +24,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from store import Occurrence, Store, SystemClock
+from store import Occurrence, SqliteStore, SystemClock
 
 from .common import cleanup, median, print_machine, remove_db, scratch_dir, spread
 
@@ -55,7 +55,7 @@ def commits_per_second(path: Path, n: int, synchronous: str) -> float:
 async def store_admits(path: Path, n: int) -> tuple[float, float, float, float]:
     """(admissions/s over the run, first 10 %, last 10 %, aiosqlite round trips/s)."""
     remove_db(path)
-    store = await Store.open(path, SystemClock(), capacity=10 * n, debounce_ms=0)
+    store = await SqliteStore.open(path, SystemClock(), capacity=10 * n, debounce_ms=0)
     try:
         sync = await store.db.raw(lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0])
         mode = await store.db.raw(lambda conn: conn.execute("PRAGMA journal_mode").fetchone()[0])
@@ -87,14 +87,14 @@ def sync_admits(path: Path, n: int) -> tuple[float, dict[str, float]]:
     """The same admissions as `store_admits`, with the SQL of `store.inbox.admit` (identity lookup, open-work count,
     insert) on a plain sqlite3 connection with the store's pragmas, one BEGIN IMMEDIATE ... COMMIT each: the store's
     SQL and commit without aiosqlite and asyncio, timed statement by statement (us per admission)."""
-    from store import inbox
+    from store.sqlite import inbox
     from store.clock import to_text
-    from store.connection import configure
+    from store.sqlite.connection import configure
 
     remove_db(path)
 
     async def create() -> None:
-        await (await Store.open(path, SystemClock(), debounce_ms=0)).close()
+        await (await SqliteStore.open(path, SystemClock(), debounce_ms=0)).close()
     asyncio.run(create())
     conn = sqlite3.connect(str(path), isolation_level=None)
     phases = {"begin": 0.0, "identity lookup": 0.0, "open-work count": 0.0, "insert": 0.0, "commit": 0.0}

@@ -42,8 +42,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from store import ManualClock, Occurrence, ReportDraft, Store
-from store.bulk import load_into
+from store import ManualClock, Occurrence, ReportDraft, SqliteStore
+from store.sqlite.bulk import load_into
 
 from .common import cleanup, median, pct, print_machine, remove_db, scratch_dir
 
@@ -86,7 +86,7 @@ async def measure(path: Path, ops: int, backlog: int, ids: Counter, *, trace: bo
                   ) -> tuple[dict[str, list[float]], list[tuple[str, str]]]:
     """Latencies in ms per operation kind; with `trace`, the distinct statements of one admit/claim/finish/relay."""
     clock = ManualClock(START)
-    store = await Store.open(path, clock, capacity=10_000, debounce_ms=0)
+    store = await SqliteStore.open(path, clock, capacity=10_000, debounce_ms=0)
     lat: dict[str, list[float]] = {name: [] for name in OPS}
     captured: list[tuple[str, str]] = []
     try:
@@ -214,7 +214,8 @@ def print_table(title: str, empty: dict[str, tuple[float, float]], full: dict[st
 
 
 async def prepare_history(path: Path, history: int) -> float:
-    store = await Store.open(path, ManualClock(HISTORY_START), debounce_ms=0, migrate=True)   # a kept file may be older
+    # a kept file may be older
+    store = await SqliteStore.open(path, ManualClock(HISTORY_START), debounce_ms=0, migrate=True)
     try:
         have = await store.db.raw(lambda conn: conn.execute(
             "SELECT count(*) FROM work WHERE worker_id = 'bulk'").fetchone()[0])
@@ -280,7 +281,7 @@ def main() -> None:
                         remove_db(path)
                         if variant == "fix":
                             async def create(p: Path = path) -> None:
-                                await (await Store.open(p, ManualClock(START), debounce_ms=0)).close()
+                                await (await SqliteStore.open(p, ManualClock(START), debounce_ms=0)).close()
                             asyncio.run(create())
                             conn = sqlite3.connect(str(path), isolation_level=None)
                             add_fix(conn)

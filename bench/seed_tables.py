@@ -63,7 +63,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from store import Admission, ManualClock, Occurrence, ReportDraft, Store, inbox
+from store import Admission, ManualClock, Occurrence, ReportDraft, SqliteStore
+from store.sqlite import inbox
 
 from .common import HERE, cleanup, median, print_machine, remove_db, scratch_dir
 
@@ -124,7 +125,7 @@ class QueueRun:
 async def queue_run(path: Path, row: str, p: float, capacity: int, seed: int, ticks: int) -> QueueRun:
     remove_db(path)
     clock = ManualClock(START)
-    store = await Store.open(path, clock, capacity=capacity, debounce_ms=0)
+    store = await SqliteStore.open(path, clock, capacity=capacity, debounce_ms=0)
     began = time.perf_counter()
     try:
         synchronous = await store.db.raw(lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0])
@@ -275,7 +276,7 @@ async def state_machine_sample(path: Path, policy: str, n: int, seed: int) -> di
     """n reports made by the product path, then delivered under `policy` through the store's relay moves."""
     remove_db(path)
     clock = ManualClock(START)
-    store = await Store.open(path, clock, capacity=UNBOUNDED, debounce_ms=0)
+    store = await SqliteStore.open(path, clock, capacity=UNBOUNDED, debounce_ms=0)
     try:
         for b in range(0, n, 100):
             await store.admit_many([Occurrence(f"tg:{1000 + i % 100}:{i}", f"s:{i}", f"message {i}",

@@ -25,7 +25,7 @@ import httpx
 
 from bot.relays.sender import SendOutcome
 from bot.relays.telegram import Relay, RelaySettings
-from store import Occurrence, Store, SystemClock
+from store import Occurrence, SqliteStore, SystemClock
 from worker.models.offline import OfflineModel
 from worker.worker import Worker
 
@@ -52,8 +52,8 @@ def disk_floor(directory: Path, commits: int = 1000) -> float:
 
 
 async def in_process(directory: Path, items: int) -> tuple[float, float]:
-    store = await Store.open(directory / f"inproc-{time.monotonic_ns()}.sqlite3", SystemClock(), capacity=items + 10,
-                             debounce_ms=0)
+    store = await SqliteStore.open(directory / f"inproc-{time.monotonic_ns()}.sqlite3", SystemClock(),
+                                   capacity=items + 10, debounce_ms=0)
     commits = 0
     write = store.db.write
 

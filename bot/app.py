@@ -10,6 +10,7 @@ import logging
 import signal
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 from telegram.error import InvalidToken, NetworkError, RetryAfter
@@ -30,7 +31,7 @@ from producers.telegram.polling import Ingress, IngressStopped
 from producers.telegram.routing import ALLOWED_UPDATES
 from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
-from store import Claim, InstanceLock, Store, faults, parse_clock
+from store import Claim, InstanceLock, Store, faults, open_store, parse_clock
 from worker.models import load_model
 from worker.worker import Worker, WorkerSettings, WorkerStopped
 
@@ -83,10 +84,10 @@ class App:
         self._stack.enter_context(InstanceLock(cfg.db.resolve()))
         shop = load_shop(cfg.shop_file)
         clock = parse_clock(cfg.clock, test_mode=cfg.test_mode)
-        store = await Store.open(cfg.db, clock, capacity=cfg.capacity, debounce_ms=cfg.debounce_ms,
+        store = await open_store(cfg.db, clock, capacity=cfg.capacity, debounce_ms=cfg.debounce_ms,
                                  attempt_cap=cfg.attempt_cap, max_pages=cfg.db_max_pages)
         self._stack.push_async_callback(store.close)
-        log.info("database %s (schema %d)", store.path, await store.schema_version())
+        log.info("database %s (schema %d)", store.location, await store.schema_version())
         if await store.seed_shop(shop.items, str(cfg.shop_file)):
             log.info("shop seeded from %s: %d items", cfg.shop_file, len(shop.items))
         summary = await store.recover()
@@ -211,7 +212,8 @@ class App:
             log.critical("%s stopped: %s", name, exc)
             self.parts.health.fail(name, str(exc))
             if self.cfg.owner_chat_id:
-                await self.parts.store.notice("config", f"{name}:{self.parts.store.now()[:10]}",
+                day = f"{self.parts.store.clock.now().astimezone(UTC):%Y-%m-%d}"
+                await self.parts.store.notice("config", f"{name}:{day}",
                                               f"I had to stop my {name}: {exc}", f"tg:{self.cfg.owner_chat_id}")
 
     async def run(self) -> None:

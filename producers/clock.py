@@ -13,11 +13,11 @@ grace ends; then it is recorded as missed (reason `capacity`). An outage too lon
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from store import Admission, Occurrence, Store, Transaction, WorkKind, from_text, to_text
+from store import Admission, Occurrence, Store, Transaction, WorkKind, faults
 
 from .schedule import Schedule, ScheduleError, plan_catch_up
 
@@ -51,22 +51,20 @@ class ClockProducer:
         self.schedules = {s.name: s for s in schedules}
         self.destination = destination
 
-    async def catch_up(self, name: str | None = None, *,
-                       between: Callable[[], None] | None = None) -> list[CatchUpResult]:
-        """Plan and commit every schedule (or the named one), one transaction each. `between` is a test hook run
-        inside the transaction after the admissions, before the missed rows and the cursor are written."""
+    async def catch_up(self, name: str | None = None) -> list[CatchUpResult]:
+        """Plan and commit every schedule (or the named one), one transaction each. The fault point `clock-cursor`
+        lies inside the transaction after the admissions, before the missed rows and the cursor are written."""
         targets = [self.schedules[name]] if name is not None else list(self.schedules.values())
         results = []
         for schedule in targets:
-            result = await self.store.atomic(lambda tx, s=schedule: self._catch_up(tx, s, between))
+            result = await self.store.atomic(lambda tx, s=schedule: self._catch_up(tx, s))
             _log(result)
             results.append(result)
         return results
 
-    def _catch_up(self, tx: Transaction, schedule: Schedule, between: Callable[[], None] | None) -> CatchUpResult:
-        state, now = tx.producers, from_text(tx.now)
-        cursor_text, refused_key = state.get_cursor(schedule.name)
-        cursor = from_text(cursor_text) if cursor_text else None
+    def _catch_up(self, tx: Transaction, schedule: Schedule) -> CatchUpResult:
+        state, now = tx.producers, tx.at
+        cursor, refused_key = state.get_cursor(schedule.name)
         missed: list[tuple[str, str, datetime | None]] = []
         horizon = now - schedule.grace
         try:
@@ -103,12 +101,10 @@ class ClockProducer:
                 refused = occ
                 new_cursor = occ.fire_time - _JUST_BEFORE
                 break
-        if between is not None:
-            between()
+        faults.reached("clock-cursor")
         recorded = tuple((key, reason) for key, reason, fire_time in missed
-                         if state.record_missed(schedule.name, key, reason,
-                                                         to_text(fire_time) if fire_time else None, tx.now))
-        state.set_cursor(schedule.name, to_text(new_cursor), refused.key if refused else None, tx.now)
+                         if state.record_missed(schedule.name, key, reason, fire_time))
+        state.set_cursor(schedule.name, new_cursor, refused.key if refused else None)
         return CatchUpResult(schedule.name, tuple(admitted), tuple(duplicates), refused.source if refused else None,
                              recorded, new_cursor)
 

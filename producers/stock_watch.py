@@ -81,9 +81,9 @@ class StockWatcher:
                 if result.outcome is Admission.ACCEPTED:
                     admitted.append(source)
                 # duplicate or conflict: this episode already has its work item
-                tx.producers.set_watch(item, False, episode, tx.now)
+                tx.producers.set_watch(item, False, episode)
             elif not low and not row["armed"]:
-                tx.producers.set_watch(item, True, episode + 1, tx.now)
+                tx.producers.set_watch(item, True, episode + 1)
                 rearmed.append(item)
         return StockCheck(tuple(admitted), tuple(refused), tuple(rearmed), notices)
 

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from store import Admission, Occurrence, ProducerStore, Store, StoreError, WorkKind
+from store import Admission, Occurrence, Store, StoreError, WorkKind
 
 from .till_request import MAX_BODY_BYTES, TillCounts, TillError, parse_counts_body, request_id_error
 
@@ -62,7 +62,6 @@ class TillApi:
     def __init__(self, store: Store, tokens: Mapping[str, str], *,
                  retry_after_s: int = DEFAULT_RETRY_AFTER_S) -> None:
         self.store = store
-        self.records = ProducerStore(store)
         self._tokens = [(till_id, token.encode()) for till_id, token in tokens.items()]
         self.retry_after_s = retry_after_s
         if not self._tokens:
@@ -107,7 +106,7 @@ class TillApi:
         if isinstance(raw, TillError):
             return _error(raw)
         try:
-            items = await self.records.item_names()
+            items = await self.store.item_names()
         except StoreError as exc:
             return self._not_stored(till_id, exc)
         parsed = parse_counts_body(raw, content_type, items)
@@ -148,7 +147,7 @@ class TillApi:
         if bad is not None:
             return _error(bad)
         try:
-            found = await self.records.work_with_report(f"till:{till_id}:{request_id}")
+            found = await self.store.work_with_report(f"till:{till_id}:{request_id}")
         except StoreError as exc:
             log.error("till read failed till=%s: %s", till_id, exc)
             return _error(TillError(500, "not_read", "the request could not be read; try again", None))

@@ -1,7 +1,8 @@
-"""Durable state of shopbot. `Store` (store/api.py) is the only interface the other packages use."""
+"""Durable state of shopbot. The other packages use only these names: the ports (store/ports.py), the records, the
+errors, the clock, the fault points, and `open_store`, which opens the configured implementation."""
+from pathlib import Path
+
 from . import faults
-from .api import Store
-from .backup import restore
 from .clock import Clock, ManualClock, SystemClock, from_text, parse_clock, to_text
 from .errors import (
     IllegalTransition,
@@ -9,43 +10,74 @@ from .errors import (
     NotClaimed,
     SchemaTooNew,
     SchemaTooOld,
+    ShopbotError,
     StoreBusy,
     StoreError,
     StoreUnavailable,
     UnknownTarget,
 )
-from .lock import InstanceLock
-from .outbox import ReportDraft
-from .producer_state import ProducerStore
+from .ports import (
+    ActionOutbox,
+    Admin,
+    ChangeNotification,
+    Inbox,
+    Insights,
+    Journal,
+    Outbox,
+    ProducerRecords,
+    ShopRecords,
+    Store,
+    Transaction,
+)
 from .records import (
+    Action,
     Admission,
     AdmitResult,
     Claim,
+    Decision,
     Delivery,
     DeliveryState,
     FinishOutcome,
+    ItemSpec,
     Occurrence,
+    Policy,
+    Prompt,
     RecoverySummary,
+    ReportDraft,
     Stats,
     Violation,
     WorkItem,
     WorkKind,
     WorkState,
 )
-from .shop import ItemSpec, Policy
-from .transaction import Transaction
+from .sqlite import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, InstanceLock, SqliteStore, restore
+
+
+async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
+                     debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
+                     create: bool = True, migrate: bool = False, max_pages: int | None = None) -> Store:
+    """Open the store at `location` (a SQLite file path). A missing database is created at the current schema
+    (when `create`); an older one is refused with the command that migrates it (unless `migrate`); a newer one is
+    refused before anything changes."""
+    return await SqliteStore.open(location, clock, capacity=capacity, debounce_ms=debounce_ms,
+                                  attempt_cap=attempt_cap, create=create, migrate=migrate, max_pages=max_pages)
+
 
 __all__ = [
-    # the store and its transaction
-    "Store", "Transaction", "ProducerStore", "restore", "InstanceLock",
+    # the ports and the way to open an implementation
+    "Store", "Transaction", "Inbox", "Journal", "Outbox", "ActionOutbox", "ShopRecords", "Insights",
+    "ChangeNotification", "Admin", "ProducerRecords", "open_store",
+    # the SQLite implementation's own operator moves (the instance lock, restore of a backup file)
+    "SqliteStore", "InstanceLock", "restore",
     # the named fault points (kill points) the drills arm
     "faults",
     # time
     "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text",
     # errors
-    "IllegalTransition", "InstanceLocked", "NotClaimed", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
-    "StoreUnavailable", "UnknownTarget",
+    "ShopbotError", "IllegalTransition", "InstanceLocked", "NotClaimed", "SchemaTooNew", "SchemaTooOld", "StoreBusy",
+    "StoreError", "StoreUnavailable", "UnknownTarget",
     # records
-    "Admission", "AdmitResult", "Claim", "Delivery", "DeliveryState", "FinishOutcome", "ItemSpec", "Occurrence",
-    "Policy", "RecoverySummary", "ReportDraft", "Stats", "Violation", "WorkItem", "WorkKind", "WorkState",
+    "Action", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState", "FinishOutcome",
+    "ItemSpec", "Occurrence", "Policy", "Prompt", "RecoverySummary", "ReportDraft", "Stats", "Violation", "WorkItem",
+    "WorkKind", "WorkState",
 ]

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 
-class StoreError(Exception):
+class ShopbotError(Exception):
+    """Root of every error shopbot raises on purpose; the other packages' errors derive from it."""
+
+
+class StoreError(ShopbotError):
     """Root of every error the store raises."""
 
 
@@ -24,7 +28,13 @@ class SchemaTooOld(StoreError):
 
 
 class IllegalTransition(StoreError):
-    """The database refused a state move (a C4/C6/C7/C8 trigger) or the code found the move illegal."""
+    """The database refused a state move (a C4/C6/C7/C8/C11 trigger) or the code found the move illegal. Carries
+    the table, the row, the state the move expected and the state found (None where the database only said no)."""
+
+    def __init__(self, message: str, *, table: str | None = None, row: object = None,
+                 expected: object = None, found: object = None) -> None:
+        self.table, self.row, self.expected, self.found = table, row, expected, found
+        super().__init__(message)
 
 
 class NotClaimed(StoreError):

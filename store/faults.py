@@ -1,7 +1,9 @@
 """Named fault points (kill points K1-K10 of docs/contracts.md, and any added later).
 
-`SHOPBOT_FAULT=<point>:kill` arms one point; reaching it sends SIGKILL to this process. Unarmed, `reached` is a
-single set lookup. The composition root calls `arm` once from the configuration; nothing else changes it.
+`SHOPBOT_FAULT=<point>:kill` arms one point; reaching it sends SIGKILL to this process. `<point>:raise` raises
+`FaultInjected` there instead, so an in-process test can stop a transaction at a named line (its writes roll back
+as a crash's would). Unarmed, `reached` is a single dict lookup. The composition root calls `arm` once from the
+configuration; tests arm and disarm around one call.
 """
 from __future__ import annotations
 
@@ -20,22 +22,33 @@ POINTS = {
     "K8": "after Telegram accepted the message, before `confirmed` commits",
     "K9": "after an approval commits, before the action relay sends",
     "K10": "after the supplier accepted an action, before it is marked delivered",
+    "finish-writes": "inside the finish transaction, after the items are finished, before the report is written",
+    "clock-cursor": "inside a clock catch-up, after its admissions, before its cursor moves",
 }
+ACTIONS = ("kill", "raise")
 
-_armed: frozenset[str] = frozenset()
+_armed: dict[str, str] = {}
 
 
-def parse(spec: str) -> frozenset[str]:
+class FaultInjected(Exception):
+    """An armed `<point>:raise` was reached."""
+
+    def __init__(self, point: str) -> None:
+        self.point = point
+        super().__init__(f"fault point {point} reached")
+
+
+def parse(spec: str) -> dict[str, str]:
     """Parse `K7:kill` or `K3:kill,K7:kill`; an unknown point or action is an error, never ignored."""
-    points = set()
+    points = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         point, _, action = part.partition(":")
         if point not in POINTS:
             raise ValueError(f"SHOPBOT_FAULT: unknown fault point {point!r} (known: {', '.join(POINTS)})")
-        if action != "kill":
-            raise ValueError(f"SHOPBOT_FAULT: unknown action {action!r} for {point}: only 'kill' exists")
-        points.add(point)
-    return frozenset(points)
+        if action not in ACTIONS:
+            raise ValueError(f"SHOPBOT_FAULT: unknown action {action!r} for {point}: one of {', '.join(ACTIONS)}")
+        points[point] = action
+    return points
 
 
 def arm(spec: str) -> None:
@@ -44,11 +57,14 @@ def arm(spec: str) -> None:
 
 
 def armed() -> frozenset[str]:
-    return _armed
+    return frozenset(_armed)
 
 
 def reached(point: str) -> None:
-    if point in _armed:
+    action = _armed.get(point)
+    if action == "raise":
+        raise FaultInjected(point)
+    if action == "kill":
         sys.stderr.write(f"fault point {point} reached: killing process {os.getpid()}\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -135,3 +136,66 @@ class Violation:
     rule: str
     subject: str
     detail: str
+
+
+@dataclass(frozen=True)
+class Action:
+    action_id: int
+    proposal_id: int
+    idempotency_key: str
+    destination: str
+    payload: str
+    state: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of an approve/reject press, in words the owner reads."""
+    ok: bool
+    text: str
+    action_id: int | None = None
+
+
+Buttons = Sequence[Sequence[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class ReportDraft:
+    body: str
+    destination: str | None = None       # 'tg:<chat_id>' gets deliveries; anything else is stored only
+    is_error: bool = False
+    buttons: Buttons | None = None       # inline keyboard rows of (label, callback data), under the last part
+
+
+@dataclass(frozen=True)
+class Prompt:
+    nonce: str
+    kind: str
+    target: str
+    chat_id: int
+    expires_at: datetime | None
+    decided_at: datetime | None
+    decision: str | None
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    """An item as the shop file describes it."""
+    item: str
+    unit: str
+    on_hand: int
+    reorder_point: int
+    target: int
+    unit_cost_cents: int
+    max_order: int | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The shop's rules for proposals, from the shop file (read at each start)."""
+    supplier: str
+    order_max_cents: int | None = None
+    day_max_cents: int | None = None
+    day: str = ""                    # the shop's local date now, for the per-day limit
+    expires_at: str | None = None    # approvals after this change nothing

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from store.invariants import check
+from store.sqlite.invariants import check
 
 IDENTITY = re.compile(r"\n\n(r\d+\.\d+)(?: \((\d+)/(\d+)\))?$")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from store import ManualClock, Store
+from store import ManualClock, SqliteStore
 
 START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -23,7 +23,7 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def store(db_path: Path, clock: ManualClock):
-    s = await Store.open(db_path, clock, capacity=5, debounce_ms=0)
+    s = await SqliteStore.open(db_path, clock, capacity=5, debounce_ms=0)
     try:
         yield s
     finally:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from store import IllegalTransition, Occurrence, ReportDraft
-from store.bulk import load_history, load_into
-from store.invariants import check
+from store.sqlite.bulk import load_history, load_into
+from store.sqlite.invariants import check
 
 HISTORY = datetime(2026, 1, 1, tzinfo=UTC)
 

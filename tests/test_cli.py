@@ -94,7 +94,7 @@ def test_forget_cancels_waiting_work(tmp_path):
 
 
 def test_an_older_database_is_refused_by_run_and_migrated_by_migrate(tmp_path):
-    from store.migrations import LATEST, migrate
+    from store.sqlite.migrations import LATEST, migrate
     db = tmp_path / "s.sqlite3"
     conn = sqlite3.connect(str(db), isolation_level=None)
     migrate(conn, str(db), "2027-01-01T00:00:00.000000Z", up_to=LATEST - 1)      # a database of the last release

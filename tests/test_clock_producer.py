@@ -12,8 +12,7 @@ from producers.clock import ClockProducer
 from producers.schedule import Schedule, next_wakeup
 from producers.scheduler import JOB_OPTIONS, STOCK_JOB, ProducerScheduler, producer_scheduler
 from producers.stock_watch import StockWatcher
-from store import Occurrence, Store, StoreBusy
-from store.producer_state import ProducerStore
+from store import Occurrence, SqliteStore, Store, StoreBusy, faults
 
 UTC = UTC
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -97,7 +96,7 @@ async def test_days_down_admit_only_today_and_record_the_rest_as_missed(store, c
     assert [s for s, *_ in work(raw)] == ["clock:opening_brief:2027-03-01", "clock:opening_brief:2027-03-04"]
     assert work(raw)[0][4] is None   # no owner chat configured: the report is stored only
     # the rows shown by `shopbot status`, newest first
-    rows = await ProducerStore(store).missed()
+    rows = await store.missed_occurrences()
     assert {(r["schedule"], r["key"], r["reason"]) for r in rows} == set(missed(raw))
     assert all(r["recorded_at"] == store.now() for r in rows)
 
@@ -130,10 +129,12 @@ async def test_a_crash_between_admission_and_cursor_commit_readmits_nothing_twic
     await producer.catch_up()
     clock.set(berlin(2027, 3, 1, 10, 30))
 
-    def crash() -> None:
-        raise RuntimeError("killed after the admissions, before the cursor")
-    with pytest.raises(RuntimeError, match="killed"):
-        await producer.catch_up(between=crash)
+    faults.arm("clock-cursor:raise")       # a crash after the admissions, before the cursor
+    try:
+        with pytest.raises(faults.FaultInjected):
+            await producer.catch_up()
+    finally:
+        faults.arm("")
     # nothing of that transaction was committed: no work, no missed rows, the old cursor
     assert work(raw) == [] and missed(raw) == []
     assert raw.execute("SELECT cursor FROM schedule_cursors").fetchone()[0] == "2027-03-01T02:30:00.000000Z"
@@ -227,7 +228,7 @@ async def test_an_outage_too_long_to_enumerate_skips_to_the_grace_window(store, 
 
 async def test_daily_schedules_over_2027_admit_one_occurrence_per_local_date(clock, tmp_path):
     schedules = [brief(), brief(name="night", cron="30 2 * * *", prompt="Night check")]
-    store = await Store.open(tmp_path / "year.sqlite3", clock, capacity=10_000, debounce_ms=0)
+    store = await SqliteStore.open(tmp_path / "year.sqlite3", clock, capacity=10_000, debounce_ms=0)
     try:
         start, end = berlin(2027, 1, 1, 0, 0), berlin(2028, 1, 1, 0, 0)
         wakeups: list[tuple[datetime, str | None]] = [(start, None), (end, None)]
@@ -263,7 +264,7 @@ async def test_daily_schedules_over_2027_admit_one_occurrence_per_local_date(clo
         count = await store.db.read(lambda c: c.execute(
             "SELECT session, count(*) FROM work GROUP BY session ORDER BY session").fetchall())
         assert [tuple(r) for r in count] == [("clock:night", 365), ("clock:opening_brief", 365)]
-        assert await ProducerStore(store).missed() == []
+        assert await store.missed_occurrences() == []
     finally:
         await store.close()
 

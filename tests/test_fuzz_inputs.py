@@ -48,7 +48,8 @@ from bot.shop_file import ShopFileError, parse_shop
 from producers.telegram.polling import Ingress
 from producers.telegram.webhook import MAX_WEBHOOK_BYTES
 from producers.till_request import MAX_BODY_BYTES, TillCounts, TillError, parse_counts_body
-from store import ManualClock, Store, invariants
+from store import ManualClock, SqliteStore, Store
+from store.sqlite import invariants
 
 from .strategies import (
     KNOWN_BUGS,
@@ -165,7 +166,7 @@ def in_fresh_loop(main):
 
 async def admit(path: Path, batch: list, owners: frozenset[int] = OWNERS, capacity: int = 100):
     """Admit `batch` after a first owner message; returns (result, before, after, log lines, None)."""
-    store = await Store.open(path, ManualClock(START), capacity=capacity, debounce_ms=0)
+    store = await SqliteStore.open(path, ManualClock(START), capacity=capacity, debounce_ms=0)
     try:
         ingress = Ingress(store, BOT, None, lambda: owners)   # type: ignore[arg-type] - no sender: nothing is sent
         await ingress.admit_raw([owner_message(10**9, 10**9, "stock")])
@@ -294,7 +295,7 @@ def test_a_full_queue_refuses_counts_and_tells_each_chat_once_per_minute() -> No
 def test_busy_notices_are_once_per_chat_per_minute() -> None:
     async def main(path: Path) -> list[int]:
         clock = ManualClock(START)
-        store = await Store.open(path, clock, capacity=1, debounce_ms=0)
+        store = await SqliteStore.open(path, clock, capacity=1, debounce_ms=0)
         try:
             ingress = Ingress(store, BOT, None, lambda: OWNERS)   # type: ignore[arg-type]
             await ingress.admit_raw([owner_message(1, 1, "stock")])           # fills the queue
@@ -330,7 +331,7 @@ def test_a_press_decides_only_with_the_exact_data_from_the_prompts_chat(data: st
         "press_id": st.text("0123456789", min_size=1, max_size=12)}))
 
     async def main(path: Path):
-        store = await Store.open(path, ManualClock(START), capacity=100, debounce_ms=0)
+        store = await SqliteStore.open(path, ManualClock(START), capacity=100, debounce_ms=0)
         try:
             ingress = Ingress(store, BOT, None, lambda: owners)   # type: ignore[arg-type]
             nonce = await forget_prompt(store)

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from store import Admission, NotClaimed, Occurrence, ReportDraft, WorkKind
+from store import Admission, NotClaimed, Occurrence, ReportDraft, SqliteStore, WorkKind, faults
 
 
 def occ(source: str, text: str = "stock", session: str = "tg:1", dest: str | None = "tg:1", kind=WorkKind.AGENT):
@@ -106,10 +106,12 @@ async def test_failure_between_the_writes_of_finish_leaves_neither(store, raw):
     await store.admit(occ("tg:1:1"))
     claim = await store.claim("w1")
 
-    def stop() -> None:
-        raise RuntimeError("stopped between finish and report")
-    with pytest.raises(RuntimeError):
-        await store.finish(claim, ReportDraft("x", destination="tg:1"), between=stop)
+    faults.arm("finish-writes:raise")      # stopped between finishing the items and writing the report
+    try:
+        with pytest.raises(faults.FaultInjected):
+            await store.finish(claim, ReportDraft("x", destination="tg:1"))
+    finally:
+        faults.arm("")
     assert raw.execute("SELECT state FROM work").fetchone()[0] == "running"
     assert raw.execute("SELECT count(*) FROM reports").fetchone()[0] == 0
     assert (await store.finish(claim, ReportDraft("x", destination="tg:1"))).report_id == "r1.1"
@@ -124,7 +126,7 @@ async def test_report_body_is_immutable_and_generations_are_allocated(store, raw
     with pytest.raises(sqlite3.IntegrityError, match="C6"):
         raw.execute("DELETE FROM reports WHERE report_id = 'r1.1'")
     # a later result for the same anchor is a new generation (allocated by the store)
-    from store import outbox
+    from store.sqlite import outbox
     second = await store.db.write(lambda conn: outbox.insert_report(conn, [1], ReportDraft("second"), store.now(),
                                                                      run_id=None))
     assert second == "r1.2"
@@ -132,8 +134,7 @@ async def test_report_body_is_immutable_and_generations_are_allocated(store, raw
 
 
 async def test_debounce_makes_one_turn_and_sessions_never_mix(db_path, clock):
-    from store import Store
-    store = await Store.open(db_path, clock, capacity=10, debounce_ms=500)
+    store = await SqliteStore.open(db_path, clock, capacity=10, debounce_ms=500)
     try:
         await store.admit(occ("tg:1:1", "a"))
         clock.advance(0.2)
@@ -215,9 +216,9 @@ async def test_two_processes_admitting_the_same_identity(db_path, store):
     """Two real processes race to admit one occurrence: one accepted, one duplicate, one row."""
     import subprocess
     import sys
-    code = ("import asyncio, sys; from store import Store, SystemClock, Occurrence\n"
+    code = ("import asyncio, sys; from store import SqliteStore, SystemClock, Occurrence\n"
             "async def main():\n"
-            "    s = await Store.open(sys.argv[1], SystemClock())\n"
+            "    s = await SqliteStore.open(sys.argv[1], SystemClock())\n"
             "    r = await s.admit(Occurrence('till:1:same', 'till:1', 'payload'))\n"
             "    print(r.outcome.value); await s.close()\n"
             "asyncio.run(main())\n")

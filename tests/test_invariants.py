@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from store import Occurrence, ReportDraft
-from store.invariants import RULES, check
+from store.sqlite.invariants import RULES, check
 
 
 async def healthy(store):

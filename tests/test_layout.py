@@ -124,7 +124,7 @@ def test_the_installed_package_holds_the_four_packages_and_runs_the_demo_from_an
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert {name.split("/")[0] for name in names if not name.startswith("shopbot-")} == set(PACKAGES)
-    for needed in ("store/schema.sql", "store/migrations/0001_core.sql", "bot/sandbox/shop.example.toml",
+    for needed in ("store/sqlite/schema.sql", "store/sqlite/migrations/0001_core.sql", "bot/sandbox/shop.example.toml",
                    "worker/models/offline.py", "bot/cli/__main__.py"):
         assert needed in names, needed
     target = tmp_path / "site"

@@ -42,14 +42,15 @@ from store import (
     NotClaimed,
     Occurrence,
     ReportDraft,
+    SqliteStore,
     Store,
     UnknownTarget,
     WorkKind,
-    invariants,
     to_text,
 )
-from store import api as store_api
-from store.outbox import split_parts
+from store.sqlite import invariants
+from store.sqlite import store as store_api
+from store.sqlite.outbox import split_parts
 
 from .strategies import PROFILE, examples
 
@@ -159,7 +160,7 @@ class StoreMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(coro)
 
     async def open(self) -> Store:
-        return await Store.open(self.path, self.clock, capacity=CAPACITY, debounce_ms=DEBOUNCE_MS,
+        return await SqliteStore.open(self.path, self.clock, capacity=CAPACITY, debounce_ms=DEBOUNCE_MS,
                                 attempt_cap=ATTEMPT_CAP)
 
     def teardown(self) -> None:
@@ -718,8 +719,8 @@ def test_concurrent_admission_leaves_the_store_as_admitting_once(batch: list[tup
     stored once with the first content admitted, every repeat is a duplicate or a conflict, never a second row."""
     async def main(path: Path) -> None:
         clock = ManualClock(START)
-        a = await Store.open(path, clock, capacity=100)
-        b = await Store.open(path, clock, capacity=100)
+        a = await SqliteStore.open(path, clock, capacity=100)
+        b = await SqliteStore.open(path, clock, capacity=100)
         try:
             occs = [Occurrence(f"tg:1:{n}", "tg:1", text) for n, text in batch]
             first, second = occs, occs[split % len(occs):] + occs[:split % len(occs)]

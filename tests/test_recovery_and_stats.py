@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from store import Occurrence, ReportDraft, Store
+from store import Occurrence, ReportDraft, SqliteStore
 
 
 def occ(n: int, session: str | None = None) -> Occurrence:
@@ -64,7 +64,7 @@ async def test_a_proposal_of_an_unfinished_turn_is_void(store, raw):
 
 async def test_littles_law_holds_on_a_simulated_run(db_path, clock):
     """Seeded arrivals (p = 0.25 per tick) and one worker taking 3 ticks per item, 4,000 ticks, on the real queue."""
-    store = await Store.open(db_path, clock, capacity=1_000_000, debounce_ms=0)
+    store = await SqliteStore.open(db_path, clock, capacity=1_000_000, debounce_ms=0)
     rng = random.Random(8)
     start = clock.now()
     busy_until, current, n = 0, None, 0
@@ -89,7 +89,7 @@ async def test_littles_law_holds_on_a_simulated_run(db_path, clock):
 
 
 async def test_stats_count_refusals_beside_accepted_arrivals(db_path, clock):
-    store = await Store.open(db_path, clock, capacity=2, debounce_ms=0)
+    store = await SqliteStore.open(db_path, clock, capacity=2, debounce_ms=0)
     try:
         start = clock.now()
         for n in range(5):

@@ -28,7 +28,7 @@ import pytest
 
 from bot.sandbox.bot_api import LocalBotApi
 from bot.sandbox.local_setup import OWNER_ID, local_product
-from store import invariants
+from store.sqlite import invariants
 
 from .proc import OWNER, Product
 

@@ -9,8 +9,8 @@ from importlib import resources
 
 import pytest
 
-from store import InstanceLock, InstanceLocked, SchemaTooNew, SchemaTooOld, Store
-from store.migrations import LATEST, split_statements
+from store import InstanceLock, InstanceLocked, SchemaTooNew, SchemaTooOld, SqliteStore
+from store.sqlite.migrations import LATEST, split_statements
 
 
 def shape(conn: sqlite3.Connection) -> dict:
@@ -27,11 +27,11 @@ def shape(conn: sqlite3.Connection) -> dict:
 
 
 async def test_migrating_from_empty_gives_schema_sql(tmp_path, clock):
-    s = await Store.open(tmp_path / "migrated.sqlite3", clock)
+    s = await SqliteStore.open(tmp_path / "migrated.sqlite3", clock)
     await s.close()
     migrated = sqlite3.connect(str(tmp_path / "migrated.sqlite3"))
     direct = sqlite3.connect(":memory:")
-    for statement in split_statements(resources.files("store").joinpath("schema.sql").read_text()):
+    for statement in split_statements(resources.files("store.sqlite").joinpath("schema.sql").read_text()):
         direct.execute(statement)
     assert shape(migrated) == shape(direct)
     assert migrated.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == LATEST
@@ -39,7 +39,7 @@ async def test_migrating_from_empty_gives_schema_sql(tmp_path, clock):
 
 
 async def test_a_newer_database_is_refused_before_anything_changes(db_path, clock):
-    s = await Store.open(db_path, clock)
+    s = await SqliteStore.open(db_path, clock)
     await s.close()
     conn = sqlite3.connect(str(db_path))
     conn.execute("INSERT INTO schema_migrations VALUES (?, 'from_the_future', 'n')", (LATEST + 1,))
@@ -47,14 +47,14 @@ async def test_a_newer_database_is_refused_before_anything_changes(db_path, cloc
     before = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     conn.close()
     with pytest.raises(SchemaTooNew, match="newer shopbot"):
-        await Store.open(db_path, clock)
+        await SqliteStore.open(db_path, clock)
     conn = sqlite3.connect(str(db_path))
     assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == before
     conn.close()
 
 
 async def test_an_older_database_is_refused_with_the_migrate_command(db_path, clock):
-    s = await Store.open(db_path, clock)
+    s = await SqliteStore.open(db_path, clock)
     await s.close()
     conn = sqlite3.connect(str(db_path))
     conn.execute("DELETE FROM schema_migrations WHERE version = ?", (LATEST,))
@@ -63,7 +63,7 @@ async def test_an_older_database_is_refused_with_the_migrate_command(db_path, cl
     if LATEST == 1:
         pytest.skip("needs a second migration to build an older database")
     with pytest.raises(SchemaTooOld, match="shopbot migrate"):
-        await Store.open(db_path, clock)
+        await SqliteStore.open(db_path, clock)
 
 
 async def test_a_foreign_database_is_refused(db_path, clock):
@@ -72,7 +72,7 @@ async def test_a_foreign_database_is_refused(db_path, clock):
     conn.commit()
     conn.close()
     with pytest.raises(SchemaTooOld):
-        await Store.open(db_path, clock)
+        await SqliteStore.open(db_path, clock)
 
 
 def test_instance_lock_names_the_holder_and_dies_with_it(db_path):

@@ -7,8 +7,8 @@ import sqlite3
 import pytest
 
 from producers.stock_watch import StockWatcher
-from store import ItemSpec, Occurrence, Store, migrations, shop
-from store.producer_state import ProducerStore
+from store import ItemSpec, Occurrence, SqliteStore, Store
+from store.sqlite import migrations, shop
 from worker.models.offline import OfflineModel
 from worker.worker import Worker
 
@@ -34,7 +34,7 @@ async def till_count(store: Store, till: str, request_id: str, counts: dict) -> 
     source = f"till:{till}:{request_id}"
     await store.admit(Occurrence(source, f"till:{till}", payload, destination=f"till:{till}"))
     await Worker(store, OfflineModel()).drain()
-    assert (await ProducerStore(store).work_with_report(source))["state"] == "finished"
+    assert (await store.work_with_report(source))["state"] == "finished"
 
 
 def stock_work(raw) -> list[tuple]:
@@ -60,7 +60,7 @@ async def test_an_episode_admits_once_rearms_on_recovery_and_a_second_dip_is_new
     await set_stock(store, "vanilla", 8)                         # on hand >= reorder point: the episode ends
     assert (await watcher.check()).rearmed == ("vanilla",)
     assert (await watcher.check()).rearmed == ()
-    assert await ProducerStore(store).stock_watch() == [
+    assert await store.stock_watch() == [
         {"item": "chocolate", "unit": "tubs", "on_hand": 12, "reorder_point": 6, "armed": 1, "episode": 1},
         {"item": "vanilla", "unit": "tubs", "on_hand": 8, "reorder_point": 8, "armed": 1, "episode": 2}]
     await set_stock(store, "vanilla", 2)                         # a second dip is a new episode
@@ -141,7 +141,7 @@ async def test_counts_applied_before_the_migration_are_not_announced(db_path, cl
     conn.execute("INSERT INTO stock_events (item, kind, old_on_hand, new_on_hand, source, created_at) "
                  "VALUES ('vanilla', 'count', 10, 0, 'till:1:old', 'then')")
     conn.close()
-    store = await Store.open(db_path, clock, capacity=5, debounce_ms=0, migrate=True)
+    store = await SqliteStore.open(db_path, clock, capacity=5, debounce_ms=0, migrate=True)
     try:
         assert await store.schema_version() == migrations.LATEST
         watcher = StockWatcher(store, OWNER, count_tolerance=0)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bot.shop_file import load_shop
-from store import Occurrence
+from store import Occurrence, SqliteStore
 from worker.models.base import ModelConfigFault, ModelRefused, ModelTransient, ModelTurn, ToolCall
 from worker.models.offline import OfflineModel
 from worker.models.scripted import ScriptedModel
@@ -113,8 +113,7 @@ async def test_refusal_fails_at_once_and_config_fault_stops_with_work_pending(sh
 
 
 async def test_debounced_messages_are_one_turn_with_one_report(db_path, clock):
-    from store import Store
-    store = await Store.open(db_path, clock, debounce_ms=1000)
+    store = await SqliteStore.open(db_path, clock, debounce_ms=1000)
     try:
         await store.seed_shop(SHOP.items, "test")
         for n, text in enumerate(["stock vanilla", "stock chocolate", "stock strawberry"], start=1):

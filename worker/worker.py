@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from store import (
@@ -26,6 +26,7 @@ from store import (
     Transaction,
     WorkKind,
     faults,
+    from_text,
     to_text,
 )
 from worker.agent_loop import Limits, run_agent
@@ -120,13 +121,12 @@ class Worker:
         """Run until `stop()`; raises WorkerStopped on a configuration fault."""
         loop = asyncio.get_running_loop()
         active: dict[int, asyncio.Task] = {}      # slot -> its chain of turns
-        last_version = -1
         look = True                               # claim only when something may have changed
         failures = 0
         try:
             while not self._stop.is_set():
                 try:
-                    look, last_version = await self._step(loop, active, look, last_version)
+                    look = await self._step(loop, active, look)
                     failures = 0
                 except StoreError as exc:
                     # a full, busy or unreadable database: said loudly, waited out, never a dead worker
@@ -150,8 +150,7 @@ class Worker:
         except TimeoutError:
             pass
 
-    async def _step(self, loop: asyncio.AbstractEventLoop, active: dict[int, asyncio.Task], look: bool,
-                    last_version: int) -> tuple[bool, int]:
+    async def _step(self, loop: asyncio.AbstractEventLoop, active: dict[int, asyncio.Task], look: bool) -> bool:
         """One pass of the worker loop: collect finished chains, claim while there is room, wait for a reason to
         look again (an admission, a finished turn, a due time, another process's commit)."""
         for slot in [s for s, t in active.items() if t.done()]:
@@ -176,8 +175,8 @@ class Worker:
         done, _ = await asyncio.wait([signal, *active.values()], timeout=timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         signal.cancel()
-        version = await self.store.data_version()   # another process committed (admit, resolve, forget)
-        return bool(done) or version != last_version or due is not None, version
+        changed = await self.store.poll_changes()   # another process committed (admit, resolve, forget)
+        return bool(done) or changed or due is not None
 
     async def _chain(self, claim: Claim | None) -> None:
         """Run turns one after another: each finish claims the next due turn in its own commit."""
@@ -298,7 +297,8 @@ class Worker:
             for proposal in tx.run_proposals(claim.run_id):
                 text, buttons = proposal_message(proposal)
                 if proposal["state"] == "awaiting_approval":
-                    nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id, proposal["expires_at"])
+                    nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
+                                             from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
                     buttons = [[("Approve", f"approve:{nonce}"), ("Reject", f"reject:{nonce}")]]
                 tx.admit_answered(
                     Occurrence(f"notice:proposal:{proposal['proposal_id']}", "notice:proposal", text, WorkKind.NOTICE,
@@ -327,4 +327,5 @@ class Worker:
 
     async def _notice(self, kind: str, text: str) -> None:
         if self.settings.notice_destination is not None:
-            await self.store.notice(kind, self.store.now()[:16], text, self.settings.notice_destination)
+            await self.store.notice(kind, f"{self.store.clock.now().astimezone(UTC):%Y-%m-%dT%H:%M}", text,
+                                    self.settings.notice_destination)

@@ -11,8 +11,18 @@ from typing import Any
 
 from bot import config as config_module
 from bot.cli.render import print_status
-from store import Admission, InstanceLock, Occurrence, Store, StoreError, WorkKind, parse_clock, restore
-from store.invariants import check as check_invariants
+from store import (
+    Admission,
+    InstanceLock,
+    Occurrence,
+    Store,
+    StoreError,
+    WorkKind,
+    open_store,
+    parse_clock,
+    restore,
+)
+from store.sqlite.invariants import check as check_invariants
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -29,8 +39,8 @@ def load_config(args: argparse.Namespace) -> config_module.Config:
     return config_module.load(overrides=overrides)
 
 
-async def open_store(cfg: config_module.Config, *, create: bool = True, migrate: bool = False) -> Store:
-    return await Store.open(cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode), capacity=cfg.capacity,
+async def open_configured(cfg: config_module.Config, *, create: bool = True, migrate: bool = False) -> Store:
+    return await open_store(cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode), capacity=cfg.capacity,
                             debounce_ms=cfg.debounce_ms, attempt_cap=cfg.attempt_cap, create=create,
                             migrate=migrate, max_pages=cfg.db_max_pages)
 
@@ -41,7 +51,7 @@ def with_store(args: argparse.Namespace, fn: Callable[[Store], Any], *, create: 
         raise StoreError(f"no database at {cfg.db.resolve()} (set SHOPBOT_DB or --db; `shopbot migrate` creates one)")
 
     async def main() -> Any:
-        store = await open_store(cfg, create=create)
+        store = await open_configured(cfg, create=create)
         try:
             return await fn(store)
         finally:
@@ -84,7 +94,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if violations:
         print(f"{len(violations)} violation(s)")
         return 1
-    from store.invariants import RULES
+    from store.sqlite.invariants import RULES
     print(f"all {len(RULES)} invariants hold ({', '.join(RULES)})")
     return 0
 
@@ -110,7 +120,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     with InstanceLock(cfg.db.resolve()):
         async def main() -> int:
-            store = await open_store(cfg, create=True, migrate=True)
+            store = await open_configured(cfg, create=True, migrate=True)
             try:
                 return await store.schema_version()
             finally:
@@ -122,7 +132,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 @command("backup")
 def cmd_backup(args: argparse.Namespace) -> int:
-    with_store(args, lambda s: s.backup(Path(args.path)))
+    with_store(args, lambda s: s.backup(str(Path(args.path))))
     print(f"backed up to {Path(args.path).resolve()}")
     return 0
 

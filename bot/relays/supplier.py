@@ -9,10 +9,34 @@ import json
 import logging
 
 from bot.relays.supplier_client import SupplierAdapter
-from store import Store, StoreError, faults
-from store.actions import Action, validate
+from store import Action, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.actions")
+
+
+ALLOWED_PAYLOAD_FIELDS = {"supplier", "reference", "lines"}
+ALLOWED_LINE_FIELDS = {"item", "quantity"}
+
+
+def validate(action: Action, known_destinations: set[str]) -> str | None:
+    """Why an action must be quarantined, or None: unknown destination, a payload outside the allowed fields."""
+    if action.destination not in known_destinations:
+        return f"unknown destination {action.destination!r}"
+    try:
+        payload = json.loads(action.payload)
+    except ValueError:
+        return "the payload is not JSON"
+    if not isinstance(payload, dict) or set(payload) - ALLOWED_PAYLOAD_FIELDS:
+        return f"payload fields outside {sorted(ALLOWED_PAYLOAD_FIELDS)}"
+    lines = payload.get("lines")
+    if not isinstance(lines, list) or not lines:
+        return "the payload has no order lines"
+    for line in lines:
+        if (not isinstance(line, dict) or set(line) != ALLOWED_LINE_FIELDS or not isinstance(line["item"], str)
+                or not isinstance(line["quantity"], int) or isinstance(line["quantity"], bool)
+                or line["quantity"] <= 0):
+            return f"malformed order line {line!r}"
+    return None
 
 
 class ActionRelay:

@@ -6,6 +6,8 @@ through the outbox; only the callback answer itself (the button's little spinner
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from store import Admission, AdmitResult, Occurrence, ReportDraft, Transaction, WorkKind
 
@@ -114,11 +116,9 @@ class ApprovalRules:
     day_max_cents: int | None = None
     supplier_destination: str = "supplier:supplier"
 
-    def day(self, now_text: str) -> str:
-        from zoneinfo import ZoneInfo
-
-        from store import from_text
-        return from_text(now_text).astimezone(ZoneInfo(self.timezone)).date().isoformat()
+    def day(self, now: datetime) -> str:
+        """The shop's local date at `now`: the day of the per-day spending limit."""
+        return now.astimezone(ZoneInfo(self.timezone)).date().isoformat()
 
 
 def decide(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> tuple[str, bool]:
@@ -128,7 +128,7 @@ def decide(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()
     prompt = tx.prompt(nonce) if nonce else None
     if (prompt is None or prompt.chat_id != press.chat_id or prompt.decided_at is not None
             or verb not in VERBS.get(prompt.kind, ())
-            or (prompt.expires_at is not None and prompt.expires_at <= tx.now)):
+            or (prompt.expires_at is not None and prompt.expires_at <= tx.at)):
         return NO_LONGER_VALID, False
     by = f"owner:{press.user_id}"
     if prompt.kind == "unknown":
@@ -143,7 +143,7 @@ def decide(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()
     if prompt.kind == "proposal":
         proposal_id = int(prompt.target)
         if verb == "approve":
-            decision = tx.approve_proposal(proposal_id, by, day=rules.day(tx.now), day_max_cents=rules.day_max_cents,
+            decision = tx.approve_proposal(proposal_id, by, day=rules.day(tx.at), day_max_cents=rules.day_max_cents,
                                            destination=rules.supplier_destination)
         else:
             decision = tx.reject_proposal(proposal_id, by)

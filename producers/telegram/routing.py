@@ -174,7 +174,7 @@ class Router:
             busy = ("I'm busy right now and could not take your message. Nothing was started; please send it "
                     "again in a few minutes.")
             # at most one "busy" notice per chat per minute: the identity carries the minute
-            tx.admit_answered(Occurrence(f"notice:busy:{chat_id}:{tx.now[:16]}", "notice:busy", busy,
+            tx.admit_answered(Occurrence(f"notice:busy:{chat_id}:{tx.at:%Y-%m-%dT%H:%M}", "notice:busy", busy,
                                          WorkKind.NOTICE, f"tg:{chat_id}"),
                               lambda t, work_id: ReportDraft(busy, destination=f"tg:{chat_id}"))
         elif admitted.outcome is Admission.CONFLICT:

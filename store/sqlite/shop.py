@@ -3,22 +3,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-from .errors import UnknownTarget
-
-
-@dataclass(frozen=True)
-class ItemSpec:
-    """An item as the shop file describes it."""
-    item: str
-    unit: str
-    on_hand: int
-    reorder_point: int
-    target: int
-    unit_cost_cents: int
-    max_order: int | None = None
-
+from ..errors import UnknownTarget
+from ..records import ItemSpec, Policy
 
 ITEM_COLUMNS = "i.item, i.unit, i.on_hand, i.reorder_point, i.target, i.unit_cost_cents, i.max_order"
 
@@ -125,16 +112,6 @@ def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int
         "VALUES (?, ?, ?, ?, ?, ?)",
         (run_id, item, quantity, spec["unit_cost_cents"], cost, now)).lastrowid
     return {"draft_id": draft_id, "item": item, "quantity": quantity, "cost_cents": cost, "unit": spec["unit"]}
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The shop's rules for proposals, from the shop file (read at each start)."""
-    supplier: str
-    order_max_cents: int | None = None
-    day_max_cents: int | None = None
-    day: str = ""                    # the shop's local date now, for the per-day limit
-    expires_at: str | None = None    # approvals after this change nothing
 
 
 def policy_reason(conn: sqlite3.Connection, spec: dict, supplier: str, quantity: int,

@@ -1,7 +1,8 @@
-"""The store's interface: everything bot/, producers/ and worker/ may do with durable state.
+"""The SQLite store: every port of store/ports.py on one SQLite file (WAL, synchronous=FULL).
 
-This class is the seam: a PostgreSQL implementation will offer the same methods (and pass the same contract
-tests) without any change above store/. Each method is one short transaction; none holds a network call.
+Each method is one short transaction, a synchronous function run whole in aiosqlite's thread (store/sqlite/
+connection.py); none holds a network call. The contracts are documented once, on the ports; what is SQLite's own
+(the file path, `PRAGMA data_version`, the page cap, the instance lock, the online backup) stays in this package.
 """
 from __future__ import annotations
 
@@ -13,12 +14,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import actions, inbox, invariants, journal, migrations, outbox, recovery, shop, stats
-from .clock import Clock, from_text, to_text
-from .connection import Database
-from .errors import SchemaTooOld
-from .outbox import ReportDraft
-from .records import (
+from ..clock import Clock, from_text, to_text
+from ..errors import SchemaTooOld
+from ..records import (
     Admission,
     AdmitResult,
     Claim,
@@ -30,16 +28,21 @@ from .records import (
     Violation,
     WorkKind,
 )
-from .signals import Signals
+from ..signals import Signals
+from . import actions, inbox, invariants, journal, migrations, outbox, producer_state, recovery, shop, stats
+from .connection import Database
+from .outbox import ReportDraft
 from .status import read_reports, read_status
-from .transaction import Transaction
+from .transaction import SqliteTransaction as Transaction
 
 DEFAULT_CAPACITY = 100
 DEFAULT_DEBOUNCE_MS = 300     # see README: long enough for a double tap or a burst of short messages
 DEFAULT_ATTEMPT_CAP = 3
 
 
-class Store:
+class SqliteStore:
+    """The embedded default implementation of `store.ports.Store`."""
+
     def __init__(self, db: Database, clock: Clock, *, capacity: int, debounce_ms: int, attempt_cap: int) -> None:
         self.db = db
         self.clock = clock
@@ -47,12 +50,13 @@ class Store:
         self.debounce = timedelta(milliseconds=debounce_ms)
         self.attempt_cap = attempt_cap
         self.signals = Signals()
+        self._seen_version: int | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
                    debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
-                   create: bool = True, migrate: bool = False, max_pages: int | None = None) -> Store:
+                   create: bool = True, migrate: bool = False, max_pages: int | None = None) -> SqliteStore:
         """Open a database. A missing or empty one is created at the current schema (when `create`); an older one
         is refused with the command that migrates it (unless `migrate`); a newer one is refused before anything
         changes."""
@@ -79,7 +83,12 @@ class Store:
     def path(self) -> Path:
         return self.db.path
 
+    @property
+    def location(self) -> str:
+        return str(self.db.path)
+
     def now(self) -> str:
+        """The clock's time in the store's text form (for the SQL of this package)."""
         return to_text(self.clock.now())
 
     async def schema_version(self) -> int:
@@ -87,7 +96,17 @@ class Store:
 
     async def data_version(self) -> int:
         """Changes when another connection commits (cheap cross-process change detection)."""
-        return await self.db.raw(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0])
+        return int(await self.db.raw(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0]))
+
+    async def poll_changes(self) -> bool:
+        """`PRAGMA data_version` moves when another connection committed: then every signal is notified."""
+        version = await self.data_version()
+        changed, self._seen_version = version != self._seen_version, version
+        if changed:
+            self.signals.work.notify()
+            self.signals.deliveries.notify()
+            self.signals.actions.notify()
+        return changed
 
     # ---- admission (C1, C2) -------------------------------------------------------------------------------
     async def admit(self, occurrence: Occurrence) -> AdmitResult:
@@ -151,7 +170,7 @@ class Store:
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
                      apply: Callable[[Transaction], None] | None = None,
                      after: Callable[[Transaction, str], None] | None = None,
-                     between: Callable[[], None] | None = None, claim_next: str | None = None) -> FinishOutcome:
+                     claim_next: str | None = None) -> FinishOutcome:
         """C6. `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
         then: the worker announces them with their buttons). With `claim_next` (a worker id) the next due turn is
         claimed in the same commit: one commit per turn instead of two (C5 holds: the claim commits before its
@@ -162,8 +181,7 @@ class Store:
 
         def body(conn: sqlite3.Connection) -> FinishOutcome:
             outcome = inbox.finish(conn, claim, draft, now, user_text=user_text, stop_reason=stop_reason, usage=usage,
-                                   apply=(lambda c: apply(Transaction(c, now, self))) if apply else None,
-                                   between=between)
+                                   apply=(lambda c: apply(Transaction(c, now, self))) if apply else None)
             if after is not None and not outcome.discarded:
                 after(Transaction(conn, now, self), outcome.report_id)
             if claim_next is not None:
@@ -353,6 +371,19 @@ class Store:
         now = self.now()
         return await self.db.write(lambda conn: actions.expire(conn, now))
 
+    # ---- the producers' records ---------------------------------------------------------------------------
+    async def missed_occurrences(self, limit: int = 20) -> list[dict]:
+        return await self.db.read(producer_state.missed_occurrences, limit)
+
+    async def stock_watch(self) -> list[dict]:
+        return await self.db.read(producer_state.stock_levels)
+
+    async def item_names(self) -> list[str]:
+        return await self.db.read(producer_state.item_names)
+
+    async def work_with_report(self, source: str) -> dict | None:
+        return await self.db.read(producer_state.work_with_report, source)
+
     # ---- reading ---------------------------------------------------------------------------------------------
     async def stats(self, start: datetime, end: datetime) -> Stats:
         return await self.db.read(stats.window, to_text(start), to_text(end))
@@ -368,7 +399,7 @@ class Store:
     async def check(self) -> list[Violation]:
         return await self.db.read(invariants.check_connection)
 
-    async def backup(self, target: Path | str) -> None:
+    async def backup(self, target: str) -> None:
         """SQLite's online backup of the live database into `target` (a consistent copy, WAL included)."""
         target = Path(target)
         if target.exists():

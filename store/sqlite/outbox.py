@@ -8,23 +8,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from .errors import IllegalTransition, UnknownTarget
+from ..errors import IllegalTransition, UnknownTarget
+from ..records import Delivery, DeliveryState, ReportDraft
 from .moves import move
-from .records import Delivery, DeliveryState
 
 PART_LIMIT = 4000   # C7: parts of at most 4,000 characters (Telegram's hard limit is 4,096)
-
-Buttons = Sequence[Sequence[tuple[str, str]]]
-
-
-@dataclass(frozen=True)
-class ReportDraft:
-    body: str
-    destination: str | None = None       # 'tg:<chat_id>' gets deliveries; anything else is stored only
-    is_error: bool = False
-    buttons: Buttons | None = None       # inline keyboard rows of (label, callback data), under the last part
 
 
 def chat_of(destination: str | None) -> int | None:
@@ -200,7 +189,8 @@ def resolve(conn: sqlite3.Connection, report_id: str, decision: str, by: str, no
         "SELECT delivery_id FROM deliveries WHERE report_id = ? AND state = 'unknown' ORDER BY part",
         (report_id,)).fetchall()]
     if not ids:
-        raise IllegalTransition(f"report {report_id} has no delivery awaiting a decision (none is unknown)")
+        raise IllegalTransition(f"report {report_id} has no delivery awaiting a decision (none is unknown)",
+                                table="deliveries", row=report_id, expected="unknown")
     for delivery_id in ids:
         conn.execute("INSERT INTO resolutions (delivery_id, decision, decided_by, decided_at) VALUES (?, ?, ?, ?)",
                      (delivery_id, decision, by, now))

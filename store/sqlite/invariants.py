@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .records import Violation
+from ..records import Violation
 
 RULES: dict[str, tuple[str, str]] = {
     "R1": ("every finished item has a report",

@@ -5,7 +5,7 @@ import re
 import sqlite3
 from importlib import resources
 
-from ..errors import SchemaTooNew, SchemaTooOld
+from ...errors import SchemaTooNew, SchemaTooOld
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 

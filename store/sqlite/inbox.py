@@ -8,10 +8,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
+from .. import faults
+from ..clock import from_text
+from ..errors import NotClaimed
+from ..records import Admission, AdmitResult, Claim, FinishOutcome, Occurrence, WorkItem, WorkKind, WorkState
 from . import outbox, shop
-from .clock import from_text
-from .errors import NotClaimed
-from .records import Admission, AdmitResult, Claim, FinishOutcome, Occurrence, WorkItem, WorkKind, WorkState
 
 OPEN_AGENT = "kind = 'agent' AND state IN ('pending', 'running')"
 
@@ -164,13 +165,12 @@ def finish(conn: sqlite3.Connection, claim: Claim, draft: outbox.ReportDraft | C
            now: str, *,
            user_text: str | None = None, stop_reason: str | None = None,
            usage: tuple[int, int, int] = (0, 0, 0),
-           apply: Callable[[sqlite3.Connection], None] | None = None,
-           between: Callable[[], None] | None = None) -> FinishOutcome:
+           apply: Callable[[sqlite3.Connection], None] | None = None) -> FinishOutcome:
     """C6 in one transaction: items finished, report inserted and linked, operations attached, history updated.
 
-    `apply` runs domain changes that belong to the same commit (a till count's stock update). `between` is a test
-    hook between the two writes. If the session was forgotten during the run (C12) the result is discarded and
-    the items fail with a report saying so.
+    `apply` runs domain changes that belong to the same commit (a till count's stock update). The fault point
+    `finish-writes` lies between the two writes. If the session was forgotten during the run (C12) the result is
+    discarded and the items fail with a report saying so.
     """
     _held(conn, claim)
     ids = [item.work_id for item in claim.items]
@@ -185,8 +185,7 @@ def finish(conn: sqlite3.Connection, claim: Claim, draft: outbox.ReportDraft | C
     conn.execute(
         f"UPDATE work SET state = 'finished', ended_at = ? WHERE work_id IN ({','.join('?' * len(ids))})",
         (now, *ids))
-    if between is not None:
-        between()
+    faults.reached("finish-writes")
     if apply is not None:
         apply(conn)
     if callable(draft):   # a report rendered from what `apply` did, inside the same transaction

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from .clock import from_text
-from .records import Stats
+from ..clock import from_text
+from ..records import Stats
 
 
 def window(conn: sqlite3.Connection, start: str, end: str) -> Stats:

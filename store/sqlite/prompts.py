@@ -4,32 +4,27 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
-from dataclasses import dataclass
+from datetime import datetime
 
-
-@dataclass(frozen=True)
-class Prompt:
-    nonce: str
-    kind: str
-    target: str
-    chat_id: int
-    expires_at: str | None
-    decided_at: str | None
-    decision: str | None
+from ..clock import from_text, to_text
+from ..records import Prompt
 
 
 def create(conn: sqlite3.Connection, kind: str, target: str, chat_id: int, now: str,
-           expires_at: str | None = None) -> str:
+           expires_at: datetime | None = None) -> str:
     nonce = secrets.token_hex(16)
     conn.execute("INSERT INTO prompts (nonce, kind, target, chat_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                 (nonce, kind, target, chat_id, now, expires_at))
+                 (nonce, kind, target, chat_id, now, to_text(expires_at) if expires_at else None))
     return nonce
 
 
 def get(conn: sqlite3.Connection, nonce: str) -> Prompt | None:
     row = conn.execute("SELECT nonce, kind, target, chat_id, expires_at, decided_at, decision FROM prompts "
                        "WHERE nonce = ?", (nonce,)).fetchone()
-    return Prompt(*row) if row else None
+    if row is None:
+        return None
+    return Prompt(row[0], row[1], row[2], row[3], from_text(row[4]) if row[4] else None,
+                  from_text(row[5]) if row[5] else None, row[6])
 
 
 def decide(conn: sqlite3.Connection, nonce: str, decision: str, by: str, now: str) -> bool:

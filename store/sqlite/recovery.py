@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from ..records import Claim, RecoverySummary
 from . import actions, inbox, outbox
-from .records import Claim, RecoverySummary
 
 
 def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySummary:

@@ -28,5 +28,5 @@ def _run_open(conn: sqlite3.Connection, run_id: str) -> None:
     """A run whose turn was released, failed or finished cannot write more (its claim is gone)."""
     row = conn.execute("SELECT ended_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None or row[0] is not None:
-        from .errors import NotClaimed
+        from ..errors import NotClaimed
         raise NotClaimed(run_id, "the run is over; it cannot journal operations")

@@ -9,7 +9,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from .errors import InstanceLocked
+from ..errors import InstanceLocked
 
 
 class InstanceLock:

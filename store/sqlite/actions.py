@@ -6,32 +6,10 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-from dataclasses import dataclass
 
-from .errors import IllegalTransition, UnknownTarget
+from ..errors import IllegalTransition, UnknownTarget
+from ..records import Action, Decision
 from .moves import move
-
-ALLOWED_PAYLOAD_FIELDS = {"supplier", "reference", "lines"}
-ALLOWED_LINE_FIELDS = {"item", "quantity"}
-
-
-@dataclass(frozen=True)
-class Action:
-    action_id: int
-    proposal_id: int
-    idempotency_key: str
-    destination: str
-    payload: str
-    state: str
-    attempts: int
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The outcome of an approve/reject press, in words the owner reads."""
-    ok: bool
-    text: str
-    action_id: int | None = None
 
 
 def proposal(conn: sqlite3.Connection, proposal_id: int) -> dict | None:
@@ -173,7 +151,8 @@ def decide(conn: sqlite3.Connection, action_id: int, decision: str, by: str, now
              ("quarantined", "release"): "pending", ("quarantined", "void"): "voided"}
     new = moves.get((state, decision))
     if new is None:
-        raise IllegalTransition(f"action {action_id} is {state}: '{decision}' does not apply")
+        raise IllegalTransition(f"action {action_id} is {state}: '{decision}' does not apply", table="actions",
+                                row=action_id, expected=sorted({s for s, d in moves if d == decision}), found=state)
     if new == "delivered" and not receipt:
         receipt = f"confirmed by {by}"
     conn.execute("INSERT INTO action_decisions (action_id, decision, detail, decided_by, decided_at) "
@@ -187,27 +166,6 @@ def decide(conn: sqlite3.Connection, action_id: int, decision: str, by: str, now
     if new == "voided":
         _release_spending(conn, action_id, now)
     return new
-
-
-def validate(action: Action, known_destinations: set[str]) -> str | None:
-    """Why an action must be quarantined, or None: unknown destination, a payload outside the allowed fields."""
-    if action.destination not in known_destinations:
-        return f"unknown destination {action.destination!r}"
-    try:
-        payload = json.loads(action.payload)
-    except ValueError:
-        return "the payload is not JSON"
-    if not isinstance(payload, dict) or set(payload) - ALLOWED_PAYLOAD_FIELDS:
-        return f"payload fields outside {sorted(ALLOWED_PAYLOAD_FIELDS)}"
-    lines = payload.get("lines")
-    if not isinstance(lines, list) or not lines:
-        return "the payload has no order lines"
-    for line in lines:
-        if (not isinstance(line, dict) or set(line) != ALLOWED_LINE_FIELDS or not isinstance(line["item"], str)
-                or not isinstance(line["quantity"], int) or isinstance(line["quantity"], bool)
-                or line["quantity"] <= 0):
-            return f"malformed order line {line!r}"
-    return None
 
 
 def listing(conn: sqlite3.Connection, quarantined_only: bool = False) -> list[dict]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
+from ..clock import from_text
+from ..records import Stats
 from . import inbox, producer_state
-from .clock import from_text
-from .records import Stats
 
 
 def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict:

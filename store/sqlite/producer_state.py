@@ -1,17 +1,15 @@
 """The producers' own records: schedule cursors, missed occurrences, the stock watcher's episodes, read marks, and
 what the till reads back.
 
-The functions take an open connection: a producer calls them inside `Store.atomic` (on `tx.conn`) together with
-`tx.admit`, so its progress commits with the work it admits (C2). `ProducerStore` offers the reads outside a
-producer's transaction.
+A producer reaches them through `tx.producers` inside `Store.atomic`, together with `tx.admit`, so its progress
+commits with the work it admits (C2). `SqliteStore` offers the reads outside a producer's transaction.
 """
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING
+from datetime import datetime
 
-if TYPE_CHECKING:
-    from .api import Store
+from ..clock import from_text, to_text
 
 COUNT_NOTICES = "count_notices"
 
@@ -97,48 +95,33 @@ def work_with_report(conn: sqlite3.Connection, source: str) -> dict | None:
             if report else None}
 
 
-class ProducerStore:
-    """Reads of the producers' records outside a producer's transaction (one consistent snapshot each)."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    async def missed(self, limit: int = 20) -> list[dict]:
-        return await self.store.db.read(missed_occurrences, limit)
-
-    async def stock_watch(self) -> list[dict]:
-        return await self.store.db.read(stock_levels)
-
-    async def item_names(self) -> list[str]:
-        return await self.store.db.read(item_names)
-
-    async def work_with_report(self, source: str) -> dict | None:
-        return await self.store.db.read(work_with_report, source)
-
-
 class ProducerState:
     """The producers' records inside one open transaction, without the connection: `Transaction.producers`. A
     PostgreSQL store offers the same methods."""
 
     COUNT_NOTICES = COUNT_NOTICES
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, now: str) -> None:
         self._conn = conn
+        self._now = now
 
-    def get_cursor(self, schedule: str) -> tuple[str | None, str | None]:
-        return get_cursor(self._conn, schedule)
+    def get_cursor(self, schedule: str) -> tuple[datetime | None, str | None]:
+        """The schedule's cursor (the last fire time dealt with) and the key refused for capacity at it, if any."""
+        cursor, refused = get_cursor(self._conn, schedule)
+        return (from_text(cursor) if cursor else None), refused
 
-    def set_cursor(self, schedule: str, cursor: str, refused_key: str | None, now: str) -> None:
-        set_cursor(self._conn, schedule, cursor, refused_key, now)
+    def set_cursor(self, schedule: str, cursor: datetime, refused_key: str | None) -> None:
+        set_cursor(self._conn, schedule, to_text(cursor), refused_key, self._now)
 
-    def record_missed(self, schedule: str, key: str, reason: str, fire_time: str | None, now: str) -> bool:
-        return record_missed(self._conn, schedule, key, reason, fire_time, now)
+    def record_missed(self, schedule: str, key: str, reason: str, fire_time: datetime | None) -> bool:
+        """Record a missed occurrence once; False when it was recorded before."""
+        return record_missed(self._conn, schedule, key, reason, to_text(fire_time) if fire_time else None, self._now)
 
     def stock_levels(self) -> list[dict]:
         return stock_levels(self._conn)
 
-    def set_watch(self, item: str, armed: bool, episode: int, now: str) -> None:
-        set_watch(self._conn, item, armed, episode, now)
+    def set_watch(self, item: str, armed: bool, episode: int) -> None:
+        set_watch(self._conn, item, armed, episode, self._now)
 
     def get_mark(self, name: str) -> int:
         return get_mark(self._conn, name)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .clock import to_text
+from ..clock import to_text
 from .outbox import split_parts
 
 DELIVERY_MODES = ("confirmed", "pending", "none")

@@ -5,10 +5,10 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from ..clock import Clock, to_text
+from ..errors import UnknownTarget
 from . import migrations, outbox
-from .clock import Clock, to_text
 from .connection import configure
-from .errors import UnknownTarget
 
 
 def restore(backup: Path | str, target: Path | str, clock: Clock) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .errors import IllegalTransition
+from ..errors import IllegalTransition
 
 
 def move(conn: sqlite3.Connection, table: str, key: str, row_id: int, expect: str, new: str, now: str,
@@ -13,4 +13,6 @@ def move(conn: sqlite3.Connection, table: str, key: str, row_id: int, expect: st
     cursor = conn.execute(f"UPDATE {table} SET state = ?, updated_at = ?{sets} WHERE {key} = ? AND state = ?",
                           (new, now, *columns.values(), row_id, expect))
     if cursor.rowcount != 1:
-        raise IllegalTransition(f"{table[:-1]} {row_id} is not {expect}; cannot move it to {new}")
+        row = conn.execute(f"SELECT state FROM {table} WHERE {key} = ?", (row_id,)).fetchone()
+        raise IllegalTransition(f"{table[:-1]} {row_id} is not {expect}; cannot move it to {new}",
+                                table=table, row=row_id, expected=expect, found=row[0] if row else None)

@@ -1,0 +1,378 @@
+"""The store's contract, as Protocols split by who uses them. Every implementation (SQLite today in store/sqlite/;
+PostgreSQL next) offers every port, and tests/contract/store/ runs the same suite against each.
+
+Each method's contract is documented here, once. Every async method is one short transaction that holds no network
+call; times cross the seam as aware UTC datetimes. Expected outcomes (duplicate, conflict, refused, not claimed by
+this run) are return values or typed exceptions of `store.errors`; driver errors never cross the seam.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from .clock import Clock
+from .records import (
+    Action,
+    AdmitResult,
+    Claim,
+    Decision,
+    Delivery,
+    FinishOutcome,
+    ItemSpec,
+    Occurrence,
+    Policy,
+    Prompt,
+    RecoverySummary,
+    ReportDraft,
+    Stats,
+    Violation,
+)
+from .signals import Signals
+
+T = TypeVar("T")
+
+Usage = tuple[int, int, int]          # input tokens, output tokens, model calls
+
+
+class ProducerRecords(Protocol):
+    """A producer's own progress inside its admission transaction (`Transaction.producers`), so it commits with the
+    work it admits (C2)."""
+
+    def get_cursor(self, schedule: str) -> tuple[datetime | None, str | None]:
+        """The schedule's cursor (its last fire time dealt with) and the key refused for capacity at it, if any."""
+
+    def set_cursor(self, schedule: str, cursor: datetime, refused_key: str | None) -> None:
+        """Move the schedule's cursor (in the same transaction as the admissions up to it)."""
+
+    def record_missed(self, schedule: str, key: str, reason: str, fire_time: datetime | None) -> bool:
+        """Record an occurrence that will not run (late, superseded, capacity, conflict) once: False if recorded."""
+
+    def stock_levels(self) -> list[dict[str, Any]]:
+        """Every item with on hand, reorder point and its watch state (armed, episode)."""
+
+    def set_watch(self, item: str, armed: bool, episode: int) -> None:
+        """The stock watcher's episode state of an item (an episode ends when on hand >= reorder point)."""
+
+    def get_mark(self, name: str) -> int:
+        """A producer's read mark (e.g. the last stock event it looked at); 0 when never set."""
+
+    def set_mark(self, name: str, value: int) -> None:
+        """Move a producer's read mark."""
+
+    def count_events_after(self, event_id: int) -> list[dict[str, Any]]:
+        """Till count events after `event_id`, oldest first."""
+
+
+class Transaction(Protocol):
+    """The moves available inside one open write transaction (`Store.atomic`, `admit_answered`, `finish(apply=,
+    after=)`). Synchronous on purpose: nothing inside a transaction may await a network call or a model."""
+
+    at: datetime
+    """The transaction's time (aware UTC), from the process's one clock."""
+
+    def isolated(self, fn: Callable[[], object]) -> BaseException | None:
+        """Run `fn` in a savepoint: an exception other than a database error undoes only `fn`'s writes and is
+        returned (one bad update never rolls back its batch); a database error fails the whole transaction."""
+
+    def admit(self, occurrence: Occurrence) -> AdmitResult:
+        """C1 inside this transaction: accepted, duplicate, conflict or refused (identity before capacity)."""
+
+    @property
+    def producers(self) -> ProducerRecords:
+        """The producers' records in this transaction."""
+
+    def count(self, kind: str, by: int = 1) -> int:
+        """Add to this minute's counter of `kind` (refusals, strangers, malformed updates); returns the new count."""
+
+    def admit_answered(self, occurrence: Occurrence,
+                       answer: Callable[[Transaction, int], ReportDraft]) -> AdmitResult:
+        """A control or notice item: admitted, moved to running and finished with the report `answer(tx, work_id)`
+        builds, all in this transaction (C4's path for these kinds only). A duplicate writes nothing."""
+
+    def unknown_reports(self) -> list[dict[str, Any]]:
+        """Reports with a part in `unknown` (report_id, chat_id, kind, preview, resends); notices' own reports are
+        left out: no notice is written about a notice's delivery."""
+
+    def status(self) -> dict[str, Any]:
+        """The same figures as `Store.status()`, read in this transaction (the owner's /status)."""
+
+    def unknown_prompt_open(self, report_id: str) -> bool:
+        """Whether the report still has a part awaiting a Resend / I have it decision (C8)."""
+
+    def proposal(self, proposal_id: int) -> dict[str, Any] | None:
+        """A proposal row, or None."""
+
+    def run_proposals(self, run_id: str) -> list[dict[str, Any]]:
+        """The proposals a run recorded (void unless its turn finished, C11)."""
+
+    def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
+                         destination: str) -> Decision:
+        """C11: the decision, the day's spending reservation and the action row with a random 128-bit idempotency
+        key, in this transaction; refused (ok=False with the reason) when the proposal is no longer open or the
+        day's limit would be passed."""
+
+    def reject_proposal(self, proposal_id: int, by: str) -> Decision:
+        """Record the owner's rejection of an open proposal."""
+
+    def create_prompt(self, kind: str, target: str, chat_id: int, expires_at: datetime | None = None) -> str:
+        """A button's nonce (at least 96 random bits, never a sequential id) stored with its target (C8)."""
+
+    def prompt(self, nonce: str) -> Prompt | None:
+        """The prompt a button's nonce names, or None."""
+
+    def decide_prompt(self, nonce: str, decision: str, by: str) -> bool:
+        """Record a prompt's decision once: False when it was decided before (a second press)."""
+
+    def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
+        """C8: record `resend` (unknown parts back to pending) or `delivered` (unknown parts confirmed, receipt
+        empty) with who decided; returns the moved delivery ids (none when nothing awaited a decision)."""
+
+    def forget(self, session: str, by: str) -> tuple[int, int]:
+        """C12: delete the session's agent history and cancel its pending work (pending -> failed with a report
+        naming who cancelled); returns (history rows deleted, items cancelled)."""
+
+    def delivery_states(self, report_id: str) -> list[str]:
+        """The states of a report's parts, in part order."""
+
+
+@runtime_checkable
+class Inbox(Protocol):
+    """Admission and turns: what the producers and the worker use (C1, C2, C4, C5, C6, C9, C10, C12)."""
+
+    clock: Clock
+    capacity: int
+    attempt_cap: int
+
+    async def admit(self, occurrence: Occurrence) -> AdmitResult:
+        """C1: exactly one of accepted, duplicate (same identity and content: nothing stored), conflict (same
+        identity, other content: nothing changed) or refused (open agent work at capacity: nothing stored).
+        Identity is checked before capacity; control items are never refused. Outcomes are never exceptions."""
+
+    async def admit_many(self, occurrences: Sequence[Occurrence]) -> list[AdmitResult]:
+        """A batch in one commit (a getUpdates batch); each occurrence gets its own outcome, and a conflict never
+        rolls back the batch."""
+
+    async def admit_answered(self, occurrence: Occurrence,
+                             answer: Callable[[Transaction, int], ReportDraft]) -> AdmitResult:
+        """`Transaction.admit_answered` in a transaction of its own."""
+
+    async def notice(self, kind: str, subject: str, text: str, destination: str) -> bool:
+        """A system notice `notice:<kind>:<subject>` with its report; its identity makes it once only (True when
+        this call wrote it)."""
+
+    async def count(self, kind: str, by: int = 1) -> int:
+        """`Transaction.count` in a transaction of its own."""
+
+    async def atomic(self, fn: Callable[[Transaction], T]) -> T:
+        """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2)."""
+
+    async def claim(self, worker_id: str, skip_sessions: Sequence[str] = ()) -> Claim | None:
+        """C5: the pending items of one due session (its oldest item admitted at least the debounce window ago,
+        none with a future not-before) move to running for this worker under a new run id, attempts incremented,
+        committed before any model runs. None when nothing is due."""
+
+    async def next_claim_time(self) -> datetime | None:
+        """When the earliest waiting session becomes due (debounce, not-before); None when none waits."""
+
+    async def finish(self, claim: Claim, draft: ReportDraft, *, user_text: str | None = None,
+                     stop_reason: str | None = None, usage: Usage = (0, 0, 0),
+                     apply: Callable[[Transaction], None] | None = None,
+                     after: Callable[[Transaction, str], None] | None = None,
+                     claim_next: str | None = None) -> FinishOutcome:
+        """C6 in one transaction: the turn's items finished, the report `r<anchor>.<generation>` inserted and
+        linked to every item, the run's operations attached, the history updated; `apply(tx)` first and
+        `after(tx, report_id)` last in the same transaction. Raises `NotClaimed` for work this run does not hold.
+        C12: if the session was forgotten during the run, nothing is stored (`discarded`). With `claim_next` the
+        next due turn is claimed in the same commit."""
+
+    async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict[str, Any]]],
+                            render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:
+        """A till turn: every request's counts applied to the stock and the report rendered from the applied
+        counts (source, item, old, new), in the finish transaction (C6)."""
+
+    async def fail(self, claim: Claim, draft: ReportDraft, *, stop_reason: str | None = None,
+                   usage: Usage = (0, 0, 0)) -> str:
+        """C9: the turn's items failed with the error report `draft` (R3); returns the report id."""
+
+    async def release(self, claim: Claim, *, delay_seconds: float, reason: str, refund: bool = False,
+                      usage: Usage = (0, 0, 0)) -> str | None:
+        """C4/C9: give the turn back (running -> pending, not before `delay_seconds`), or fail it with an error
+        report when an item reached the attempt cap (returns that report's id). `refund` un-counts the attempt
+        (the turn never ran)."""
+
+    async def history(self, session: str, limit: int = 20) -> list[tuple[str, str]]:
+        """The session's agent history, oldest first: (role, text) pairs."""
+
+    async def forget(self, session: str, by: str) -> tuple[int, int]:
+        """`Transaction.forget` in a transaction of its own."""
+
+    async def recover(self) -> RecoverySummary:
+        """C10 at start-up: running turns whose operations were all read/internal/proposals go back to pending
+        (failed at the attempt cap, C9), one that acted outside fails visibly; `sending` parts become unknown."""
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """The operations of a run: what the agent loop's tools use (C10, C11)."""
+
+    async def op_started(self, run_id: str, call_id: str, tool: str, arguments: dict[str, Any],
+                         effect: str) -> None:
+        """Journal a tool call as started before it acts (effect `read`, `internal` or `external`)."""
+
+    async def op_finished(self, run_id: str, call_id: str, status: str, result: dict[str, Any], *,
+                          acted_outside: bool = False) -> None:
+        """Journal a tool call's result after it acted."""
+
+    async def record_draft(self, run_id: str, item: str, quantity: int) -> dict[str, Any]:
+        """An order draft of an open run (an internal effect): item, quantity, cost."""
+
+    async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int,
+                              policy: Policy | None = None) -> dict[str, Any]:
+        """C11: the typed proposal, validated by `policy` (rejected ones are recorded with the reason), and its
+        operation's completion, in one transaction; at most one open proposal per item."""
+
+
+@runtime_checkable
+class Outbox(Protocol):
+    """Report deliveries: what the Telegram relay uses (C7, C8)."""
+
+    async def due_deliveries(self, limit: int = 20, skip_chats: Sequence[int] = ()) -> list[Delivery]:
+        """Pending parts whose not-before time has passed, oldest report first, in part order; parts of a report
+        wait behind its earlier parts."""
+
+    async def next_delivery_time(self) -> datetime | None:
+        """The earliest not-before time of a pending part, or None."""
+
+    async def mark_sending(self, delivery_id: int, confirm: tuple[int, str] | None = None) -> None:
+        """pending -> sending, committed before the HTTP call; `confirm` (delivery id, receipt) records the previous
+        part's receipt in the same commit."""
+
+    async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
+        """sending -> confirmed with Telegram's message id (a receipt is required)."""
+
+    async def mark_not_sent(self, delivery_id: int, reason: str, retry_after: float | None = None) -> None:
+        """sending -> pending: the request provably never left, or 429 with a not-before time."""
+
+    async def mark_failed(self, delivery_id: int, reason: str) -> None:
+        """sending -> failed: a definite refusal about this message (400, 403)."""
+
+    async def mark_unknown(self, delivery_id: int, reason: str) -> None:
+        """sending -> unknown: it may have reached Telegram; never resent without a recorded decision."""
+
+    async def mark_denied(self, delivery_id: int, reason: str) -> None:
+        """pending -> denied: the recipient is no longer allow-listed (C3 at send time)."""
+
+    async def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
+        """`Transaction.resolve` in a transaction of its own."""
+
+
+@runtime_checkable
+class ActionOutbox(Protocol):
+    """Approved supplier orders: what the action relay and the operator use (C11)."""
+
+    async def due_actions(self, limit: int = 10) -> list[Action]:
+        """Pending actions whose not-before time has passed, oldest first."""
+
+    async def unknown_actions(self) -> list[Action]:
+        """Actions whose last send may or may not have reached the supplier."""
+
+    async def next_action_time(self) -> datetime | None:
+        """The earliest not-before time of a pending action, or None."""
+
+    async def action_move(self, move: str, action_id: int, *args: Any) -> None:
+        """One relay move (`mark_sending`, `mark_delivered`, `mark_not_sent`, `mark_failed`, `mark_unknown`,
+        `quarantine`) in its own transaction; an illegal move raises `IllegalTransition`."""
+
+    async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,
+                            detail: str | None = None) -> str:
+        """The operator's recorded release or void of a quarantined (or unknown) action; returns its new state."""
+
+    async def actions(self, quarantined_only: bool = False) -> list[dict[str, Any]]:
+        """Actions with their state, for `shopbot actions`."""
+
+    async def expire_proposals(self) -> list[int]:
+        """Proposals not approved before their expiry become expired; returns their ids."""
+
+
+@runtime_checkable
+class ShopRecords(Protocol):
+    """The shop's items, stock and the producers' records read outside a transaction."""
+
+    async def shop_items(self) -> list[dict[str, Any]]:
+        """Every item with its stock and limits."""
+
+    async def shop_item(self, item: str) -> dict[str, Any] | None:
+        """One item, or None."""
+
+    async def seed_shop(self, specs: Sequence[ItemSpec], source: str) -> bool:
+        """Load the shop file's items into an empty shop; False when items existed already."""
+
+    async def sync_shop(self, specs: Sequence[ItemSpec], source: str, reset_stock: bool = False) -> list[str]:
+        """Apply an edited shop file (counted stock kept unless `reset_stock`); returns the changes in words."""
+
+    async def item_names(self) -> list[str]:
+        """The names of the shop's items."""
+
+    async def stock_watch(self) -> list[dict[str, Any]]:
+        """`ProducerRecords.stock_levels` outside a transaction."""
+
+    async def missed_occurrences(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The most recently recorded missed occurrences, newest first."""
+
+    async def work_with_report(self, source: str) -> dict[str, Any] | None:
+        """The work item of a source identity with its state and report (the till reads its requests back)."""
+
+
+@runtime_checkable
+class Insights(Protocol):
+    """Read-only figures for `shopbot status|reports|check`, /status and the benchmarks (C14)."""
+
+    async def schema_version(self) -> int:
+        """The database's schema version."""
+
+    async def stats(self, start: datetime, end: datetime) -> Stats:
+        """C14 over [start, end]: λ, W and L of agent work."""
+
+    async def status(self, window_seconds: float = 3600.0) -> dict[str, Any]:
+        """Counts per state, oldest pending age, unknown and failed items, actions, counters, missed occurrences,
+        Little's law over the window: the shape README documents for `status --json`."""
+
+    async def reports(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The latest reports with their items' work ids and source identities and their parts' states."""
+
+    async def check(self) -> list[Violation]:
+        """Every invariant (R1-R3 and the rest) on the store's own read path; empty when all hold."""
+
+
+@runtime_checkable
+class ChangeNotification(Protocol):
+    """Wake-ups: in-process signals, and changes committed by another process (a CLI admission or resolution)."""
+
+    signals: Signals
+
+    async def poll_changes(self) -> bool:
+        """True (and every signal notified) when another connection committed since the last call."""
+
+
+@runtime_checkable
+class Admin(Protocol):
+    """Lifecycle and the operator's whole-database moves."""
+
+    @property
+    def location(self) -> str:
+        """Where the data lives, for logs and messages (a file path; never a password)."""
+
+    async def close(self) -> None:
+        """Close the store; every later call fails."""
+
+    async def backup(self, target: str) -> None:
+        """A consistent copy of the live database at `target` (which must not exist)."""
+
+
+@runtime_checkable
+class Store(Inbox, Journal, Outbox, ActionOutbox, ShopRecords, Insights, ChangeNotification, Admin, Protocol):
+    """Every port: what the composition root hands to each part (each part annotates the port it uses)."""
+
+
+PORTS: tuple[type, ...] = (Inbox, Journal, Outbox, ActionOutbox, ShopRecords, Insights, ChangeNotification, Admin)
