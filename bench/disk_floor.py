@@ -87,8 +87,8 @@ def sync_admits(path: Path, n: int) -> tuple[float, dict[str, float]]:
     """The same admissions as `store_admits`, with the SQL of `store.inbox.admit` (identity lookup, open-work count,
     insert) on a plain sqlite3 connection with the store's pragmas, one BEGIN IMMEDIATE ... COMMIT each: the store's
     SQL and commit without aiosqlite and asyncio, timed statement by statement (us per admission)."""
-    from store.sqlite import inbox
     from store.clock import to_text
+    from store.sqlite import inbox
     from store.sqlite.connection import configure
 
     remove_db(path)

@@ -47,7 +47,8 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
         env.update({"SHOPBOT_DB": str(Path(tmp) / "idle.sqlite3"), "TELEGRAM_BOT_TOKEN": token,
                     "TELEGRAM_API_BASE_URL": base, "SHOPBOT_OWNER_IDS": "1001", "SHOPBOT_MODEL": "offline",
-                    "SHOPBOT_SHOP_FILE": str(ROOT / "tests" / "data" / "shop_calm.toml"), "SHOPBOT_HTTP_PORT": "0",
+                    "SHOPBOT_SHOP_FILE": str(ROOT / "tests" / "support" / "data" / "shop_calm.toml"),
+                    "SHOPBOT_HTTP_PORT": "0",
                     "SHOPBOT_LOG_LEVEL": "WARNING"})
         bot = subprocess.Popen([sys.executable, "-m", "bot.cli", "run"], env=env, cwd=tmp,
                                stderr=subprocess.DEVNULL)

@@ -17,7 +17,7 @@ from bot.sandbox.local_setup import local_product
 
 from .common import machine
 
-CALM_SHOP = Path(__file__).resolve().parent.parent / "tests" / "data" / "shop_calm.toml"
+CALM_SHOP = Path(__file__).resolve().parent.parent / "tests" / "support" / "data" / "shop_calm.toml"
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -32,7 +32,7 @@ from worker.worker import Worker
 from .common import machine
 from .disk_floor import commits_per_second
 
-CALM_SHOP = Path(__file__).resolve().parent.parent / "tests" / "data" / "shop_calm.toml"
+CALM_SHOP = Path(__file__).resolve().parent.parent / "tests" / "support" / "data" / "shop_calm.toml"
 
 
 class InstantTransport:

@@ -1,5 +1,8 @@
+"""Fixtures of every tier: a clean environment, a manual clock, a real SQLite store per test, and (for the SQLite
+integration tier) an independent raw connection to its file."""
 from __future__ import annotations
 
+import os
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -9,6 +12,14 @@ import pytest
 from store import ManualClock, SqliteStore
 
 START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the operator's own SHOPBOT_* or TELEGRAM_* settings (a .env or an exported token)."""
+    for key in list(os.environ):
+        if key.startswith(("SHOPBOT_", "TELEGRAM_")):
+            monkeypatch.delenv(key)
 
 
 @pytest.fixture

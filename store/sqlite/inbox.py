@@ -174,14 +174,9 @@ def finish(conn: sqlite3.Connection, claim: Claim, draft: outbox.ReportDraft | C
     """
     _held(conn, claim)
     ids = [item.work_id for item in claim.items]
-    if session_epoch(conn, claim.session) != claim.epoch:
-        who = conn.execute("SELECT forgotten_by FROM sessions WHERE session = ?", (claim.session,)).fetchone()[0]
-        cancel = outbox.ReportDraft(
-            f"This conversation was forgotten ({who}) while I was answering; the answer was discarded.",
-            destination=claim.destination, is_error=True)
-        report_id = _fail_items(conn, ids, cancel, now, claim.run_id)
-        _end_run(conn, claim.run_id, now, "discarded", report_id=report_id, stop_reason="forgotten", usage=usage)
-        return FinishOutcome(report_id, discarded=True)
+    discarded = _discard_if_forgotten(conn, claim, now, usage)
+    if discarded is not None:
+        return FinishOutcome(discarded, discarded=True)
     conn.execute(
         f"UPDATE work SET state = 'finished', ended_at = ? WHERE work_id IN ({','.join('?' * len(ids))})",
         (now, *ids))
@@ -203,6 +198,21 @@ def finish(conn: sqlite3.Connection, claim: Claim, draft: outbox.ReportDraft | C
         "ON CONFLICT (session) DO UPDATE SET turns = turns + 1, last_report = excluded.last_report",
         (claim.session, report_id))
     return FinishOutcome(report_id)
+
+
+def _discard_if_forgotten(conn: sqlite3.Connection, claim: Claim, now: str,
+                          usage: tuple[int, int, int]) -> str | None:
+    """C12: a turn whose conversation was forgotten while it ran is never stored nor run again: its items fail with
+    a report saying so. Returns that report's id, or None when the conversation was not forgotten."""
+    if session_epoch(conn, claim.session) == claim.epoch:
+        return None
+    who = conn.execute("SELECT forgotten_by FROM sessions WHERE session = ?", (claim.session,)).fetchone()[0]
+    cancel = outbox.ReportDraft(
+        f"This conversation was forgotten ({who}) while I was answering; the answer was discarded.",
+        destination=claim.destination, is_error=True)
+    report_id = _fail_items(conn, [item.work_id for item in claim.items], cancel, now, claim.run_id)
+    _end_run(conn, claim.run_id, now, "discarded", report_id=report_id, stop_reason="forgotten", usage=usage)
+    return report_id
 
 
 def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: outbox.ReportDraft, now: str,
@@ -232,10 +242,14 @@ def cap_failure(attempts: int, destination: str | None, reason: str) -> outbox.R
 def release(conn: sqlite3.Connection, claim: Claim, now: str, not_before: str | None, attempt_cap: int, *,
             reason: str, refund: bool = False, usage: tuple[int, int, int] = (0, 0, 0)) -> str | None:
     """running -> pending with a not-before time, or failed at the attempt cap (C9). `refund` gives back the
-    attempt (a model call abandoned at shutdown). Returns the error report id when the cap failed the turn."""
+    attempt (a model call abandoned at shutdown). A turn whose conversation was forgotten meanwhile is discarded
+    (C12). Returns the error report id when the turn failed (the cap, or forgotten)."""
     _held(conn, claim)
     ids = [item.work_id for item in claim.items]
     marks = ','.join('?' * len(ids))
+    discarded = _discard_if_forgotten(conn, claim, now, usage)
+    if discarded is not None:
+        return discarded
     if not refund and claim.attempt >= attempt_cap:
         report_id = _fail_items(conn, ids, cap_failure(claim.attempt, claim.destination, reason), now, claim.run_id)
         _end_run(conn, claim.run_id, now, "failed", report_id=report_id, stop_reason=reason, usage=usage)

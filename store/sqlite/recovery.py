@@ -14,14 +14,15 @@ def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySum
     released: list[int] = []
     failed: list[int] = []
     runs = conn.execute(
-        "SELECT DISTINCT w.run_id, w.worker_id, w.session FROM work w "
-        "WHERE w.state = 'running' AND w.kind = 'agent' ORDER BY w.run_id").fetchall()
+        "SELECT DISTINCT w.run_id, w.worker_id, w.session, r.session_epoch FROM work w "
+        "LEFT JOIN runs r USING (run_id) WHERE w.state = 'running' AND w.kind = 'agent' ORDER BY w.run_id").fetchall()
     for run in runs:
         rows = conn.execute("SELECT * FROM work WHERE run_id = ? AND state = 'running' ORDER BY work_id",
                             (run["run_id"],)).fetchall()
         items = tuple(inbox.work_item(r) for r in rows)
-        claim = Claim(run["run_id"], run["worker_id"], run["session"], items, max(i.attempts for i in items),
-                      inbox.session_epoch(conn, run["session"]))
+        # the epoch the run was claimed under: a conversation forgotten since is discarded, never re-run (C12)
+        epoch = run["session_epoch"] if run["session_epoch"] is not None else inbox.session_epoch(conn, run["session"])
+        claim = Claim(run["run_id"], run["worker_id"], run["session"], items, max(i.attempts for i in items), epoch)
         ids = [i.work_id for i in items]
         acted = conn.execute("SELECT tool FROM operations WHERE run_id = ? AND acted_outside = 1 AND status = 'done'",
                              (claim.run_id,)).fetchone()

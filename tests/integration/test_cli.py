@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
 
 
 def shopbot(*args: str, db: Path, **env: str) -> subprocess.CompletedProcess:

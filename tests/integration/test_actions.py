@@ -4,11 +4,10 @@ API server and local supplier over HTTP)."""
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 from bot.sandbox.local_setup import OWNER_ID, local_product
+from tests.support import DATA
 
-DATA = Path(__file__).parent / "data"
 FAST = {"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0"}
 
 

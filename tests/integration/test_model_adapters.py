@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.fake_model_servers import (
+from tests.support.fake_model_servers import (
     ANTHROPIC_PATH,
     OPENAI_PATH,
     FakeModelServer,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 
 from store import Occurrence, ReportDraft, SqliteStore
+from tests.support import ROOT
 
 
 def occ(n: int, session: str | None = None) -> Occurrence:
@@ -41,10 +42,9 @@ async def test_recovery_turns_sending_into_unknown(store, raw):
 
 
 async def test_a_proposal_of_an_unfinished_turn_is_void(store, raw):
-    from pathlib import Path
 
     from bot.shop_file import load_shop
-    await store.seed_shop(load_shop(Path(__file__).parent.parent / "shop.example.toml").items, "test")
+    await store.seed_shop(load_shop(ROOT / "shop.example.toml").items, "test")
     await store.admit(Occurrence("tg:1:1", "tg:1", "reorder", destination="tg:1"))
     claim = await store.claim("w1")
     await store.op_started(claim.run_id, "c1", "propose_order", {"item": "vanilla", "quantity": 6}, "external")

@@ -5,9 +5,9 @@ import json
 import re
 from pathlib import Path
 
-from tests.test_cli import shopbot
+from tests.integration.test_cli import shopbot
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 OPEN_MAPS = {"$.counters", "$.actions"}     # kind or state -> count, holding only what was seen (README)
 
 

@@ -51,8 +51,7 @@ from store import (
 from store.sqlite import invariants
 from store.sqlite import store as store_api
 from store.sqlite.outbox import split_parts
-
-from .strategies import PROFILE, examples
+from tests.support.strategies import PROFILE, examples
 
 # the long profile runs far past pytest-timeout's 180 s default (pyproject.toml)
 pytestmark = [pytest.mark.timeout(3600)] if PROFILE != "ci" else []

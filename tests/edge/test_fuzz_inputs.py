@@ -50,8 +50,8 @@ from producers.telegram.webhook import MAX_WEBHOOK_BYTES
 from producers.till_request import MAX_BODY_BYTES, TillCounts, TillError, parse_counts_body
 from store import ManualClock, SqliteStore, Store
 from store.sqlite import invariants
-
-from .strategies import (
+from tests.support import DATA
+from tests.support.strategies import (
     KNOWN_BUGS,
     OWNER,
     OWNER2,
@@ -79,7 +79,7 @@ pytestmark = [pytest.mark.timeout(3600)] if PROFILE != "ci" else []
 
 assert OWNER == OWNER_ID
 START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
-CALM = Path(__file__).parent / "data" / "shop_calm.toml"
+CALM = DATA / "shop_calm.toml"
 BOT = Bot("123456:fuzz-token")          # never initialised: used only to parse updates
 OWNERS = frozenset({OWNER})
 REFUSAL_OUTCOMES = {"no_sender", "bot", "not_private", "stranger", "malformed", "unsupported", "chat_member",

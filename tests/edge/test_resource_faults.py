@@ -29,10 +29,10 @@ import pytest
 from bot.sandbox.bot_api import LocalBotApi
 from bot.sandbox.local_setup import OWNER_ID, local_product
 from store.sqlite import invariants
+from tests.support import DATA
+from tests.support.proc import OWNER, Product
 
-from .proc import OWNER, Product
-
-CALM = Path(__file__).parent / "data" / "shop_calm.toml"
+CALM = DATA / "shop_calm.toml"
 FAST = {"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0", "SHOPBOT_SHOP_FILE": str(CALM)}
 TILL_TOKEN = "till-one-fault-token-0001"
 UNCAPPED = 1073741823      # SQLite's default max_page_count

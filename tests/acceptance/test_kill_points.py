@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bot.sandbox.bot_api import LocalBotApi
-
-from .audit import audit as full_audit
-from .proc import OWNER, Product
+from tests.support.audit import audit as full_audit
+from tests.support.proc import OWNER, Product
 
 TOKEN = "777:kill-point-token"
 
@@ -124,8 +123,7 @@ async def test_sigterm_exits_zero_and_a_second_instance_is_refused(tmp_path, api
 @pytest.mark.parametrize("point", ["K9", "K10"])
 async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, api, point):
     from bot.sandbox.supplier import LocalSupplier
-
-    from .proc import ROOT
+    from tests.support import ROOT
     async with LocalSupplier("supplier-token") as supplier:
         product = Product(tmp_path, api, SHOPBOT_SHOP_FILE=str(ROOT / "shop.example.toml"),
                           SHOPBOT_SUPPLIER_URL=supplier.base_url, SHOPBOT_SUPPLIER_TOKEN="supplier-token")

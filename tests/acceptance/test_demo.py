@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
+
+from tests.support import DATA
 
 
 def test_demo_runs_and_never_shows_the_token(tmp_path):
@@ -29,7 +30,7 @@ def test_demo_runs_and_never_shows_the_token(tmp_path):
 
 def test_chat_lets_the_owner_type_and_press_buttons(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
-    env["SHOPBOT_SHOP_FILE"] = str(Path(__file__).parent / "data" / "shop_calm.toml")
+    env["SHOPBOT_SHOP_FILE"] = str(DATA / "shop_calm.toml")
     done = subprocess.run([sys.executable, "-m", "bot.cli", "chat"],
                           input="how much vanilla\n/forget\n/press 1\n/quit\n",
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)

@@ -16,9 +16,9 @@ from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError
 
 from bot.sandbox.bot_api import FIRST_UPDATE_ID, LocalBotApi
 from producers.telegram.client import make_bot
+from tests.support import ROOT
 
 TOKEN = "123456:TEST-token-for-local-api-0123456789abc"
-ROOT = Path(__file__).resolve().parents[1]
 CHAT = 4242
 
 

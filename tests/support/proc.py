@@ -9,7 +9,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import DATA
+
 OWNER = 1001
 
 
@@ -27,7 +28,7 @@ class Product:
             "SHOPBOT_DB": str(self.db), "TELEGRAM_BOT_TOKEN": self.api._token,
             "TELEGRAM_API_BASE_URL": self.api.base_url, "SHOPBOT_OWNER_IDS": str(OWNER),
             "SHOPBOT_HTTP_PORT": "-1", "SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0",
-            "SHOPBOT_SHOP_FILE": str(ROOT / "tests" / "data" / "shop_calm.toml"), "SHOPBOT_LOG_FILE": str(self.log),
+            "SHOPBOT_SHOP_FILE": str(DATA / "shop_calm.toml"), "SHOPBOT_LOG_FILE": str(self.log),
             "SHOPBOT_LOG_LEVEL": "INFO",
         })
         env.update(self.settings)   # the calm shop has nothing below its reorder point: no stock checks

@@ -1,7 +1,7 @@
 """The offline rules model through the real agent loop, with in-memory fakes of the shop's tools."""
 import pytest
 
-from tests.fake_model_servers import FakeShop, RecordingJournal, stock_item
+from tests.support.fake_model_servers import FakeShop, RecordingJournal, stock_item
 from worker.agent_loop import Limits, run_agent
 from worker.figures import DASH
 from worker.models import OfflineModel, load_model

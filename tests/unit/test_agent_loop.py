@@ -6,7 +6,7 @@ import re
 import pydantic
 import pytest
 
-from tests.fake_model_servers import FakeShop, NoArgs, RecordingJournal
+from tests.support.fake_model_servers import FakeShop, NoArgs, RecordingJournal
 from worker.agent_loop import (
     NOTICE_MODEL_CALLS,
     NOTICE_OUTPUT_SIZE,

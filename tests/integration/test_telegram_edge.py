@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import httpx
 import pytest
 
 from bot.sandbox.local_setup import OWNER_ID, local_product
+from tests.support import DATA
 
 # the calm shop has nothing below its reorder point, so the stock watcher adds no messages of its own
 FAST = {"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0",
-        "SHOPBOT_SHOP_FILE": str(Path(__file__).parent / "data" / "shop_calm.toml")}
+        "SHOPBOT_SHOP_FILE": str(DATA / "shop_calm.toml")}
 
 
 def rows(run, sql, *args):

@@ -15,7 +15,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 PACKAGES = ("bot", "producers", "store", "worker")
 SANDBOX_USERS = {"bot/cli/commands.py"}         # demo, chat and local-api start the sandbox
 

@@ -2,18 +2,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from bot.shop_file import load_shop
 from store import Occurrence, SqliteStore
+from tests.support import ROOT
 from worker.models.base import ModelConfigFault, ModelRefused, ModelTransient, ModelTurn, ToolCall
 from worker.models.offline import OfflineModel
 from worker.models.scripted import ScriptedModel
 from worker.worker import Worker, WorkerSettings, WorkerStopped
 
-SHOP = load_shop(Path(__file__).parent.parent / "shop.example.toml")
+SHOP = load_shop(ROOT / "shop.example.toml")
 
 
 @pytest.fixture

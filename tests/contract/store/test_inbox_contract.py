@@ -1,0 +1,178 @@
+"""Admission, turns and forgetting through the Inbox port (C1, C4, C5, C6, C9, C10, C12), for every store."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from store import Admission, ManualClock, NotClaimed, Occurrence, ReportDraft, Store, WorkKind
+
+from .conftest import opened
+
+
+def occ(source: str, text: str = "how much vanilla", session: str | None = None) -> Occurrence:
+    session = session or ":".join(source.split(":")[:2])
+    return Occurrence(source, session, text, WorkKind.AGENT, session)
+
+
+async def test_admission_answers_accepted_duplicate_and_conflict(store: Store):
+    first = await store.admit(occ("tg:1:1"))
+    assert first.outcome is Admission.ACCEPTED and first.work_id is not None
+    again = await store.admit(occ("tg:1:1"))
+    assert again.outcome is Admission.DUPLICATE and again.work_id == first.work_id
+    other = await store.admit(occ("tg:1:1", "something else"))
+    assert other.outcome is Admission.CONFLICT and other.work_id == first.work_id
+    status = await store.status()
+    assert status["work"]["pending"] == 1
+
+
+async def test_capacity_refuses_new_work_but_still_answers_repeats_and_controls(store: Store):
+    for n in range(3):
+        assert (await store.admit(occ(f"tg:1:{n}"))).outcome is Admission.ACCEPTED
+    assert (await store.admit(occ("tg:1:9"))).outcome is Admission.REFUSED
+    assert (await store.admit(occ("tg:1:0"))).outcome is Admission.DUPLICATE    # identity before capacity
+    control = await store.admit_answered(
+        Occurrence("cb:press-1", "tg:1", "status", WorkKind.CONTROL, "tg:1"),
+        lambda tx, work_id: ReportDraft("queue is full", destination="tg:1"))
+    assert control.outcome is Admission.ACCEPTED and control.report_id is not None
+    assert (await store.status())["work"]["pending"] == 3
+
+
+async def test_a_conflict_in_a_batch_does_not_undo_the_rest(store: Store):
+    await store.admit(occ("tg:1:1"))
+    results = await store.admit_many([occ("tg:1:2"), occ("tg:1:1", "changed"), occ("tg:1:3")])
+    assert [r.outcome for r in results] == [Admission.ACCEPTED, Admission.CONFLICT, Admission.ACCEPTED]
+
+
+async def test_an_empty_queue_claims_nothing(store: Store):
+    assert await store.claim("w1") is None
+    assert await store.next_claim_time() is None
+
+
+async def test_claim_finish_and_report_in_one_turn(store: Store):
+    await store.admit(occ("tg:1:1", "first"))
+    await store.admit(occ("tg:1:2", "second"))
+    await store.admit(occ("tg:2:1", "other chat"))
+    claim = await store.claim("w1")
+    assert claim is not None and claim.session == "tg:1" and [i.source for i in claim.items] == ["tg:1:1", "tg:1:2"]
+    assert claim.attempt == 1
+    outcome = await store.finish(claim, ReportDraft("vanilla: 2 tubs", destination="tg:1"), user_text="first")
+    assert outcome.report_id == f"r{claim.anchor}.1" and not outcome.discarded
+    [report] = [r for r in await store.reports() if r["report"] == outcome.report_id]
+    assert report["sources"] == ["tg:1:1", "tg:1:2"] and report["body"] == "vanilla: 2 tubs"
+    assert [d.report_id for d in await store.due_deliveries()] == [outcome.report_id]
+    assert await store.history("tg:1") == [("user", "first"), ("assistant", "vanilla: 2 tubs")]
+    assert await store.check() == []
+
+
+async def test_a_turn_can_be_finished_only_by_its_own_run_and_only_once(store: Store):
+    await store.admit(occ("tg:1:1"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    with pytest.raises(NotClaimed):
+        await store.finish(replace(claim, run_id="another-run"), ReportDraft("x"))
+    with pytest.raises(NotClaimed):
+        await store.finish(replace(claim, worker_id="w2"), ReportDraft("x"))
+    await store.finish(claim, ReportDraft("x"))
+    with pytest.raises(NotClaimed):
+        await store.finish(claim, ReportDraft("y"))
+
+
+async def test_debounce_runs_from_the_oldest_pending_item(kind: str, tmp_path: Path, clock: ManualClock):
+    store = await opened(kind, tmp_path, clock, debounce_ms=300)
+    try:
+        await store.admit(occ("tg:1:1"))
+        clock.advance(0.2)
+        await store.admit(occ("tg:1:2"))
+        assert await store.claim("w1") is None
+        due = await store.next_claim_time()
+        assert due is not None and abs((due - clock.now()).total_seconds() - 0.1) < 1e-3
+        clock.advance(0.1)
+        claim = await store.claim("w1")
+        assert claim is not None and len(claim.items) == 2      # not reset by the later item
+    finally:
+        await store.close()
+
+
+async def test_release_waits_out_its_delay_and_the_cap_fails_the_turn_visibly(store: Store, clock: ManualClock):
+    await store.admit(occ("tg:1:1"))
+    for attempt in (1, 2):
+        claim = await store.claim("w1")
+        assert claim is not None and claim.attempt == attempt
+        assert await store.release(claim, delay_seconds=30, reason="model timed out") is None
+        assert await store.claim("w1") is None
+        clock.advance(30)
+    claim = await store.claim("w1")
+    assert claim is not None and claim.attempt == 3
+    report_id = await store.release(claim, delay_seconds=30, reason="model timed out")
+    assert report_id is not None
+    [report] = [r for r in await store.reports() if r["report"] == report_id]
+    assert report["is_error"] and "3 attempts" in report["body"]
+    assert (await store.status())["work"]["failed"] == 1
+    assert await store.check() == []
+
+
+async def test_a_refunded_release_does_not_count_the_attempt(store: Store):
+    await store.admit(occ("tg:1:1"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    await store.release(claim, delay_seconds=0, reason="stopping", refund=True)
+    again = await store.claim("w1")
+    assert again is not None and again.attempt == 1
+
+
+async def test_fail_stores_an_error_report(store: Store):
+    await store.admit(occ("tg:1:1"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    report_id = await store.fail(claim, ReportDraft("the model refused", destination="tg:1", is_error=True))
+    [report] = [r for r in await store.reports() if r["report"] == report_id]
+    assert report["is_error"]
+    assert await store.check() == []
+
+
+async def test_forget_cancels_waiting_work_and_discards_a_running_turn(store: Store):
+    await store.admit(occ("tg:1:1", "first"))
+    running = await store.claim("w1")
+    assert running is not None
+    await store.admit(occ("tg:1:2", "second"))
+    _, cancelled = await store.forget("tg:1", "owner 1")
+    assert cancelled == 1
+    outcome = await store.finish(running, ReportDraft("late answer", destination="tg:1"), user_text="first")
+    assert outcome.discarded
+    assert all(r["body"] != "late answer" for r in await store.reports())
+    assert await store.history("tg:1") == []
+    assert (await store.status())["work"]["failed"] == 2        # nothing deleted silently
+    assert await store.check() == []
+
+
+async def test_formerly_bug_a_forgotten_turn_that_is_released_is_not_run_again(store: Store):
+    await store.admit(occ("tg:1:1"))
+    running = await store.claim("w1")
+    assert running is not None
+    await store.forget("tg:1", "owner 1")
+    assert await store.release(running, delay_seconds=0, reason="model timed out") is not None
+    assert await store.claim("w1") is None
+    assert (await store.status())["work"] == {"pending": 0, "running": 0, "finished": 0, "failed": 1}
+
+
+async def test_formerly_bug_recovery_does_not_rerun_a_turn_forgotten_while_it_ran(store: Store):
+    await store.admit(occ("tg:1:1"))
+    assert await store.claim("w1") is not None
+    await store.forget("tg:1", "owner 1")
+    summary = await store.recover()                            # the process died during the turn
+    assert summary.released == () and len(summary.failed) == 1
+    assert await store.claim("w1") is None
+
+
+async def test_recovery_releases_a_turn_that_only_read(store: Store):
+    await store.admit(occ("tg:1:1"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    await store.op_started(claim.run_id, "c1", "stock", {"item": "vanilla"}, "read")
+    await store.op_finished(claim.run_id, "c1", "done", {"on_hand": 2})
+    summary = await store.recover()
+    assert summary.released == (claim.anchor,)
+    again = await store.claim("w1")
+    assert again is not None and again.attempt == 2

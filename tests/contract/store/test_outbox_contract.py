@@ -1,0 +1,188 @@
+"""Deliveries, decisions, proposals and actions through the Outbox, Transaction and ActionOutbox ports (C7, C8,
+C11), and the shop and change-notification ports, for every store."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from store import (
+    IllegalTransition,
+    ItemSpec,
+    ManualClock,
+    Occurrence,
+    Policy,
+    ReportDraft,
+    Store,
+    Transaction,
+    WorkKind,
+)
+
+from .conftest import opened
+
+SHOP = [ItemSpec("vanilla", "tubs", 2, 8, 12, 300, max_order=20), ItemSpec("chocolate", "tubs", 12, 6, 12, 250)]
+
+
+async def finished_report(store: Store, body: str = "hello", source: str = "tg:1:1") -> str:
+    await store.admit(Occurrence(source, "tg:1", "stock", WorkKind.AGENT, "tg:1"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    return (await store.finish(claim, ReportDraft(body, destination="tg:1"))).report_id
+
+
+def states(report: dict) -> list[str]:
+    return [d["state"] for d in report["deliveries"]]
+
+
+async def report(store: Store, report_id: str) -> dict:
+    return next(r for r in await store.reports() if r["report"] == report_id)
+
+
+async def test_a_part_is_confirmed_only_with_a_receipt_after_sending(store: Store):
+    report_id = await finished_report(store)
+    [part] = await store.due_deliveries()
+    with pytest.raises(IllegalTransition):
+        await store.mark_confirmed(part.delivery_id, "555")     # pending -> confirmed is not a move
+    await store.mark_sending(part.delivery_id)
+    assert await store.due_deliveries() == []
+    await store.mark_confirmed(part.delivery_id, "555")
+    assert (await report(store, report_id))["deliveries"][0]["receipt"] == "555"
+    assert await store.check() == []
+
+
+async def test_not_sent_goes_back_and_flood_control_waits(store: Store, clock: ManualClock):
+    await finished_report(store)
+    [part] = await store.due_deliveries()
+    await store.mark_sending(part.delivery_id)
+    await store.mark_not_sent(part.delivery_id, "connection refused")
+    assert [d.delivery_id for d in await store.due_deliveries()] == [part.delivery_id]
+    await store.mark_sending(part.delivery_id)
+    await store.mark_not_sent(part.delivery_id, "429", retry_after=7)
+    assert await store.due_deliveries() == []
+    due = await store.next_delivery_time()
+    assert due is not None and round((due - clock.now()).total_seconds()) == 7
+    clock.advance(7)
+    assert len(await store.due_deliveries()) == 1
+
+
+async def test_an_unknown_part_is_never_resent_without_a_recorded_decision(store: Store):
+    report_id = await finished_report(store)
+    [part] = await store.due_deliveries()
+    await store.mark_sending(part.delivery_id)
+    await store.mark_unknown(part.delivery_id, "read timeout")
+    assert await store.due_deliveries() == []
+    assert (await store.status())["deliveries"]["unknown"] == 1
+    assert await store.resolve(report_id, "resend", "owner 1") == [part.delivery_id]
+    assert [d.delivery_id for d in await store.due_deliveries()] == [part.delivery_id]
+    with pytest.raises(IllegalTransition):                    # nothing awaits a decision any more
+        await store.resolve(report_id, "delivered", "owner 1")
+
+
+async def test_i_have_it_confirms_without_a_receipt(store: Store):
+    report_id = await finished_report(store)
+    [part] = await store.due_deliveries()
+    await store.mark_sending(part.delivery_id)
+    await store.mark_unknown(part.delivery_id, "dropped connection")
+    await store.resolve(report_id, "delivered", "owner 1")
+    assert states(await report(store, report_id)) == ["confirmed"]
+    assert await store.check() == []
+
+
+async def test_a_revoked_recipient_is_denied_and_a_refusal_fails(store: Store):
+    first = await finished_report(store, source="tg:1:1")
+    second = await finished_report(store, source="tg:1:2")
+    parts = {d.report_id: d for d in await store.due_deliveries()}
+    await store.mark_denied(parts[first].delivery_id, "not allow-listed")
+    await store.mark_sending(parts[second].delivery_id)
+    await store.mark_failed(parts[second].delivery_id, "Forbidden: bot was blocked by the user")
+    assert states(await report(store, first)) == ["denied"] and states(await report(store, second)) == ["failed"]
+
+
+async def test_button_nonces_are_random_and_decided_once(store: Store):
+    def make(tx: Transaction) -> list[str]:
+        return [tx.create_prompt("unknown", "r1.1", 1) for _ in range(20)]
+    nonces = await store.atomic(make)
+    assert len(set(nonces)) == 20 and all(len(n) * 4 >= 96 for n in nonces)
+
+    def decide(tx: Transaction) -> tuple[bool, bool, str | None]:
+        prompt = tx.prompt(nonces[0])
+        assert prompt is not None and prompt.target == "r1.1" and prompt.decided_at is None
+        return tx.decide_prompt(nonces[0], "resend", "owner 1"), tx.decide_prompt(nonces[0], "delivered", "x"), \
+            (tx.prompt(nonces[0]) or prompt).decision
+    assert await store.atomic(decide) == (True, False, "resend")
+
+
+async def test_shop_records_seed_once_and_sync_keeps_counted_stock(store: Store):
+    assert await store.seed_shop(SHOP, "shop.toml")
+    assert not await store.seed_shop(SHOP, "shop.toml")
+    assert sorted(await store.item_names()) == ["chocolate", "vanilla"]
+    vanilla = await store.shop_item("vanilla")
+    assert vanilla is not None and vanilla["on_hand"] == 2 and vanilla["reorder_point"] == 8
+    changed = [ItemSpec("vanilla", "tubs", 40, 9, 12, 320, max_order=20), SHOP[1]]
+    assert await store.sync_shop(changed, "shop.toml")
+    vanilla = await store.shop_item("vanilla")
+    assert vanilla is not None and vanilla["on_hand"] == 2 and vanilla["reorder_point"] == 9
+
+
+async def proposed(store: Store, quantity: int = 6, item: str = "vanilla") -> tuple[int, str]:
+    """A turn that proposes an order and finishes (its proposal becomes approvable)."""
+    await store.seed_shop(SHOP, "shop.toml")
+    await store.admit(Occurrence(f"tg:1:{item}", "tg:1", f"order {item}", WorkKind.AGENT, "tg:1"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    await store.op_started(claim.run_id, "c1", "propose_order", {"item": item, "quantity": quantity}, "external")
+    result = await store.record_proposal(claim.run_id, "c1", "Dairy Direct", item, quantity,
+                                         Policy("Dairy Direct", order_max_cents=5000, day_max_cents=5000))
+    assert result["state"] == "awaiting_approval", result
+    report_id = (await store.finish(claim, ReportDraft("proposed", destination="tg:1"))).report_id
+    return int(result["proposal_id"]), report_id
+
+
+async def test_an_approval_commits_one_action_with_a_random_key(store: Store):
+    proposal_id, _ = await proposed(store)
+
+    def approve(tx: Transaction) -> tuple[bool, bool]:
+        first = tx.approve_proposal(proposal_id, "owner 1", day="2027-03-01", day_max_cents=5000,
+                                    destination="supplier:dairy")
+        second = tx.approve_proposal(proposal_id, "owner 1", day="2027-03-01", day_max_cents=5000,
+                                     destination="supplier:dairy")
+        return first.ok, second.ok
+    assert await store.atomic(approve) == (True, False)
+    [action] = await store.due_actions()
+    assert action.proposal_id == proposal_id and len(action.idempotency_key) == 32
+    assert int(action.idempotency_key, 16) != action.action_id
+    await store.action_move("mark_sending", action.action_id)
+    await store.action_move("mark_delivered", action.action_id, "order-77")
+    assert await store.due_actions() == []
+    with pytest.raises(IllegalTransition):
+        await store.action_move("mark_sending", action.action_id)
+
+
+async def test_a_proposal_of_an_unfinished_turn_is_void(store: Store):
+    await store.seed_shop(SHOP, "shop.toml")
+    await store.admit(Occurrence("tg:1:1", "tg:1", "order vanilla", WorkKind.AGENT, "tg:1"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    await store.op_started(claim.run_id, "c1", "propose_order", {"item": "vanilla", "quantity": 6}, "external")
+    result = await store.record_proposal(claim.run_id, "c1", "Dairy Direct", "vanilla", 6, Policy("Dairy Direct"))
+    await store.release(claim, delay_seconds=0, reason="model timed out")
+
+    def approve(tx: Transaction) -> bool:
+        return tx.approve_proposal(int(result["proposal_id"]), "owner 1", day="2027-03-01", day_max_cents=None,
+                                   destination="supplier:dairy").ok
+    assert not await store.atomic(approve)
+    assert await store.due_actions() == []
+
+
+async def test_a_change_committed_by_another_connection_is_noticed(kind: str, tmp_path: Path, clock: ManualClock):
+    store = await opened(kind, tmp_path, clock)
+    other = await opened(kind, tmp_path, clock)
+    try:
+        await store.poll_changes()
+        assert not await store.poll_changes()
+        await other.admit(Occurrence("till:t1:r1", "till:t1", "{}", WorkKind.AGENT, "till:t1"))
+        assert await store.poll_changes()
+        assert not await store.poll_changes()
+    finally:
+        await other.close()
+        await store.close()

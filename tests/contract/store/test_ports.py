@@ -1,0 +1,61 @@
+"""Every implementation offers every member of every port (a cheap structural check beside the behaviour suite)."""
+from __future__ import annotations
+
+import inspect
+
+from store import ProducerRecords, Store, Transaction
+from store.ports import PORTS
+
+
+def members(port: type) -> set[str]:
+    """A Protocol's own methods, properties and annotated attributes (its bases' members come with them)."""
+    names: set[str] = set()
+    for klass in inspect.getmro(port):
+        if klass is object or not getattr(klass, "_is_protocol", False):
+            continue
+        names |= {n for n in vars(klass) if not n.startswith("_")} | set(getattr(klass, "__annotations__", {}))
+    return names
+
+
+def missing(obj: object, port: type) -> list[str]:
+    """The members of `port` that `obj` lacks, or has with another kind (a coroutine where the port has a plain
+    method, or the reverse)."""
+    gaps = []
+    for name in sorted(members(port)):
+        if not hasattr(obj, name):
+            gaps.append(name)
+            continue
+        wanted = inspect.getattr_static(port, name, None)
+        if inspect.isfunction(wanted) and inspect.iscoroutinefunction(wanted) != inspect.iscoroutinefunction(
+                getattr(obj, name)):
+            gaps.append(f"{name} (sync/async)")
+    return gaps
+
+
+async def test_every_store_has_every_port(store: Store):
+    assert {port.__name__ for port in PORTS} <= {b.__name__ for b in inspect.getmro(Store)}
+    for port in (*PORTS, Store):
+        assert missing(store, port) == [], port.__name__
+
+
+async def test_every_transaction_has_every_transaction_member(store: Store):
+    def check(tx: Transaction) -> tuple[list[str], list[str]]:
+        return missing(tx, Transaction), missing(tx.producers, ProducerRecords)
+    assert await store.atomic(check) == ([], [])
+
+
+async def test_a_removed_method_is_caught(store: Store):
+    """Negative control: an implementation without `claim` (and one with a sync `finish`) fails the check."""
+    class WithoutClaim:
+        def __getattr__(self, name: str) -> object:
+            if name == "claim":
+                raise AttributeError(name)
+            return getattr(store, name)
+
+    class SyncFinish(WithoutClaim):
+        def finish(self) -> None: ...
+
+        async def claim(self) -> None: ...
+
+    assert missing(WithoutClaim(), Store) == ["claim"]
+    assert missing(SyncFinish(), Store) == ["finish (sync/async)"]
