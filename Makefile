@@ -15,4 +15,5 @@ demo: $(BIN)/shopbot
 
 test: $(BIN)/shopbot
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+from typing import Any
 
 from ..errors import IllegalTransition, UnknownTarget
 from ..records import Action, Decision
 from .moves import move
 
 
-def proposal(conn: sqlite3.Connection, proposal_id: int) -> dict | None:
+def proposal(conn: sqlite3.Connection, proposal_id: int) -> dict[str, Any] | None:
     row = conn.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
     return dict(row) if row else None
 
@@ -168,7 +169,7 @@ def decide(conn: sqlite3.Connection, action_id: int, decision: str, by: str, now
     return new
 
 
-def listing(conn: sqlite3.Connection, quarantined_only: bool = False) -> list[dict]:
+def listing(conn: sqlite3.Connection, quarantined_only: bool = False) -> list[dict[str, Any]]:
     where = "WHERE a.state = 'quarantined'" if quarantined_only else ""
     return [dict(r) for r in conn.execute(
         "SELECT a.action_id, a.proposal_id, a.state, a.destination, a.attempts, a.receipt, a.reason, a.payload, "

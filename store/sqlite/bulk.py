@@ -16,11 +16,16 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from ..clock import to_text
 from .outbox import split_parts
 
 DELIVERY_MODES = ("confirmed", "pending", "none")
+
+
+if TYPE_CHECKING:
+    from .store import SqliteStore
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,13 @@ def load_history(conn: sqlite3.Connection, count: int, *, start: datetime, step_
 def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *, start: datetime, step: float,
                 service: float, chats: Sequence[int], deliveries: str, prefix: str, body: str) -> int:
     last_id = first_id + n - 1
-    work, runs, ends, reports, links, parts, turns = [], [], [], [], [], [], {}
+    work: list[tuple[Any, ...]] = []
+    runs: list[tuple[Any, ...]] = []
+    ends: list[tuple[Any, ...]] = []
+    reports: list[tuple[Any, ...]] = []
+    links: list[tuple[Any, ...]] = []
+    parts: list[tuple[Any, ...]] = []
+    turns: dict[Any, Any] = {}
     for k in range(n):
         work_id = first_id + k
         i = offset + k
@@ -129,6 +140,6 @@ def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *,
     return len(parts)
 
 
-async def load_into(store, count: int, **options) -> Loaded:
+async def load_into(store: SqliteStore, count: int, **options: Any) -> Loaded:
     """`load_history` on an open `Store`'s own connection, in its connection thread (outside any transaction)."""
     return await store.db.raw(lambda conn: load_history(conn, count, **options))

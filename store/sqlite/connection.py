@@ -85,7 +85,7 @@ class Database:
         # aiosqlite runs every call in its connection thread; we hand it one whole function (see module doc).
         raw = self._conn._conn
         try:
-            return await self._conn._execute(fn, raw)
+            return await self._conn._execute(fn, raw)  # type: ignore[no-untyped-call]
         except sqlite3.Error as exc:
             raise translate(exc) from exc
 

@@ -11,7 +11,17 @@ from collections.abc import Callable, Sequence
 from .. import faults
 from ..clock import from_text
 from ..errors import NotClaimed
-from ..records import Admission, AdmitResult, Claim, FinishOutcome, Occurrence, WorkItem, WorkKind, WorkState
+from ..records import (
+    Admission,
+    AdmitResult,
+    Claim,
+    FinishOutcome,
+    Occurrence,
+    ReportDraft,
+    WorkItem,
+    WorkKind,
+    WorkState,
+)
 from . import outbox, shop
 
 OPEN_AGENT = "kind = 'agent' AND state IN ('pending', 'running')"
@@ -66,7 +76,7 @@ def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: 
 
 
 def admit_answered(conn: sqlite3.Connection, occurrence: Occurrence, now: str,
-                   answer: Callable[[int], outbox.ReportDraft]) -> AdmitResult:
+                   answer: Callable[[int], ReportDraft]) -> AdmitResult:
     """A control or notice item: admitted, run and finished with its report in this one transaction (docs/contracts.md,
     Words).
 
@@ -150,7 +160,7 @@ def _held(conn: sqlite3.Connection, claim: Claim) -> None:
 
 def _end_run(conn: sqlite3.Connection, run_id: str, now: str, outcome: str, *, report_id: str | None = None,
              stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0)) -> None:
-    if outcome == "finished":
+    if outcome == "finished" and report_id is not None:
         shop.activate_proposals(conn, run_id, report_id, now)
     else:
         shop.void_proposals(conn, run_id, now)   # C11: a proposal whose turn did not finish is void
@@ -161,7 +171,7 @@ def _end_run(conn: sqlite3.Connection, run_id: str, now: str, outcome: str, *, r
         (now, outcome, report_id, stop_reason, *usage, run_id))
 
 
-def finish(conn: sqlite3.Connection, claim: Claim, draft: outbox.ReportDraft | Callable[[], outbox.ReportDraft],
+def finish(conn: sqlite3.Connection, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft],
            now: str, *,
            user_text: str | None = None, stop_reason: str | None = None,
            usage: tuple[int, int, int] = (0, 0, 0),
@@ -207,7 +217,7 @@ def _discard_if_forgotten(conn: sqlite3.Connection, claim: Claim, now: str,
     if session_epoch(conn, claim.session) == claim.epoch:
         return None
     who = conn.execute("SELECT forgotten_by FROM sessions WHERE session = ?", (claim.session,)).fetchone()[0]
-    cancel = outbox.ReportDraft(
+    cancel = ReportDraft(
         f"This conversation was forgotten ({who}) while I was answering; the answer was discarded.",
         destination=claim.destination, is_error=True)
     report_id = _fail_items(conn, [item.work_id for item in claim.items], cancel, now, claim.run_id)
@@ -215,7 +225,7 @@ def _discard_if_forgotten(conn: sqlite3.Connection, claim: Claim, now: str,
     return report_id
 
 
-def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: outbox.ReportDraft, now: str,
+def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: ReportDraft, now: str,
                 run_id: str | None) -> str:
     """Items (running or pending) become failed with one error report linked to all of them (C9, R3)."""
     conn.execute(f"UPDATE work SET state = 'failed', ended_at = ? WHERE work_id IN ({','.join('?' * len(ids))})",
@@ -223,7 +233,7 @@ def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: outbox.Repo
     return outbox.insert_report(conn, ids, draft, now, run_id=run_id)
 
 
-def fail(conn: sqlite3.Connection, claim: Claim, draft: outbox.ReportDraft, now: str, *,
+def fail(conn: sqlite3.Connection, claim: Claim, draft: ReportDraft, now: str, *,
          stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0)) -> str:
     """running -> failed with an error report the owner will see (C9)."""
     _held(conn, claim)
@@ -233,8 +243,8 @@ def fail(conn: sqlite3.Connection, claim: Claim, draft: outbox.ReportDraft, now:
     return report_id
 
 
-def cap_failure(attempts: int, destination: str | None, reason: str) -> outbox.ReportDraft:
-    return outbox.ReportDraft(
+def cap_failure(attempts: int, destination: str | None, reason: str) -> ReportDraft:
+    return ReportDraft(
         f"Sorry, I could not do this after {attempts} attempts ({reason}). Nothing was lost: the request is "
         "kept as failed, and you can ask again.", destination=destination, is_error=True)
 
@@ -273,7 +283,7 @@ def forget(conn: sqlite3.Connection, session: str, by: str, now: str) -> tuple[i
                         "AND kind = 'agent' ORDER BY work_id", (session,)).fetchall()
     if rows:
         ids = [r["work_id"] for r in rows]
-        draft = outbox.ReportDraft(
+        draft = ReportDraft(
             f"Cancelled {len(ids)} waiting request(s): the conversation was forgotten ({by}).",
             destination=rows[0]["destination"], is_error=True)
         _fail_items(conn, ids, draft, now, None)

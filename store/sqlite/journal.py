@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
 
-def op_started(conn: sqlite3.Connection, run_id: str, call_id: str, tool: str, arguments: dict, effect: str,
+def op_started(conn: sqlite3.Connection, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], effect: str,
                now: str) -> None:
     _run_open(conn, run_id)
     conn.execute("INSERT INTO operations (run_id, call_id, tool, arguments, effect, started_at) "
@@ -13,7 +14,7 @@ def op_started(conn: sqlite3.Connection, run_id: str, call_id: str, tool: str, a
                  (run_id, call_id, tool, json.dumps(arguments, sort_keys=True), effect, now))
 
 
-def op_finished(conn: sqlite3.Connection, run_id: str, call_id: str, status: str, result: dict, now: str, *,
+def op_finished(conn: sqlite3.Connection, run_id: str, call_id: str, status: str, result: dict[str, Any], now: str, *,
                 acted_outside: bool = False) -> None:
     _run_open(conn, run_id)
     cursor = conn.execute(

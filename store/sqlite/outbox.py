@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import IllegalTransition, UnknownTarget
 from ..records import Delivery, DeliveryState, ReportDraft
@@ -163,7 +164,7 @@ def sending_to_unknown(conn: sqlite3.Connection, now: str) -> list[int]:
     return sorted(r[0] for r in rows)
 
 
-def unknown_reports(conn: sqlite3.Connection) -> list[dict]:
+def unknown_reports(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
         "w.kind AS kind, substr(r.body, 1, 80) AS preview, r.created_at AS created_at "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import datetime
+from typing import Any
 
 from ..clock import from_text, to_text
 
@@ -36,7 +37,7 @@ def record_missed(conn: sqlite3.Connection, schedule: str, key: str, reason: str
         "ON CONFLICT (schedule, key) DO NOTHING", (schedule, key, reason, fire_time, now)).rowcount == 1
 
 
-def missed_occurrences(conn: sqlite3.Connection, limit: int = 20) -> list[dict]:
+def missed_occurrences(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:
     """The most recently recorded missed occurrences, newest first: rows for `shopbot status`."""
     return [dict(r) for r in conn.execute(
         "SELECT schedule, key, reason, fire_time, recorded_at FROM missed_occurrences "
@@ -44,7 +45,7 @@ def missed_occurrences(conn: sqlite3.Connection, limit: int = 20) -> list[dict]:
 
 
 # ---- the stock watcher ---------------------------------------------------------------------------------------
-def stock_levels(conn: sqlite3.Connection) -> list[dict]:
+def stock_levels(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """Every item with its stock, reorder point and watch state (armed, episode)."""
     return [dict(r) for r in conn.execute(
         "SELECT i.item, i.unit, i.on_hand, i.reorder_point, coalesce(w.armed, 1) AS armed, "
@@ -69,7 +70,7 @@ def set_mark(conn: sqlite3.Connection, name: str, value: int) -> None:
                  "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
 
 
-def count_events_after(conn: sqlite3.Connection, event_id: int) -> list[dict]:
+def count_events_after(conn: sqlite3.Connection, event_id: int) -> list[dict[str, Any]]:
     """Stock set by till counts after `event_id`, oldest first: the old (expected) and new (counted) figures."""
     return [dict(r) for r in conn.execute(
         "SELECT e.event_id, e.item, i.unit, e.old_on_hand, e.new_on_hand, e.source FROM stock_events e "
@@ -82,7 +83,7 @@ def item_names(conn: sqlite3.Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT item FROM items ORDER BY item")]
 
 
-def work_with_report(conn: sqlite3.Connection, source: str) -> dict | None:
+def work_with_report(conn: sqlite3.Connection, source: str) -> dict[str, Any] | None:
     """A work item by its source identity, with its newest report (None until it has one)."""
     row = conn.execute("SELECT work_id, state FROM work WHERE source = ?", (source,)).fetchone()
     if row is None:
@@ -117,7 +118,7 @@ class ProducerState:
         """Record a missed occurrence once; False when it was recorded before."""
         return record_missed(self._conn, schedule, key, reason, to_text(fire_time) if fire_time else None, self._now)
 
-    def stock_levels(self) -> list[dict]:
+    def stock_levels(self) -> list[dict[str, Any]]:
         return stock_levels(self._conn)
 
     def set_watch(self, item: str, armed: bool, episode: int) -> None:
@@ -129,5 +130,5 @@ class ProducerState:
     def set_mark(self, name: str, value: int) -> None:
         set_mark(self._conn, name, value)
 
-    def count_events_after(self, event_id: int) -> list[dict]:
+    def count_events_after(self, event_id: int) -> list[dict[str, Any]]:
         return count_events_after(self._conn, event_id)

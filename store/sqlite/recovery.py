@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..records import Claim, RecoverySummary
+from ..records import Claim, RecoverySummary, ReportDraft
 from . import actions, inbox, outbox
 
 
@@ -27,7 +27,7 @@ def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySum
         acted = conn.execute("SELECT tool FROM operations WHERE run_id = ? AND acted_outside = 1 AND status = 'done'",
                              (claim.run_id,)).fetchone()
         if acted is not None:
-            draft = outbox.ReportDraft(
+            draft = ReportDraft(
                 f"I stopped while working on this, after '{acted[0]}' had already acted outside the shop's records. "
                 "I will not redo it on my own: please check the result and ask again if needed.",
                 destination=claim.destination, is_error=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import UnknownTarget
 from ..records import ItemSpec, Policy
@@ -10,7 +11,7 @@ from ..records import ItemSpec, Policy
 ITEM_COLUMNS = "i.item, i.unit, i.on_hand, i.reorder_point, i.target, i.unit_cost_cents, i.max_order"
 
 
-def _item(row: sqlite3.Row) -> dict:
+def _item(row: sqlite3.Row) -> dict[str, Any]:
     return {"item": row["item"], "unit": row["unit"], "on_hand": row["on_hand"], "reorder_point": row["reorder_point"],
             "target": row["target"], "unit_cost_cents": row["unit_cost_cents"], "max_order": row["max_order"],
             "open_proposal": row["open_proposal"]}
@@ -20,11 +21,11 @@ _SELECT = (f"SELECT {ITEM_COLUMNS}, (SELECT p.proposal_id FROM proposals p WHERE
            "AND p.state IN ('proposed', 'awaiting_approval')) AS open_proposal FROM items i ")
 
 
-def list_items(conn: sqlite3.Connection) -> list[dict]:
+def list_items(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [_item(r) for r in conn.execute(_SELECT + "ORDER BY i.item").fetchall()]
 
 
-def get_item(conn: sqlite3.Connection, item: str) -> dict | None:
+def get_item(conn: sqlite3.Connection, item: str) -> dict[str, Any] | None:
     row = conn.execute(_SELECT + "WHERE i.item = ?", (item,)).fetchone()
     return _item(row) if row else None
 
@@ -102,7 +103,7 @@ def apply_counts(conn: sqlite3.Connection, counts: Mapping[str, int], source: st
             for item, value in sorted(counts.items())]
 
 
-def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int, now: str) -> dict:
+def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int, now: str) -> dict[str, Any]:
     spec = get_item(conn, item)
     if spec is None:
         raise UnknownTarget(f"unknown item {item!r}")
@@ -114,7 +115,7 @@ def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int
     return {"draft_id": draft_id, "item": item, "quantity": quantity, "cost_cents": cost, "unit": spec["unit"]}
 
 
-def policy_reason(conn: sqlite3.Connection, spec: dict, supplier: str, quantity: int,
+def policy_reason(conn: sqlite3.Connection, spec: dict[str, Any], supplier: str, quantity: int,
                   policy: Policy | None) -> str | None:
     """Why policy rejects a proposal before the owner sees it, or None."""
     item, total = spec["item"], quantity * spec["unit_cost_cents"]
@@ -140,7 +141,7 @@ def policy_reason(conn: sqlite3.Connection, spec: dict, supplier: str, quantity:
 
 
 def record_proposal(conn: sqlite3.Connection, run_id: str, supplier: str, item: str, quantity: int,
-                    now: str, policy: Policy | None = None) -> dict:
+                    now: str, policy: Policy | None = None) -> dict[str, Any]:
     """C11: a typed proposal, costs from the catalog; never contacts anyone. Policy code validates it before the owner
     sees it: an invalid one is recorded as rejected by policy with the reason, and never sent."""
     spec = get_item(conn, item)
@@ -171,6 +172,6 @@ def void_proposals(conn: sqlite3.Connection, run_id: str, now: str) -> int:
                         "WHERE run_id = ? AND state = 'proposed'", (now, run_id)).rowcount
 
 
-def proposals(conn: sqlite3.Connection, run_id: str | None = None) -> list[dict]:
+def proposals(conn: sqlite3.Connection, run_id: str | None = None) -> list[dict[str, Any]]:
     where, args = ("WHERE run_id = ?", (run_id,)) if run_id else ("", ())
     return [dict(r) for r in conn.execute(f"SELECT * FROM proposals {where} ORDER BY proposal_id", args).fetchall()]

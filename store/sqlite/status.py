@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import datetime
+from typing import Any
 
 from ..clock import from_text
 from ..records import Stats
 from . import inbox, producer_state
 
 
-def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict:
+def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict[str, Any]:
     work = {state: 0 for state in ("pending", "running", "finished", "failed")}
     for state, n in conn.execute("SELECT state, count(*) FROM work GROUP BY state"):
         work[state] = n
@@ -56,7 +57,7 @@ def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict:
     }
 
 
-def read_reports(conn: sqlite3.Connection, limit: int) -> list[dict]:
+def read_reports(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
     rows = conn.execute("SELECT * FROM reports ORDER BY created_at DESC, anchor DESC, generation DESC LIMIT ?",
                         (limit,)).fetchall()
     result = []

@@ -17,13 +17,17 @@ from typing import Any
 from ..clock import Clock, from_text, to_text
 from ..errors import SchemaTooOld
 from ..records import (
+    Action,
     Admission,
     AdmitResult,
     Claim,
     Delivery,
     FinishOutcome,
+    ItemSpec,
     Occurrence,
+    Policy,
     RecoverySummary,
+    ReportDraft,
     Stats,
     Violation,
     WorkKind,
@@ -31,7 +35,6 @@ from ..records import (
 from ..signals import Signals
 from . import actions, inbox, invariants, journal, migrations, outbox, producer_state, recovery, shop, stats
 from .connection import Database
-from .outbox import ReportDraft
 from .status import read_reports, read_status
 from .transaction import SqliteTransaction as Transaction
 
@@ -192,7 +195,7 @@ class SqliteStore:
         self.signals.deliveries.notify()
         return outcome
 
-    async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict]],
+    async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict[str, Any]]],
                             render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:
         """A till turn: every request's counts applied to the stock (count events with till and request id) and the
         report rendered from the applied counts, in the finish transaction (C6)."""
@@ -227,11 +230,11 @@ class SqliteStore:
         (self.signals.deliveries if report_id else self.signals.work).notify()
         return report_id
 
-    async def op_started(self, run_id: str, call_id: str, tool: str, arguments: dict, effect: str) -> None:
+    async def op_started(self, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], effect: str) -> None:
         now = self.now()
         await self.db.write(lambda conn: journal.op_started(conn, run_id, call_id, tool, arguments, effect, now))
 
-    async def op_finished(self, run_id: str, call_id: str, status: str, result: dict, *,
+    async def op_finished(self, run_id: str, call_id: str, status: str, result: dict[str, Any], *,
                           acted_outside: bool = False) -> None:
         now = self.now()
         await self.db.write(lambda conn: journal.op_finished(conn, run_id, call_id, status, result, now,
@@ -302,34 +305,34 @@ class SqliteStore:
         return moved
 
     # ---- the shop ------------------------------------------------------------------------------------------
-    async def shop_items(self) -> list[dict]:
+    async def shop_items(self) -> list[dict[str, Any]]:
         return await self.db.read(shop.list_items)
 
-    async def shop_item(self, item: str) -> dict | None:
+    async def shop_item(self, item: str) -> dict[str, Any] | None:
         return await self.db.read(shop.get_item, item)
 
-    async def seed_shop(self, specs: Sequence[shop.ItemSpec], source: str) -> bool:
+    async def seed_shop(self, specs: Sequence[ItemSpec], source: str) -> bool:
         now = self.now()
         return await self.db.write(lambda conn: shop.seed(conn, specs, source, now))
 
-    async def sync_shop(self, specs: Sequence[shop.ItemSpec], source: str, reset_stock: bool = False) -> list[str]:
+    async def sync_shop(self, specs: Sequence[ItemSpec], source: str, reset_stock: bool = False) -> list[str]:
         now = self.now()
         return await self.db.write(lambda conn: shop.sync(conn, specs, source, now, reset_stock=reset_stock))
 
-    async def record_draft(self, run_id: str, item: str, quantity: int) -> dict:
+    async def record_draft(self, run_id: str, item: str, quantity: int) -> dict[str, Any]:
         now = self.now()
 
-        def body(conn: sqlite3.Connection) -> dict:
+        def body(conn: sqlite3.Connection) -> dict[str, Any]:
             journal._run_open(conn, run_id)
             return shop.record_draft(conn, run_id, item, quantity, now)
         return await self.db.write(body)
 
     async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int,
-                              policy: shop.Policy | None = None) -> dict:
+                              policy: Policy | None = None) -> dict[str, Any]:
         """C11: the proposal (validated by policy) and its operation's completion in one transaction."""
         now = self.now()
 
-        def body(conn: sqlite3.Connection) -> dict:
+        def body(conn: sqlite3.Connection) -> dict[str, Any]:
             journal._run_open(conn, run_id)
             result = shop.record_proposal(conn, run_id, supplier, item, quantity, now, policy)
             journal.op_finished(conn, run_id, call_id, "done", result, now)
@@ -337,10 +340,10 @@ class SqliteStore:
         return await self.db.write(body)
 
     # ---- actions (C11) ---------------------------------------------------------------------------------------
-    async def due_actions(self, limit: int = 10) -> list[actions.Action]:
+    async def due_actions(self, limit: int = 10) -> list[Action]:
         return await self.db.read(actions.due, self.now(), limit)
 
-    async def unknown_actions(self) -> list[actions.Action]:
+    async def unknown_actions(self) -> list[Action]:
         return await self.db.read(actions.unknown)
 
     async def next_action_time(self) -> datetime | None:
@@ -350,9 +353,11 @@ class SqliteStore:
     async def action_move(self, move: str, action_id: int, *args: Any) -> None:
         """One relay move (`mark_sending`, `mark_delivered`, `mark_not_sent`, `mark_failed`, `mark_unknown`,
         `quarantine`) in its own transaction."""
-        fn = {"mark_sending": actions.mark_sending, "mark_delivered": actions.mark_delivered,
-              "mark_not_sent": actions.mark_not_sent, "mark_failed": actions.mark_failed,
-              "mark_unknown": actions.mark_unknown, "quarantine": actions.quarantine}[move]
+        moves: dict[str, Callable[..., None]] = {
+            "mark_sending": actions.mark_sending, "mark_delivered": actions.mark_delivered,
+            "mark_not_sent": actions.mark_not_sent, "mark_failed": actions.mark_failed,
+            "mark_unknown": actions.mark_unknown, "quarantine": actions.quarantine}
+        fn = moves[move]
         now = self.now()
         await self.db.write(lambda conn: fn(conn, action_id, *args, now))
 
@@ -364,7 +369,7 @@ class SqliteStore:
         self.signals.actions.notify()
         return state
 
-    async def actions(self, quarantined_only: bool = False) -> list[dict]:
+    async def actions(self, quarantined_only: bool = False) -> list[dict[str, Any]]:
         return await self.db.read(actions.listing, quarantined_only)
 
     async def expire_proposals(self) -> list[int]:
@@ -372,28 +377,28 @@ class SqliteStore:
         return await self.db.write(lambda conn: actions.expire(conn, now))
 
     # ---- the producers' records ---------------------------------------------------------------------------
-    async def missed_occurrences(self, limit: int = 20) -> list[dict]:
+    async def missed_occurrences(self, limit: int = 20) -> list[dict[str, Any]]:
         return await self.db.read(producer_state.missed_occurrences, limit)
 
-    async def stock_watch(self) -> list[dict]:
+    async def stock_watch(self) -> list[dict[str, Any]]:
         return await self.db.read(producer_state.stock_levels)
 
     async def item_names(self) -> list[str]:
         return await self.db.read(producer_state.item_names)
 
-    async def work_with_report(self, source: str) -> dict | None:
+    async def work_with_report(self, source: str) -> dict[str, Any] | None:
         return await self.db.read(producer_state.work_with_report, source)
 
     # ---- reading ---------------------------------------------------------------------------------------------
     async def stats(self, start: datetime, end: datetime) -> Stats:
         return await self.db.read(stats.window, to_text(start), to_text(end))
 
-    async def status(self, window_seconds: float = 3600.0) -> dict:
+    async def status(self, window_seconds: float = 3600.0) -> dict[str, Any]:
         now_dt = self.clock.now()
         window = await self.stats(now_dt - timedelta(seconds=window_seconds), now_dt)
         return await self.db.read(lambda conn: read_status(conn, now_dt, window))
 
-    async def reports(self, limit: int = 20) -> list[dict]:
+    async def reports(self, limit: int = 20) -> list[dict[str, Any]]:
         return await self.db.read(read_reports, limit)
 
     async def check(self) -> list[Violation]:
@@ -401,12 +406,12 @@ class SqliteStore:
 
     async def backup(self, target: str) -> None:
         """SQLite's online backup of the live database into `target` (a consistent copy, WAL included)."""
-        target = Path(target)
-        if target.exists():
-            raise FileExistsError(f"{target} exists; choose a new path for the backup")
+        path = Path(target)
+        if path.exists():
+            raise FileExistsError(f"{path} exists; choose a new path for the backup")
 
         def copy(conn: sqlite3.Connection) -> None:
-            dest = sqlite3.connect(str(target))
+            dest = sqlite3.connect(str(path))
             try:
                 conn.backup(dest)
             finally:

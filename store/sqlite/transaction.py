@@ -7,12 +7,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..clock import from_text, to_text
-from ..records import AdmitResult, Occurrence
+from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft
 from . import actions, inbox, outbox, producer_state, prompts, shop, stats
-from .outbox import ReportDraft
 from .status import read_status
 
 if TYPE_CHECKING:
@@ -61,38 +60,38 @@ class SqliteTransaction:
                        answer: Callable[[SqliteTransaction, int], ReportDraft]) -> AdmitResult:
         return inbox.admit_answered(self._conn, occurrence, self._now, lambda work_id: answer(self, work_id))
 
-    def unknown_reports(self) -> list[dict]:
+    def unknown_reports(self) -> list[dict[str, Any]]:
         """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice
         is written about a notice's delivery: it shows in /pending and `shopbot status`)."""
         return outbox.unknown_reports(self._conn)
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         now = from_text(self._now)
         return read_status(self._conn, now, stats.window(self._conn, to_text(now - timedelta(hours=1)), self._now))
 
     def unknown_prompt_open(self, report_id: str) -> bool:
         return outbox.has_unknown(self._conn, report_id)
 
-    def proposal(self, proposal_id: int) -> dict | None:
+    def proposal(self, proposal_id: int) -> dict[str, Any] | None:
         return actions.proposal(self._conn, proposal_id)
 
-    def run_proposals(self, run_id: str) -> list[dict]:
+    def run_proposals(self, run_id: str) -> list[dict[str, Any]]:
         return shop.proposals(self._conn, run_id)
 
     def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
-                         destination: str) -> actions.Decision:
+                         destination: str) -> Decision:
         decision = actions.approve(self._conn, proposal_id, by, self._now, day, day_max_cents, destination)
         if decision.action_id is not None:
             self._store.signals.actions.notify()
         return decision
 
-    def reject_proposal(self, proposal_id: int, by: str) -> actions.Decision:
+    def reject_proposal(self, proposal_id: int, by: str) -> Decision:
         return actions.reject(self._conn, proposal_id, by, self._now)
 
     def create_prompt(self, kind: str, target: str, chat_id: int, expires_at: datetime | None = None) -> str:
         return prompts.create(self._conn, kind, target, chat_id, self._now, expires_at)
 
-    def prompt(self, nonce: str) -> prompts.Prompt | None:
+    def prompt(self, nonce: str) -> Prompt | None:
         return prompts.get(self._conn, nonce)
 
     def decide_prompt(self, nonce: str, decision: str, by: str) -> bool:

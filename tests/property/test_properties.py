@@ -389,7 +389,10 @@ class StoreMachine(RuleBasedStateMachine):
             return
         ids = [i.work_id for i in claim.items]
         event(f"release at attempt {claim.attempt} refund={refund}")
-        if not refund and claim.attempt >= ATTEMPT_CAP:     # C9: at the cap the turn fails visibly
+        if self.epochs.get(claim.session, 0) != claim.epoch:    # C12: forgotten during the run, never run again
+            self.end(ids, "failed")
+            expected = self.model_report(ids, None, True, claim.destination)
+        elif not refund and claim.attempt >= ATTEMPT_CAP:     # C9: at the cap the turn fails visibly
             self.end(ids, "failed")
             expected = self.model_report(ids, None, True, claim.destination)
         else:
@@ -548,7 +551,9 @@ class StoreMachine(RuleBasedStateMachine):
             ids = sorted(w.work_id for w in running if w.run_id == run_id)
             attempt = max(self.works[i].attempts for i in ids)
             destination = self.works[ids[0]].destination
-            if self.runs[run_id].acted or attempt >= ATTEMPT_CAP:
+            run = self.runs[run_id]
+            forgotten = self.epochs.get(run.session, 0) != run.epoch     # C12: discarded, never run again
+            if run.acted or forgotten or attempt >= ATTEMPT_CAP:
                 self.end(ids, "failed")
                 self.model_report(ids, None, True, destination)
                 failed += ids
