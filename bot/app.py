@@ -99,12 +99,14 @@ class App:
             await self._initialize(bot)
             self._stack.push_async_callback(bot.shutdown)
             sender = TelegramSender(bot)
-        model = load_model(cfg.model, base_url=cfg.model_base_url or None, api_key=str(cfg.model_api_key) or None)
+        model = load_model(cfg.model, base_url=cfg.model_base_url or None, api_key=str(cfg.model_api_key) or None,
+                           timeout=cfg.model_timeout_s, max_tokens=cfg.model_max_tokens)
         clock_producer = ClockProducer(store, shop.schedules, owner_chat)
         watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
         worker = Worker(store, model, WorkerSettings(
-            concurrency=cfg.worker_concurrency, supplier=shop.supplier, currency=shop.currency,
+            concurrency=cfg.worker_concurrency, supplier=shop.supplier, currency=shop.currency, locale=shop.locale,
+            shop_name=shop.name, hours=shop.hours, history_tokens=cfg.history_tokens,
             notice_destination=owner_chat, shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents,
             day_max_cents=shop.day_max_cents, proposal_expiry_s=cfg.proposal_expiry_hours * 3600),
             on_turn=self._typing if sender else None, on_stock_change=watcher.check)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import actions, inbox, invariants, journal, migrations, outbox, recovery, shop, stats
+from . import actions, inbox, insights, invariants, journal, migrations, outbox, recovery, shop, stats
 from .clock import Clock, from_text, to_text
 from .connection import Database
 from .errors import SchemaTooOld
@@ -289,6 +289,22 @@ class Store:
 
     async def shop_item(self, item: str) -> dict | None:
         return await self.db.read(shop.get_item, item)
+
+    async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[dict]:
+        """Units sold and restocked per item in (since, until], from the stock records (store/insights.py)."""
+        return await self.db.read(insights.sales, to_text(since), to_text(until), item)
+
+    async def on_order(self, item: str | None = None) -> list[dict]:
+        """Approved orders not failed or voided (store/insights.py)."""
+        return await self.db.read(insights.on_order, item)
+
+    async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[dict]:
+        """The latest till counts, newest first (store/insights.py)."""
+        return await self.db.read(insights.recent_counts, item, limit)
+
+    async def open_proposals(self) -> list[dict]:
+        """Proposals awaiting the owner's decision (store/insights.py)."""
+        return await self.db.read(insights.open_proposals)
 
     async def seed_shop(self, specs: Sequence[shop.ItemSpec], source: str) -> bool:
         now = self.now()
