@@ -66,6 +66,11 @@ def test_a_fraction_rounded_wrongly_is_blanked(rendering):
     assert scrub(f"sells {rendering}", SHOP) == f"sells {DASH}"
 
 
+def test_a_half_may_round_either_way():
+    figures = [Figure("rate", 0.25)]
+    assert scrub("0.2 or 0.3, not 0.4", figures) == f"0.2 or 0.3, not {DASH}"
+
+
 @pytest.mark.parametrize("rendering", ["2026-12-05", "5 December 2026", "Saturday 5 December", "December 5th, 2026",
                                        "Dec 5", "5 Dec", "05/12/2026", "2026-12-05 21:38", "21:38", "9:38 pm",
                                        "2026"])

@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 
 from worker.money import MONTHS, Money, ShopFormat
 
@@ -163,9 +163,9 @@ class _Index:
 
     def number(self, value: Decimal, minor_unit: bool) -> list[Figure]:
         places = _places(value)
+        half = Decimal(5).scaleb(-places - 1)     # a rounding to `places` places, half up or half to even
         found = [f for d, f in self.numbers if d == value or (
-            not isinstance(f.value, Money) and _places(d) > places
-            and d.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP) == value)]
+            not isinstance(f.value, Money) and _places(d) > places and abs(d - value) <= half)]
         if minor_unit:
             found += [f for d, f in self.minor if d == value]
         if not found and places == 0 and 1000 <= value <= 9999:
