@@ -94,3 +94,22 @@ async def test_a_turn_sees_earlier_turns_as_text_only_within_the_budget(store, r
     assert second.messages[0].text == "How is vanilla?" and second.messages[1].text.startswith("Vanilla: 2 tubs.")
     # the first exchange no longer fits beside the second: the oldest is dropped
     assert [m.text for m in third.messages] == ["And now?", "Second answer.", "Last one?"]
+
+
+def _shop_file(extra: str) -> str:
+    return ('name = "Lucy\'s"\ntimezone = "Europe/Berlin"\ncurrency = "EUR"\n' + extra +
+            '\n[items.vanilla]\nunit = "tubs"\non_hand = 2\nreorder_point = 8\ntarget = 8\nunit_cost_cents = 300\n')
+
+
+def test_the_shop_file_gives_locale_and_opening_hours_and_refuses_bad_ones():
+    import pytest
+
+    from bot.shop_file import ShopFileError, parse_shop
+    shop = parse_shop(_shop_file('locale = "de_DE"\n[hours]\n"Mo-Fr" = "09:00-18:00"\n"So" = "closed"\n'))
+    assert (shop.locale, shop.hours) == ("de_DE", (("Mo-Fr", "09:00-18:00"), ("So", "closed")))
+    assert parse_shop(_shop_file("")).locale == "en_US" and parse_shop(_shop_file("")).hours == ()
+    for bad, message in (('locale = "xx_XX"', "locale must be"), ('locale = 5', "locale must be"),
+                         ('[hours]\n"Mon" = "9-5"', 'hours.Mon must be "HH:MM-HH:MM"'),
+                         ('[hours]\n"Mon" = "25:00-26:00"', "hours.Mon must be"), ('hours = 3', "hours must be")):
+        with pytest.raises(ShopFileError, match=message):
+            parse_shop(_shop_file(bad))

@@ -112,6 +112,12 @@ def test_the_block_shows_the_cited_figures_and_those_of_the_items_asked_about():
     assert text.endswith("Figures:\n- chocolate unit cost: $2.50")   # only what the prose cites
 
 
+def test_an_asked_items_repeated_label_shows_once_unless_cited():
+    counts = [Figure("chocolate counted", n, "tubs", "chocolate") for n in (16, 20, 7)]
+    text = render_report("Chocolate was counted at 7 tubs.", counts, question="chocolate counts?")
+    assert text.endswith("Figures:\n- chocolate counted: 16 tubs\n- chocolate counted: 7 tubs")
+
+
 def test_a_value_shared_by_several_items_cites_the_item_of_its_sentence():
     figures = [Figure("vanilla on hand", 2, "tubs", "vanilla"), Figure("mint on hand", 2, "tubs", "mint")]
     assert render_report("Mint: 2 tubs.", figures).endswith("Figures:\n- mint on hand: 2 tubs")

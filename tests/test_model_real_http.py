@@ -146,3 +146,20 @@ async def test_a_request_over_the_context_window_fails_saying_so(shop_store, raw
     text = body(raw)
     assert "too long for the model's context window" in text and "/forget" in text
     assert raw.execute("SELECT state FROM work WHERE work_id = 1").fetchone()[0] == "failed"
+
+
+def test_a_model_without_key_or_base_url_is_a_configuration_error_not_a_traceback(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SHOPBOT_", "TELEGRAM_")) and k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    env.update({"SHOPBOT_DB": str(tmp_path / "s.sqlite3"), "SHOPBOT_SHOP_FILE": str(root / "shop.example.toml"),
+                "SHOPBOT_MODEL": "openai:gpt-x", "SHOPBOT_HTTP_PORT": "-1"})
+    done = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--drain"], capture_output=True, text=True,
+                          env=env, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "configuration error: SHOPBOT_MODEL=openai:gpt-x needs SHOPBOT_MODEL_API_KEY" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -325,8 +325,9 @@ def items_named(text: str, figures: Iterable[Figure]) -> set[str]:
 
 def render_report(prose: str, figures: Sequence[Figure], *, question: str = "", fmt: ShopFormat | None = None,
                   show_all: bool = False) -> str:
-    """The report body: checked prose, then the figures it relies on. A prose without any number gets no block;
-    `show_all` (a run stopped by a limit, whose notice cites nothing) lists every figure of the run."""
+    """The report body: checked prose, then the figures it relies on: every figure the prose cites, and those of the
+    items the question names (of several with one label, such as one per till count, the first). A prose without any
+    number gets no block; `show_all` (a run stopped by a limit, whose notice cites nothing) lists every figure."""
     checked = check(prose, figures, fmt)
     body = checked.text.strip()
     if show_all:
@@ -335,7 +336,11 @@ def render_report(prose: str, figures: Sequence[Figure], *, question: str = "", 
         chosen = []
     else:
         asked = items_named(question, figures)
-        chosen = [f for f in figures if f in checked.cited or (f.subject is not None and f.subject in asked)]
+        chosen, labels = [], set()
+        for f in figures:   # of an asked item's figures that repeat a label (one per till count), the first only
+            if f in checked.cited or (f.subject in asked and f.label not in labels):
+                chosen.append(f)
+                labels.add(f.label)
     lines: list[str] = []
     for figure in chosen:
         line = figure_line(figure, fmt)
