@@ -163,3 +163,34 @@ def test_a_model_without_key_or_base_url_is_a_configuration_error_not_a_tracebac
     assert done.returncode == 2, done.stderr
     assert "configuration error: SHOPBOT_MODEL=openai:gpt-x needs SHOPBOT_MODEL_API_KEY" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_shopbot_run_with_a_base_url_and_no_key_starts_and_answers(tmp_path):
+    import asyncio
+    import os
+    import sqlite3
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SHOPBOT_", "TELEGRAM_")) and k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    db = tmp_path / "s.sqlite3"
+    env.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(root / "shop.example.toml"),
+                "SHOPBOT_HTTP_PORT": "-1", "SHOPBOT_MODEL": "openai:llama", "SHOPBOT_MODEL_MAX_TOKENS": "77"})
+
+    async def shopbot(*args):
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", *args, env=env, cwd=tmp_path,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        return proc.returncode, out.decode(), err.decode()
+
+    assert (await shopbot("admit", "--source", "tg:1:1", "--session", "tg:1", "--text", "hello"))[0] == 0
+    async with FakeModelServer([openai_text("Hello! Nothing to count today.")]) as server:
+        env["SHOPBOT_MODEL_BASE_URL"] = server.openai_base_url
+        code, _, err = await shopbot("run", "--drain")
+    assert code == 0, err
+    (request,) = server.requests
+    assert request.headers["authorization"] == "Bearer no-key" and request.body["max_tokens"] == 77
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT body FROM reports").fetchone()[0] == "Hello! Nothing to count today."
+    conn.close()
