@@ -87,6 +87,10 @@ def test_a_date_or_time_no_figure_holds_is_blanked(rendering, expected):
     assert scrub(f"as of {rendering}.", SHOP, fmt) == f"as of {expected}."
 
 
+def test_an_ordinal_matches_the_day_of_a_date_figure():
+    assert scrub("until the 5th, not the 6th", SHOP) == f"until the 5th, not the {DASH}th"
+
+
 def test_a_us_shop_reads_numeric_dates_month_first():
     assert scrub("on 12/05/2026", SHOP, ShopFormat("USD", "en_US")) == "on 12/05/2026"
     assert scrub("on 05/12/2026", SHOP, ShopFormat("USD", "en_US")) == f"on {DASH}"

@@ -149,3 +149,12 @@ async def test_on_order_and_open_proposals_come_from_the_proposal_records(histor
 
 def test_every_insight_tool_only_reads():
     assert {t.effect for t in insight_tools()} == {"read"}
+
+
+def test_numbers_in_a_tools_sentence_are_figures_and_cents_read_as_money():
+    payload, figures = typed_result({"item": "vanilla", "till_request": "till:1:d6",
+                                     "reason": "the total of 1800 cents is over the limit of 1500 cents (r12.1)"},
+                                    ShopFormat())
+    assert payload["reason"] == "the total of $18.00 is over the limit of $15.00 (r12.1)"
+    assert payload["till_request"] == "till:1:d6"                       # an identifier, not a sentence
+    assert [(f.value, f.subject) for f in figures] == [(Money(1800), None), (Money(1500), None)]

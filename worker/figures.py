@@ -20,7 +20,8 @@ What is a number in the prose, and what it matches:
 * a date: ISO (`2026-12-05`, with an optional time), the shop's numeric form (`05/12/2026` day first, or month first
   for a `_US` locale; `5.12.2026`), or in words (`5 December`, `December 5th, 2026`, `5. Dezember`, in English,
   German or French). It matches a date figure (or a date-time figure's date) of the same day; a year written in
-  words-dates must agree when given; an ISO time part must match a figure's time.
+  words-dates must agree when given; an ISO time part must match a figure's time. An ordinal alone (`the 5th`)
+  matches a date figure of that day of the month.
 * a time: `08:30`, `8:30 pm`, `8pm`, `8.30am`: matches a time of a figure (hours and minutes).
 
 An unmatched ISO or numeric date or a time is replaced by one "—"; a number inside an unmatched date in words is
@@ -92,6 +93,7 @@ def _compile(number: str) -> re.Pattern[str]:
 
 _TOKEN_EN = _compile(_EN_NUMBER)
 _TOKEN_COMMA = _compile(_COMMA_NUMBER)
+_ORDINAL_AFTER = re.compile(r"(?:st|nd|rd|th)\b", re.IGNORECASE)
 _MINOR_AFTER = re.compile(r"\s?(?:cents?\b|ct\b|¢|pence\b|p\b|centimes?\b)", re.IGNORECASE)
 
 
@@ -245,6 +247,8 @@ def check(prose: str, figures: Sequence[Figure], fmt: ShopFormat | None = None) 
         value = _parse_number(match_text, fmt.decimal_comma)
         minor = bool(_MINOR_AFTER.match(prose, end))
         found = index.number(value, minor) if value is not None else []
+        if not found and value is not None and _ORDINAL_AFTER.match(prose, end):   # "on the 5th"
+            found = [f for day, fs in index.dates.items() if day.day == value for f in fs]
         return keep(match_text, found, start, end)
 
     def replace(match: re.Match[str]) -> str:

@@ -12,7 +12,9 @@ typed by its values and, for plain integers, by its keys; `typed_result` turns i
   for a key naming days (`days_of_cover`, `window_days`), `<unit> a day` for a key ending in `_per_day`, none for
   an id (`proposal_id`) or a key listed in `UNITLESS`;
 * the figure's label is the record's `item` (its subject) and the key in words (`vanilla reorder point`);
-  booleans, None and other text are shown as they are and are no figures.
+* a sentence (text with a space, such as a policy's reason): its numbers are figures without a subject (shown only
+  when the reply cites them), and an amount in cents in it is shown and counted as money (`1500 cents` ->
+  `$15.00`); booleans, None and other text are shown as they are and are no figures.
 """
 from __future__ import annotations
 
@@ -108,6 +110,8 @@ class ToolRegistry:
 UNITLESS = frozenset({"events", "counts", "count", "proposals", "attempts", "open_proposal", "records"})
 _ISO_MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?$")
 _ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_TEXT_CENTS = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+) cents\b")
+_TEXT_NUMBER = re.compile(r"(?<![\w.,$€£])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w.,]\d)")
 
 
 def _unit_for(key: str, unit: str) -> str:
@@ -175,7 +179,23 @@ def typed_result(result: dict, fmt: ShopFormat) -> tuple[dict, list[Figure]]:
                 return walk(date.fromisoformat(node), key, subject, unit)
             except ValueError:
                 return node
+        if isinstance(node, str) and " " in node:
+            return text_numbers(node, label(subject, key))
         return node
+
+    def text_numbers(text: str, where: str) -> str:
+        """Numbers inside a sentence a tool returned (a policy's reason): figures too, shown only when cited;
+        an amount in cents reads as money."""
+        def money(match: re.Match[str]) -> str:
+            amount = Money(int(match.group(1).replace(",", "")), fmt.currency)
+            figures.append(Figure(where, amount))
+            return fmt.money(amount)
+
+        text = _TEXT_CENTS.sub(money, text)
+        for match in _TEXT_NUMBER.finditer(text):
+            raw = match.group(0).replace(",", "")
+            figures.append(Figure(where, float(raw) if "." in raw else int(raw)))
+        return text
 
     payload = walk(result, "", None, "")
     return payload, figures
