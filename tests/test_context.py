@@ -40,6 +40,17 @@ def test_today_comes_in_a_second_block_in_the_shops_time_zone_and_its_numbers_ar
     assert ("opens Mon-Fri", time(11, 0)) in [(f.label, f.value) for f in figures]
 
 
+async def test_the_issue_example_keeps_the_brief_time_and_todays_date():
+    now = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
+    system, figures = build_system(ShopContext(schedules=(("opening_brief", "30 8 * * *"), ("odd", "*/5 9 * * 1"))),
+                                   ITEMS, now)
+    assert "Scheduled: opening_brief daily at 08:30; odd (cron */5 9 * * 1)." in system.cached
+    model = ScriptedModel([ModelTurn("Today is 2026-12-05, the brief runs at 08:30, the other at 09:05.", ())])
+    result = await run_agent(model=model, registry=ToolRegistry(), system=system, history=(), user_text="when?",
+                             journal=None, context=None, context_figures=figures)
+    assert result.text.startswith(f"Today is 2026-12-05, the brief runs at 08:30, the other at {DASH}.")
+
+
 async def test_a_run_may_repeat_the_date_and_the_hours_but_not_another_date():
     system, figures = build_system(ShopContext(hours=HOURS), ITEMS, datetime(2026, 12, 5, 9, 0, tzinfo=UTC))
     model = ScriptedModel([ModelTurn("Today is 5 December; we open at 11:00 and close at 19:00, not 20:00. "

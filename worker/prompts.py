@@ -1,10 +1,11 @@
 """The turn's context: the system prompt, today's date and time, and the history that fits a budget.
 
 The system prompt is short and stable (the shop's name, currency, items with their units, what the stock words
-mean, opening hours): it is the part a provider caches (Anthropic `cache_control`). Today's date and the time in
-the shop's time zone come in a second block after it, so the cached part never changes from turn to turn; the
-numbers of that block are figures of the run (C13), so the model may repeat the date. The rules that matter are
-enforced in code (C11, C13), not asked for.
+mean, opening hours, the daily schedules such as the opening brief): it is the part a provider caches (Anthropic
+`cache_control`). Today's date and the time in the shop's time zone come in a second block after it, so the cached
+part never changes from turn to turn; the numbers of that block, of the hours and of the daily schedules' times are
+figures of the run (C13), so a model may repeat them. The rules that matter are enforced in code (C11, C13), not
+asked for.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class ShopContext:
     name: str = "the shop"
     fmt: ShopFormat = ShopFormat()
     hours: tuple[tuple[str, str], ...] = ()     # (days, "09:00-18:00" or "closed"), as the shop file has them
+    schedules: tuple[tuple[str, str], ...] = ()  # (name, cron) of the shop file's schedules (the opening brief)
 
 
 def _items_line(items: Iterable[dict]) -> str:
@@ -43,6 +45,10 @@ def system_text(shop: ShopContext, items: Iterable[dict]) -> str:
     ]
     if shop.hours:
         lines.append("Opening hours: " + "; ".join(f"{days} {span}" for days, span in shop.hours) + ".")
+    if shop.schedules:
+        lines.append("Scheduled: " + "; ".join(
+            f"{name} daily at {at.strftime('%H:%M')}" if (at := _daily_time(cron)) else f"{name} (cron {cron})"
+            for name, cron in shop.schedules) + ".")
     lines += [
         "Look things up with the tools before you answer. Every number you write must come from a tool result or "
         "today's date below; any other number is blanked out, and the figures you cite are shown under your answer.",
@@ -54,8 +60,17 @@ def system_text(shop: ShopContext, items: Iterable[dict]) -> str:
     return "\n".join(lines)
 
 
+def _daily_time(cron: str) -> time | None:
+    """The time of a cron that fires once a day at one time ("30 8 * * *"), else None."""
+    fields = cron.split()
+    if len(fields) == 5 and fields[0].isdigit() and fields[1].isdigit() and fields[2:] == ["*", "*", "*"]:
+        minute, hour = int(fields[0]), int(fields[1])
+        return time(hour, minute) if hour < 24 and minute < 60 else None
+    return None
+
+
 def _hours_figures(shop: ShopContext) -> list[Figure]:
-    figures = []
+    figures = [Figure(f"{name} runs at", at) for name, cron in shop.schedules if (at := _daily_time(cron))]
     for days, span in shop.hours:
         for n, part in enumerate(span.split("-")[:2] if span != "closed" else ()):
             hour, _, minute = part.strip().partition(":")
@@ -72,7 +87,7 @@ def now_block(now: datetime, fmt: ShopFormat) -> tuple[str, list[Figure]]:
 
 
 def build_system(shop: ShopContext, items: Sequence[dict], now: datetime) -> tuple[SystemPrompt, list[Figure]]:
-    """The two-block system prompt and the figures of the context (today, now, opening hours)."""
+    """The two-block system prompt and the figures of the context (today, now, opening hours, daily schedules)."""
     turn, figures = now_block(now, shop.fmt)
     return SystemPrompt(system_text(shop, items), turn), [*figures, *_hours_figures(shop)]
 

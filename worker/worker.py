@@ -90,6 +90,7 @@ class WorkerSettings:
     locale: str = "en_US"
     shop_name: str = "the shop"
     hours: tuple[tuple[str, str], ...] = ()
+    schedules: tuple[tuple[str, str], ...] = ()   # (name, cron), told to the model
     notice_destination: str | None = None   # the owner's chat for the worker's own notices and proposals
     shop_timezone: str = "UTC"
     order_max_cents: int | None = None
@@ -263,7 +264,8 @@ class Worker:
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
                           policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone)
         fmt = self.settings.fmt()
-        system, context_figures = build_system(ShopContext(self.settings.shop_name, fmt, self.settings.hours),
+        shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
+        system, context_figures = build_system(shop,
                                                await self.store.shop_items(), self.store.clock.now())
         if self.on_turn is not None:
             await self.on_turn(claim)
