@@ -15,6 +15,7 @@ from typing import Any
 
 from telegram.error import InvalidToken, NetworkError, RetryAfter
 
+from bot import config as config_module
 from bot.config import Config
 from bot.http import Health, HttpServer, health_route
 from bot.relays.sender import TelegramSender
@@ -32,7 +33,7 @@ from producers.telegram.routing import ALLOWED_UPDATES
 from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
 from store import Claim, InstanceLock, Store, faults, open_store, parse_clock
-from worker.models import load_model
+from worker.models import ModelConfigFault, load_model
 from worker.worker import Worker, WorkerSettings, WorkerStopped
 
 log = logging.getLogger("shopbot.app")
@@ -100,12 +101,21 @@ class App:
             await self._initialize(bot)
             self._stack.push_async_callback(bot.shutdown)
             sender = TelegramSender(bot)
-        model = load_model(cfg.model, base_url=cfg.model_base_url or None, api_key=str(cfg.model_api_key) or None)
+        try:
+            model = load_model(cfg.model, base_url=cfg.model_base_url or None,
+                               api_key=str(cfg.model_api_key) or None, timeout=cfg.model_timeout_s,
+                               max_tokens=cfg.model_max_tokens)
+        except ModelConfigFault as exc:   # no key and no base URL: said as a configuration error, not a traceback
+            raise config_module.ConfigError(
+                f"SHOPBOT_MODEL={cfg.model} needs SHOPBOT_MODEL_API_KEY (or SHOPBOT_MODEL_BASE_URL for a local "
+                f"server that needs no key): {exc.detail}") from None
         clock_producer = ClockProducer(store, shop.schedules, owner_chat)
         watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
         worker = Worker(store, model, WorkerSettings(
-            concurrency=cfg.worker_concurrency, supplier=shop.supplier, currency=shop.currency,
+            concurrency=cfg.worker_concurrency, supplier=shop.supplier, currency=shop.currency, locale=shop.locale,
+            shop_name=shop.name, hours=shop.hours, history_tokens=cfg.history_tokens,
+            schedules=tuple((s.name, s.cron) for s in shop.schedules),
             notice_destination=owner_chat, shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents,
             day_max_cents=shop.day_max_cents, proposal_expiry_s=cfg.proposal_expiry_hours * 3600),
             on_turn=self._typing if sender else None, on_stock_change=watcher.check)

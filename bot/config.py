@@ -32,7 +32,11 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_WORKER_CONCURRENCY": ("1", "sessions the worker runs at once (one turn per session at a time)"),
     "SHOPBOT_MODEL": ("offline", "offline | openai:<model> | anthropic:<model>"),
     "SHOPBOT_MODEL_BASE_URL": ("", "OpenAI-compatible server root (Ollama, vLLM, OpenRouter); empty for the default"),
-    "SHOPBOT_MODEL_API_KEY": ("", "the model provider's API key (secret)"),
+    "SHOPBOT_MODEL_API_KEY": ("", "the model provider's API key (secret); optional with SHOPBOT_MODEL_BASE_URL"),
+    "SHOPBOT_MODEL_MAX_TOKENS": ("1024",
+                                 "output cap sent with every model request (max_tokens or max_completion_tokens)"),
+    "SHOPBOT_MODEL_TIMEOUT_S": ("60", "seconds one model request may take before the turn is released and retried"),
+    "SHOPBOT_HISTORY_TOKENS": ("2000", "conversation history a turn sees, in tokens estimated as characters / 4"),
     "SHOPBOT_SHOP_FILE": ("shop.example.toml", "the shop description (TOML): time zone, items, schedules, limits"),
     "SHOPBOT_SUPPLIER_URL": ("", "supplier API root (POST <url>/orders); empty: approved orders wait, none is sent"),
     "SHOPBOT_SUPPLIER_TOKEN": ("", "bearer token for the supplier API (secret)"),
@@ -113,6 +117,9 @@ class Config:
     model: str
     model_base_url: str
     model_api_key: Secret
+    model_max_tokens: int
+    model_timeout_s: float
+    history_tokens: int
     shop_file: Path
     supplier_url: str
     supplier_token: Secret
@@ -189,6 +196,9 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         model=text("SHOPBOT_MODEL"),
         model_base_url=text("SHOPBOT_MODEL_BASE_URL"),
         model_api_key=Secret(env.get("SHOPBOT_MODEL_API_KEY", "")),
+        model_max_tokens=_int(env, "SHOPBOT_MODEL_MAX_TOKENS", 1),
+        model_timeout_s=float(_int(env, "SHOPBOT_MODEL_TIMEOUT_S", 1)),
+        history_tokens=_int(env, "SHOPBOT_HISTORY_TOKENS", 0),
         shop_file=Path(text("SHOPBOT_SHOP_FILE")),
         supplier_url=text("SHOPBOT_SUPPLIER_URL").rstrip("/"),
         supplier_token=Secret(env.get("SHOPBOT_SUPPLIER_TOKEN", "")),

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from producers.schedule import Schedule, ScheduleError, parse_schedules
 from store import ItemSpec
+from worker.money import LOCALES
 
 
 class ShopFileError(ValueError):
@@ -21,6 +22,8 @@ class ShopSpec:
     name: str
     timezone: str
     currency: str
+    locale: str
+    hours: tuple[tuple[str, str], ...]
     supplier: str
     order_max_cents: int | None
     day_max_cents: int | None
@@ -31,7 +34,8 @@ class ShopSpec:
     source: str
 
 
-TOP = {"name", "timezone", "currency", "count_tolerance", "supplier", "limits", "stock_watch", "items", "schedule"}
+TOP = {"name", "timezone", "currency", "locale", "hours", "count_tolerance", "supplier", "limits", "stock_watch",
+       "items", "schedule"}
 ITEM = {"unit", "on_hand", "reorder_point", "target", "unit_cost_cents", "max_order"}
 _ITEM_NAME = re.compile(r"^[a-z0-9][a-z0-9 _-]{0,39}$")
 
@@ -83,6 +87,18 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     currency = data.get("currency", "USD")
     if not isinstance(currency, str) or not re.fullmatch(r"[A-Z]{3}", currency):
         raise ShopFileError(f"currency must be a three-letter code such as USD, got {currency!r}")
+    locale = data.get("locale", "en_US")
+    if not isinstance(locale, str) or not re.fullmatch(r"[a-z]{2}(?:[_-][A-Z]{2})?", locale) \
+            or locale[:2] not in LOCALES:
+        raise ShopFileError(f"locale must be a language (and region) such as en_US or de_DE, one of the languages "
+                            f"{', '.join(LOCALES)}; got {locale!r}"[:300])
+    hours_table = _table(data.get("hours", {}), "hours")
+    hours = []
+    for days, span in hours_table.items():
+        if not re.fullmatch(r"[A-Za-z, -]{1,40}", days) or not isinstance(span, str) or not (
+                span == "closed" or re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d", span)):
+            raise ShopFileError(f"hours.{days[:40]} must be \"HH:MM-HH:MM\" or \"closed\", got {span!r}"[:300])
+        hours.append((days, span))
     supplier = _table(data.get("supplier", {"name": "supplier"}), "supplier")
     _unknown(supplier, {"name"}, "supplier.")
     limits = _table(data.get("limits", {}), "limits")
@@ -121,7 +137,8 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     except ScheduleError as exc:
         raise ShopFileError(str(exc).replace("schedule 'stock_watch'", "[stock_watch]")) from None
     return ShopSpec(
-        name=_text(data.get("name"), "name", "the shop"), timezone=timezone, currency=currency,
+        name=_text(data.get("name"), "name", "the shop"), timezone=timezone, currency=currency, locale=locale,
+        hours=tuple(hours),
         supplier=_text(supplier.get("name"), "supplier.name", "supplier"),
         order_max_cents=(_int(limits["order_max_cents"], "limits.order_max_cents")
                          if "order_max_cents" in limits else None),

@@ -323,6 +323,19 @@ class ShopRecords(Protocol):
     async def work_with_report(self, source: str) -> dict[str, Any] | None:
         """The work item of a source identity with its state and report (the till reads its requests back)."""
 
+    async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[dict[str, Any]]:
+        """Units sold and restocked per item in (since, until], from the stock records: sales are the decreases
+        between consecutive records of an item, increases are restocks and never negative sales."""
+
+    async def on_order(self, item: str | None = None) -> list[dict[str, Any]]:
+        """Approved orders that are on order (not failed, voided or received)."""
+
+    async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+        """The latest till counts, newest first."""
+
+    async def open_proposals(self) -> list[dict[str, Any]]:
+        """Proposals awaiting the owner's decision."""
+
 
 @runtime_checkable
 class Insights(Protocol):

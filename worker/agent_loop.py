@@ -25,7 +25,14 @@ Rules (each one is tested in tests/test_agent_loop.py):
     remaining time runs out (a tool call is never cancelled: it may be writing).
   - `output_size`: the final answer longer than `max_output_chars` is cut at a word boundary and ends with
     a notice; the whole prose stays within `max_output_chars`.
-  The final `text` always carries the figures of every tool call that ran ok, in order (C13).
+* A provider's stop for a content filter, a refusal or a full context window ends the run with that stop
+  reason and a notice that says so (with the model's text, if it gave some), never as "no answer text".
+  A run stopped by a limit lists every figure of the tool calls that ran ok, in order (C13).
+* Figures (C13): every ok tool result goes through `typed_result`: the model (and the journal) get what it
+  shows (money as the owner reads it, times in the shop's zone) and the run's figures get every number in it.
+  The figures of the turn's context (today's date and time, `context_figures`) belong to the run too. The final
+  `text` is `render_report(prose, figures, question=user_text)`: unmatched numbers blanked, and the figures the
+  prose cites and those of the items the question names under it.
 * ModelError exceptions (and any exception from the model) propagate to the worker.
 """
 from __future__ import annotations
@@ -43,11 +50,13 @@ import pydantic
 
 from worker.figures import Figure, render_report
 from worker.models.base import Message, Model, ModelTurn, ToolCall
-from worker.tools.registry import ToolError, ToolRegistry
+from worker.money import ShopFormat
+from worker.tools.registry import ToolError, ToolRegistry, typed_result
 
 log = logging.getLogger("shopbot.agent")
 
-StopReason = Literal["answered", "model_calls", "tool_calls", "seconds", "output_size"]
+StopReason = Literal["answered", "model_calls", "tool_calls", "seconds", "output_size", "content_filter", "refusal",
+                     "context_window"]
 
 NOTICE_MODEL_CALLS = "I stopped before finishing: this request needed more steps than one turn allows."
 NOTICE_TOOL_CALLS = "I stopped before finishing: this request needed more tool calls than one turn allows."
@@ -56,6 +65,11 @@ NOTICE_OUTPUT_SIZE = "[Answer cut short: it was longer than a report may be.]"
 NOTICE_PARTIAL = "The figures below come from the steps that did run."
 NOTICE_TRUNCATED = "[The model's answer was cut off at its length limit.]"
 NOTICE_EMPTY = "(The model gave no answer text.)"
+NOTICE_CONTENT_FILTER = "[The model's content filter stopped this answer.]"
+NOTICE_REFUSAL = "The model declined to answer this request."
+NOTICE_CONTEXT_WINDOW = ("This conversation is too long for the model's context window, so it could not answer. "
+                         "/forget starts the conversation afresh.")
+_STOPS = {"content_filter": NOTICE_CONTENT_FILTER, "refusal": NOTICE_REFUSAL, "context_window": NOTICE_CONTEXT_WINDOW}
 
 
 @dataclass(frozen=True)
@@ -84,7 +98,7 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class AgentResult:
-    text: str  # the report body: render_report(prose, figures of every ok tool result, in order)
+    text: str  # the report body: render_report(prose, the run's figures, question=user_text)
     prose: str
     stop_reason: StopReason
     tool_results: tuple[ToolResult, ...]
@@ -112,8 +126,9 @@ def _bound(prose: str, max_chars: int) -> str:
 
 
 class _Run:
-    def __init__(self, registry: ToolRegistry, journal: Journal, context: Any) -> None:
+    def __init__(self, registry: ToolRegistry, journal: Journal, context: Any, fmt: ShopFormat) -> None:
         self.registry = registry
+        self.fmt = fmt
         self.journal = journal
         self.context = context
         self.results: list[ToolResult] = []
@@ -156,11 +171,11 @@ class _Run:
             return _tool_message(call.id, failure, is_error=True)
         if not isinstance(result, dict):
             raise TypeError(f"tool {tool.name!r} returned {type(result).__name__}, not a dict")
-        await self.journal.finished(call.id, "done", result)
-        self.results.append(ToolResult(call.id, tool.name, arguments, result, True, tool.effect))
-        if tool.figures is not None:
-            self.figures.extend(tool.figures(result))
-        return _tool_message(call.id, result, is_error=False)
+        payload, figures = typed_result(result, self.fmt)
+        await self.journal.finished(call.id, "done", payload)
+        self.results.append(ToolResult(call.id, tool.name, arguments, payload, True, tool.effect))
+        self.figures.extend(figures)
+        return _tool_message(call.id, payload, is_error=False)
 
 
 async def run_agent(
@@ -174,18 +189,23 @@ async def run_agent(
     context: Any,
     limits: Limits = Limits(),
     monotonic: Callable[[], float] = time.monotonic,
+    fmt: ShopFormat | None = None,
+    context_figures: Sequence[Figure] = (),
 ) -> AgentResult:
-    run = _Run(registry, journal, context)
+    fmt = fmt or ShopFormat()
+    run = _Run(registry, journal, context, fmt)
     messages: list[Message] = [*history, Message(role="user", text=user_text)]
     specs = registry.specs()
     deadline = monotonic() + limits.max_seconds
     model_calls = tool_calls = input_tokens = output_tokens = 0
 
     def finish(prose: str, reason: StopReason) -> AgentResult:
-        if reason in ("model_calls", "tool_calls", "seconds") and run.figures:
+        partial = reason in ("model_calls", "tool_calls", "seconds")
+        if partial and run.figures:
             prose = f"{prose} {NOTICE_PARTIAL}"
+        figures = run.figures if partial else [*context_figures, *run.figures]
         return AgentResult(
-            text=render_report(prose, run.figures),
+            text=render_report(prose, figures, question=user_text, fmt=fmt, show_all=partial),
             prose=prose,
             stop_reason=reason,
             tool_results=tuple(run.results),
@@ -213,12 +233,18 @@ async def run_agent(
         output_tokens += turn.output_tokens
 
         if not turn.tool_calls:
+            reason: StopReason = "answered"
             prose = turn.text.strip() or NOTICE_EMPTY
-            if turn.truncated:
+            if turn.stop in _STOPS:   # shown as what it is, not as "no answer text"
+                reason = turn.stop    # type: ignore[assignment]
+                notice = _STOPS[turn.stop]
+                text = turn.text.strip()
+                prose = (f"{notice}\n\n{text}" if turn.stop == "refusal" else f"{text}\n\n{notice}") if text else notice
+            elif turn.truncated:
                 prose = f"{prose}\n\n{NOTICE_TRUNCATED}"
             if len(prose) > limits.max_output_chars:
                 return finish(_bound(prose, limits.max_output_chars), "output_size")
-            return finish(prose, "answered")
+            return finish(prose, reason)
 
         if model_calls >= limits.max_model_calls:
             return finish(NOTICE_MODEL_CALLS, "model_calls")

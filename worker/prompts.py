@@ -1,11 +1,119 @@
-"""The system prompt. Short on purpose: the rules that matter are enforced in code (C11, C13), not asked for."""
+"""The turn's context: the system prompt, today's date and time, and the history that fits a budget.
 
-SYSTEM_PROMPT = """You are the assistant of a small shop, talking with its owner in a chat.
-Use the tools to look up stock before you say anything about it. Every number you mention must come from a tool
-result: the report shows the figures from the tools under your answer, and any other number is blanked out.
-You cannot place orders: propose_order only records a proposal that the owner approves or rejects with a button.
-Answer briefly and plainly, in the owner's language. The shop's currency is {currency}; money is in cents."""
+The system prompt is short and stable (the shop's name, currency, items with their units, what the stock words
+mean, opening hours, the daily schedules such as the opening brief): it is the part a provider caches (Anthropic
+`cache_control`). Today's date and the time in the shop's time zone come in a second block after it, so the cached
+part never changes from turn to turn; the numbers of that block, of the hours and of the daily schedules' times are
+figures of the run (C13), so a model may repeat them. The rules that matter are enforced in code (C11, C13), not
+asked for.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, time
+
+from worker.figures import Figure
+from worker.models.base import Message, SystemPrompt
+from worker.money import SYMBOLS, ShopFormat
+
+CHARS_PER_TOKEN = 4      # the estimate: about four characters of English text a token
 
 
-def system_prompt(currency: str) -> str:
-    return SYSTEM_PROMPT.format(currency=currency)
+@dataclass(frozen=True)
+class ShopContext:
+    name: str = "the shop"
+    fmt: ShopFormat = ShopFormat()
+    hours: tuple[tuple[str, str], ...] = ()     # (days, "09:00-18:00" or "closed"), as the shop file has them
+    schedules: tuple[tuple[str, str], ...] = ()  # (name, cron) of the shop file's schedules (the opening brief)
+
+
+def _items_line(items: Iterable[dict]) -> str:
+    return ", ".join(f"{i['item']} ({i['unit']})" for i in items) or "none yet"
+
+
+def system_text(shop: ShopContext, items: Iterable[dict]) -> str:
+    fmt = shop.fmt
+    symbol = SYMBOLS.get(fmt.currency, fmt.currency)
+    lines = [
+        f"You are the assistant of {shop.name}, a small shop, talking with its owner in a chat.",
+        f"Items and their units: {_items_line(items)}.",
+        f"Money is in {fmt.currency} ({symbol}); tools show amounts as the owner reads them: repeat them as shown.",
+        "On hand: the stock in the shop. Reorder point: an item below it needs ordering. Target: the stock an order "
+        "brings it up to. On order: approved supplier orders not yet received; on hand plus on order is the stock "
+        "position.",
+    ]
+    if shop.hours:
+        lines.append("Opening hours: " + "; ".join(f"{days} {span}" for days, span in shop.hours) + ".")
+    if shop.schedules:
+        lines.append("Scheduled: " + "; ".join(
+            f"{name} daily at {at.strftime('%H:%M')}" if (at := _daily_time(cron)) else f"{name} (cron {cron})"
+            for name, cron in shop.schedules) + ".")
+    lines += [
+        "Look things up with the tools before you answer. Every number you write must come from a tool result or "
+        "today's date below; any other number is blanked out, and the figures you cite are shown under your answer.",
+        "How fast items sell and how long stock lasts come from the till counts (sales_rate, days_of_cover): give "
+        "the basis. When no record says, say you do not know.",
+        "You cannot place orders: propose_order only records a proposal the owner approves or rejects with a button.",
+        "Answer briefly and plainly, in the owner's language.",
+    ]
+    return "\n".join(lines)
+
+
+def _daily_time(cron: str) -> time | None:
+    """The time of a cron that fires once a day at one time ("30 8 * * *"), else None."""
+    fields = cron.split()
+    if len(fields) == 5 and fields[0].isdigit() and fields[1].isdigit() and fields[2:] == ["*", "*", "*"]:
+        minute, hour = int(fields[0]), int(fields[1])
+        return time(hour, minute) if hour < 24 and minute < 60 else None
+    return None
+
+
+def _hours_figures(shop: ShopContext) -> list[Figure]:
+    figures = [Figure(f"{name} runs at", at) for name, cron in shop.schedules if (at := _daily_time(cron))]
+    for days, span in shop.hours:
+        for n, part in enumerate(span.split("-")[:2] if span != "closed" else ()):
+            hour, _, minute = part.strip().partition(":")
+            figures.append(Figure(f"{'opens' if n == 0 else 'closes'} {days}", time(int(hour), int(minute or 0))))
+    return figures
+
+
+def now_block(now: datetime, fmt: ShopFormat) -> tuple[str, list[Figure]]:
+    """Today's date and the time in the shop's time zone, and their figures."""
+    local = fmt.local(now).replace(second=0, microsecond=0)
+    text = (f"Today is {fmt.date_words(local.date())} ({local.date().isoformat()}); the time in the shop is "
+            f"{local.strftime('%H:%M')} ({fmt.timezone}).")
+    return text, [Figure("today", local.date()), Figure("now", local)]
+
+
+def build_system(shop: ShopContext, items: Sequence[dict], now: datetime) -> tuple[SystemPrompt, list[Figure]]:
+    """The two-block system prompt and the figures of the context (today, now, opening hours, daily schedules)."""
+    turn, figures = now_block(now, shop.fmt)
+    return SystemPrompt(system_text(shop, items), turn), [*figures, *_hours_figures(shop)]
+
+
+def estimate_tokens(text: str) -> int:
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def fit_history(rows: Sequence[tuple[str, str]], budget_tokens: int) -> list[Message]:
+    """The newest whole exchanges (a user message and the answers after it) whose estimated tokens fit the budget,
+    oldest first. The oldest are dropped first; an exchange is never cut, and one that does not fit stops the
+    walk (nothing older is taken around it). Leading answers without their question are dropped."""
+    exchanges: list[list[tuple[str, str]]] = []
+    for role, text in rows:
+        if role == "user" or not exchanges:
+            exchanges.append([])
+        exchanges[-1].append((role, text))
+    if exchanges and exchanges[0][0][0] != "user":
+        exchanges.pop(0)
+    kept: list[list[tuple[str, str]]] = []
+    used = 0
+    for exchange in reversed(exchanges):
+        cost = sum(estimate_tokens(text) for _, text in exchange)
+        if used + cost > budget_tokens:
+            break
+        kept.append(exchange)
+        used += cost
+    return [Message(role=role, text=text) for exchange in reversed(kept)   # type: ignore[arg-type]
+            for role, text in exchange]

@@ -30,10 +30,12 @@ from store import (
     to_text,
 )
 from worker.agent_loop import Limits, run_agent
-from worker.models.base import Message, Model, ModelConfigFault, ModelRefused, ModelTransient
-from worker.prompts import system_prompt
+from worker.models.base import Model, ModelConfigFault, ModelRefused, ModelTransient
+from worker.money import ShopFormat
+from worker.prompts import ShopContext, build_system, fit_history
 from worker.proposals import proposal_message
 from worker.till_counts import till_report
+from worker.tools.insight import insight_tools
 from worker.tools.shop import TurnContext, shop_registry
 
 log = logging.getLogger("shopbot.worker")
@@ -82,14 +84,22 @@ class WorkerSettings:
     concurrency: int = 1
     limits: Limits = field(default_factory=Limits)
     backoff: Sequence[float] = DEFAULT_BACKOFF
-    history_limit: int = 20
+    history_limit: int = 200              # history rows read; the token budget decides what the model sees
+    history_tokens: int = 2000            # SHOPBOT_HISTORY_TOKENS
     supplier: str = "supplier"
     currency: str = "USD"
+    locale: str = "en_US"
+    shop_name: str = "the shop"
+    hours: tuple[tuple[str, str], ...] = ()
+    schedules: tuple[tuple[str, str], ...] = ()   # (name, cron), told to the model
     notice_destination: str | None = None   # the owner's chat for the worker's own notices and proposals
     shop_timezone: str = "UTC"
     order_max_cents: int | None = None
     day_max_cents: int | None = None
     proposal_expiry_s: float = 24 * 3600
+
+    def fmt(self) -> ShopFormat:
+        return ShopFormat(self.currency, self.locale, self.shop_timezone)
 
     def policy(self, now: datetime) -> Policy:
         return Policy(self.supplier, self.order_max_cents, self.day_max_cents,
@@ -105,6 +115,8 @@ class Worker:
         self.model = _K4Model(model)
         self.settings = settings or WorkerSettings()
         self.registry = shop_registry()
+        for tool in insight_tools():
+            self.registry.register(tool)
         self.on_turn = on_turn            # e.g. the Telegram "typing" action: best effort, never the outbox
         self.on_stock_change = on_stock_change   # the stock watcher checks after every stock change
         self.turns_done = 0
@@ -245,26 +257,32 @@ class Worker:
 
     async def _agent_turn(self, claim: Claim) -> Claim | None:
         user_text = "\n".join(item.payload for item in claim.items)
-        history = [Message(role=role, text=text)   # type: ignore[arg-type]
-                   for role, text in await self.store.history(claim.session, self.settings.history_limit)]
+        history = fit_history(await self.store.history(claim.session, self.settings.history_limit),
+                              self.settings.history_tokens)
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
-                          policy=self.settings.policy(self.store.clock.now()))
+                          policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone)
+        fmt = self.settings.fmt()
+        shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
+        system, context_figures = build_system(shop,
+                                               await self.store.shop_items(), self.store.clock.now())
         if self.on_turn is not None:
             await self.on_turn(claim)
         try:
-            result = await run_agent(model=self.model, registry=self.registry,
-                                     system=system_prompt(self.settings.currency), history=history,
+            result = await run_agent(model=self.model, registry=self.registry, system=system, history=history,
                                      user_text=user_text, journal=_StoreJournal(self.store, ctx), context=ctx,
-                                     limits=self.settings.limits)
+                                     limits=self.settings.limits, fmt=fmt, context_figures=context_figures)
         except ModelTransient as exc:
             await self._transient(claim, exc)
             return
         except ModelRefused as exc:
             log.warning("model refused run_id=%s status=%s", claim.run_id, exc.status)
-            await self.store.fail(claim, ReportDraft(
-                f"Sorry, the model refused this request ({exc.detail}). It will not be retried; please rephrase it.",
-                destination=claim.destination, is_error=True), stop_reason="model refused")
+            text = (f"Sorry, the model refused this request ({exc.detail}). It will not be retried; please rephrase it."
+                    if exc.reason != "context_window" else
+                    "Sorry, this request and its conversation are too long for the model's context window. It will "
+                    "not be retried; /forget starts the conversation afresh, or lower SHOPBOT_HISTORY_TOKENS.")
+            await self.store.fail(claim, ReportDraft(text, destination=claim.destination, is_error=True),
+                                  stop_reason="model refused")
             return
         except ModelConfigFault as exc:
             await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="model configuration fault",

@@ -33,7 +33,7 @@ from ..records import (
     WorkKind,
 )
 from ..signals import Signals
-from . import actions, inbox, invariants, journal, migrations, outbox, producer_state, recovery, shop, stats
+from . import actions, inbox, insights, invariants, journal, migrations, outbox, producer_state, recovery, shop, stats
 from .connection import Database
 from .status import read_reports, read_status
 from .transaction import SqliteTransaction as Transaction
@@ -310,6 +310,22 @@ class SqliteStore:
 
     async def shop_item(self, item: str) -> dict[str, Any] | None:
         return await self.db.read(shop.get_item, item)
+
+    async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[dict[str, Any]]:
+        """Units sold and restocked per item in (since, until], from the stock records (store/insights.py)."""
+        return await self.db.read(insights.sales, to_text(since), to_text(until), item)
+
+    async def on_order(self, item: str | None = None) -> list[dict[str, Any]]:
+        """Approved orders not failed or voided (store/insights.py)."""
+        return await self.db.read(insights.on_order, item)
+
+    async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+        """The latest till counts, newest first (store/insights.py)."""
+        return await self.db.read(insights.recent_counts, item, limit)
+
+    async def open_proposals(self) -> list[dict[str, Any]]:
+        """Proposals awaiting the owner's decision (store/insights.py)."""
+        return await self.db.read(insights.open_proposals)
 
     async def seed_shop(self, specs: Sequence[ItemSpec], source: str) -> bool:
         now = self.now()

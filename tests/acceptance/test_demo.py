@@ -18,7 +18,7 @@ def test_demo_runs_and_never_shows_the_token(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     for expected in ("Lucy  > How much vanilla", "vanilla on hand: 2 tubs", "0 extra replies", "[I have it]",
-                     "noted that you have", "total 2600 cents", "stranger 1", "awaiting your approval",
+                     "noted that you have", "total $26.00", "stranger 1", "awaiting your approval",
                      "Approved #", "is confirmed by the supplier", "the local supplier holds 1 order(s)"):
         assert expected in out, expected
     logged = log_file.read_text()

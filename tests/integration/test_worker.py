@@ -51,7 +51,7 @@ async def test_opening_brief_reproduces_the_seed(shop_store, raw):
     await shop_store.admit(message(1, "Prepare the opening brief"))
     await Worker(shop_store, OfflineModel()).drain()
     text = await body(raw, "r1.1")
-    for figure in ("6", "4", "2600"):
+    for figure in ("6", "4", "$26.00"):
         assert figure in text, text
     assert "vanilla" in text and "strawberry" in text
 

@@ -9,7 +9,7 @@ it got. When the script runs out it answers 599 and counts the request, so an un
         model = OpenAIChatModel("m", base_url=server.openai_base_url, api_key="k")
 
 It also holds the other test doubles shared by the agent-loop, offline-model and adapter tests: `FakeShop`
-(in-memory fakes of the shop's tool functions, with figures functions) and `RecordingJournal`.
+(in-memory fakes of the shop's tool functions) and `RecordingJournal`.
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from typing import Any
 
 import pydantic
 
-from worker.figures import Figure
 from worker.tools.registry import Tool, ToolError, ToolRegistry
 
 OPENAI_PATH = "/v1/chat/completions"
@@ -190,8 +189,7 @@ class FakeModelServer:
 
 
 # --- a fake shop: in-memory fakes of the lead's shop tools (the tool layer, not a database) -------------------
-# Shapes as in the brief: list_stock, get_item, reorder_need, draft_order, propose_order, with figures
-# functions exposing on_hand, quantity, cost_cents and total_cents.
+# Shapes as in the brief: list_stock, get_item, reorder_need, draft_order, propose_order.
 
 
 class NoArgs(pydantic.BaseModel):
@@ -284,30 +282,15 @@ class FakeShop:
         return proposal
 
     def registry(self) -> ToolRegistry:
-        def on_hand(i: dict) -> Figure:
-            return Figure(f"{i['item']} on hand", i["on_hand"], i.get("unit", ""))
-
-        def need_figures(r: dict) -> list[Figure]:
-            figures = [f for n in r.get("items", [r]) for f in (
-                Figure(f"{n['item']} reorder quantity", n["quantity"], n["unit"]),
-                Figure(f"{n['item']} reorder cost", n["cost_cents"], "cents"))]
-            if "total_cents" in r:
-                figures.append(Figure("reorder total", r["total_cents"], "cents"))
-            return figures
-
+        """The tools; their figures are collected by the registry from the results (C13), none chosen here."""
         return ToolRegistry([
-            Tool("list_stock", "All items with stock levels.", NoArgs, self.list_stock, "read",
-                 lambda r: [on_hand(i) for i in r["items"]]),
-            Tool("get_item", "One item's stock level.", ItemArgs, self.get_item, "read", lambda r: [on_hand(r)]),
+            Tool("list_stock", "All items with stock levels.", NoArgs, self.list_stock, "read"),
+            Tool("get_item", "One item's stock level.", ItemArgs, self.get_item, "read"),
             Tool("reorder_need", "How much of an item to reorder; without an item, every low item and the total.",
-                 NeedArgs if self.need_for_all else ItemArgs, self.reorder_need, "read", need_figures),
-            Tool("draft_order", "Draft an order (no effect).", OrderArgs, self.draft_order, "internal",
-                 lambda r: [Figure(f"{r['item']} draft quantity", r["quantity"], r["unit"]),
-                            Figure(f"{r['item']} draft cost", r["cost_cents"], "cents")]),
+                 NeedArgs if self.need_for_all else ItemArgs, self.reorder_need, "read"),
+            Tool("draft_order", "Draft an order (no effect).", OrderArgs, self.draft_order, "internal"),
             Tool("propose_order", "Propose an order for the owner's approval.", OrderArgs, self.propose_order,
-                 "external",
-                 lambda r: [Figure(f"{r['item']} order quantity", r["quantity"]),
-                            Figure(f"{r['item']} order total", r["total_cents"], "cents")]),
+                 "external"),
         ])
 
 

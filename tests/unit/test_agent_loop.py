@@ -59,15 +59,18 @@ async def test_tool_round_trip_journaled_started_before_finished_after(shop, jou
     ])
     result = await run(model, shop, journal)
 
-    item = {"item": "vanilla", **shop.stock["vanilla"]}
+    shown = {"item": "vanilla", "on_hand": 2, "reorder_point": 8, "target": 8, "unit_cost": "$3.00", "unit": "tubs",
+             "open_proposal": None}   # what the model is shown: money as the owner reads it (C13)
     assert shop.events == [
         ("started", "c1", "get_item", {"item": "vanilla"}, "read"),
         ("run", "get_item", {"item": "vanilla"}),
-        ("finished", "c1", "done", item),
+        ("finished", "c1", "done", shown),
     ]
     assert result.stop_reason == "answered"
     assert result.prose == "Vanilla: 2 tubs on hand."
-    assert result.text == "Vanilla: 2 tubs on hand.\n\nFigures:\n- vanilla on hand: 2 tubs"
+    # the prose cites on hand, and the question names vanilla: vanilla's figures are shown (C13)
+    assert result.text == ("Vanilla: 2 tubs on hand.\n\nFigures:\n- vanilla on hand: 2 tubs\n"
+                           "- vanilla reorder point: 8 tubs\n- vanilla target: 8 tubs\n- vanilla unit cost: $3.00")
     assert result.model_calls == 2 and result.input_tokens == 15 and result.output_tokens == 7
     assert [(r.call_id, r.tool, r.arguments, r.ok, r.effect) for r in result.tool_results] == [
         ("c1", "get_item", {"item": "vanilla"}, True, "read")]
@@ -80,7 +83,7 @@ async def test_tool_round_trip_journaled_started_before_finished_after(shop, jou
                                          (call("get_item", '{"item": "vanilla"}', id="c1"),))
     tool_message = second.messages[2]
     assert tool_message.role == "tool" and tool_message.tool_call_id == "c1" and not tool_message.is_error
-    assert json.loads(tool_message.text) == item
+    assert json.loads(tool_message.text) == shown
 
 
 async def test_history_comes_before_the_new_user_message(shop, journal):
@@ -180,8 +183,7 @@ async def test_parallel_calls_run_sequentially_in_the_given_order(shop, journal)
         return {"item": args.item, "on_hand": shop.stock[args.item]["on_hand"], "unit": "tubs"}
 
     registry = shop.registry()
-    registry._tools["get_item"] = Tool("get_item", "d", registry.get("get_item").args_model, slow_get, "read",
-                                       registry.get("get_item").figures)
+    registry._tools["get_item"] = Tool("get_item", "d", registry.get("get_item").args_model, slow_get, "read")
     order = ["strawberry", "vanilla", "chocolate"]
     model = ScriptedModel([tools(*(call("get_item", json.dumps({"item": i}), id=i) for i in order)), say("ok")])
     result = await run_agent(model=model, registry=registry, system="", history=(), user_text="go",
@@ -194,7 +196,7 @@ async def test_parallel_calls_run_sequentially_in_the_given_order(shop, journal)
     assert kinds == expected
     assert [r.call_id for r in result.tool_results] == order
     assert [m.tool_call_id for m in model.calls[1].messages[2:]] == order
-    assert result.text.endswith("- strawberry on hand: 1 tubs\n- vanilla on hand: 2 tubs\n- chocolate on hand: 12 tubs")
+    assert result.text == "ok"   # a reply with no number has no figures block (C13)
 
 
 async def test_empty_or_repeated_call_ids_get_fresh_unique_ids(shop, journal):
@@ -217,7 +219,9 @@ async def test_model_narration_of_a_number_never_becomes_the_number(shop, journa
     model = ScriptedModel([tools(call("get_item", '{"item": "vanilla"}')), say("vanilla: 7")])
     result = await run(model, shop, journal)
     assert "7" not in result.text
-    assert result.text == f"vanilla: {DASH}\n\nFigures:\n- vanilla on hand: 2 tubs"
+    # the question names vanilla: its figures are shown under the reply (C13)
+    assert result.text == (f"vanilla: {DASH}\n\nFigures:\n- vanilla on hand: 2 tubs\n- vanilla reorder point: 8 tubs\n"
+                           "- vanilla target: 8 tubs\n- vanilla unit cost: $3.00")
     assert result.prose == "vanilla: 7"  # the raw prose is kept for the record; the report is `text`
 
 
@@ -255,7 +259,11 @@ async def test_stop_tool_calls(shop, journal):
     assert [r.call_id for r in result.tool_results] == ["a", "c"]  # "b" was rejected but counted, "d" never ran
     assert ("run", "get_item", {"item": "strawberry"}) not in shop.events
     assert result.prose.startswith(NOTICE_TOOL_CALLS)
-    assert result.text.endswith("- vanilla on hand: 2 tubs\n- chocolate on hand: 12 tubs")
+    # a run stopped by a limit lists every figure of the calls that ran (its notice cites none)
+    assert result.text.endswith("- vanilla on hand: 2 tubs\n- vanilla reorder point: 8 tubs\n- vanilla target: 8 tubs\n"
+                                "- vanilla unit cost: $3.00\n- chocolate on hand: 12 tubs\n"
+                                "- chocolate reorder point: 6 tubs\n- chocolate target: 12 tubs\n"
+                                "- chocolate unit cost: $2.50")
 
 
 async def test_stop_seconds_checked_before_each_tool_call(shop, journal):

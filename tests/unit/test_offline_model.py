@@ -74,10 +74,9 @@ async def test_opening_brief():
     shop = FakeShop()  # stock vanilla 2/8/8/300, chocolate 12/6/12/250, strawberry 1/5/5/200
     result = await ask(shop, "Prepare the opening brief")
     assert result.stop_reason == "answered"
-    assert result.prose == "Opening brief: vanilla needs 6 tubs, strawberry needs 4 tubs; total 2600 cents."
+    assert result.prose == "Opening brief: vanilla needs 6 tubs, strawberry needs 4 tubs; total $26.00."
     assert result.text.startswith(result.prose + "\n\nFigures:\n")  # every number kept: each is a figure
-    for line in ("- vanilla reorder quantity: 6 tubs", "- strawberry reorder quantity: 4 tubs",
-                 "- reorder total: 2600 cents"):
+    for line in ("- vanilla quantity: 6 tubs", "- strawberry quantity: 4 tubs", "- total: $26.00"):
         assert line in result.text
     assert runs(shop) == [("reorder_need", {"item": None})]  # the tool computes the total, not the model
     assert result.model_calls == 2
@@ -86,8 +85,8 @@ async def test_opening_brief():
 async def test_opening_brief_when_reorder_need_wants_an_item():
     shop = FakeShop(need_for_all=False)
     result = await ask(shop, "Prepare the opening brief")
-    assert result.prose == ("Opening brief: vanilla needs 6 tubs (1800 cents), "
-                            "strawberry needs 4 tubs (800 cents).")
+    assert result.prose == ("Opening brief: vanilla needs 6 tubs ($18.00), "
+                            "strawberry needs 4 tubs ($8.00).")
     assert DASH not in result.text  # every number in the prose is backed by a figure
     # C13: no tool returned the total (2600), so the model does not state it
     assert "2600" not in result.text
@@ -109,7 +108,7 @@ async def test_reorder_proposes_once_per_low_item_without_an_open_proposal():
     result = await ask(shop, "reorder")
     assert runs(shop, "propose_order") == [("propose_order", {"item": "strawberry", "quantity": 4})]
     assert [r[0] for r in runs(shop)] == ["list_stock", "reorder_need", "draft_order", "propose_order"]
-    assert result.prose == ("Proposed: strawberry 4 tubs for 800 cents, awaiting your approval.\n"
+    assert result.prose == ("Proposed: strawberry 4 tubs for $8.00, awaiting your approval.\n"
                             "vanilla already has an open proposal awaiting your approval.")
     assert DASH not in result.text
     assert [r.effect for r in result.tool_results] == ["read", "read", "internal", "external"]
@@ -120,7 +119,7 @@ async def test_reorder_every_low_item_then_nothing_left_to_reorder():
     result = await ask(shop, "Please reorder what we need")
     assert runs(shop, "propose_order") == [("propose_order", {"item": "vanilla", "quantity": 6}),
                                            ("propose_order", {"item": "strawberry", "quantity": 4})]
-    assert "Proposed: vanilla 6 tubs for 1800 cents" in result.prose
+    assert "Proposed: vanilla 6 tubs for $18.00" in result.prose
     assert result.model_calls == 5 and result.stop_reason == "answered"
 
     shop.events.clear()

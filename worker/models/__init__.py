@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from worker.models.base import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TIMEOUT_S,
     Message,
     Model,
     ModelConfigFault,
@@ -9,6 +11,7 @@ from worker.models.base import (
     ModelRefused,
     ModelTransient,
     ModelTurn,
+    SystemPrompt,
     ToolCall,
     ToolSpec,
 )
@@ -16,17 +19,18 @@ from worker.models.offline import OfflineModel
 
 __all__ = [
     "Message", "Model", "ModelConfigFault", "ModelError", "ModelRefused", "ModelTransient", "ModelTurn",
-    "OfflineModel", "ToolCall", "ToolSpec", "load_model",
+    "OfflineModel", "SystemPrompt", "ToolCall", "ToolSpec", "load_model",
 ]
 
 SPEC_HELP = "expected 'offline', 'openai:<model>' or 'anthropic:<model>'"
 
 
 def load_model(spec: str, *, base_url: str | None = None, api_key: str | None = None,
-               timeout: float = 60.0) -> Model:
+               timeout: float = DEFAULT_TIMEOUT_S, max_tokens: int = DEFAULT_MAX_TOKENS) -> Model:
     """"offline" (also "" ), "openai:<model>" or "anthropic:<model>". Unknown spec: ValueError.
 
-    A missing API key (none given, none in the SDK's environment variable) raises ModelConfigFault.
+    A missing API key (none given, none in the SDK's environment variable) raises ModelConfigFault, unless a
+    base URL is given (a local server such as Ollama or llama.cpp needs none).
     """
     text = (spec or "").strip()
     if text in ("", "offline"):
@@ -36,9 +40,10 @@ def load_model(spec: str, *, base_url: str | None = None, api_key: str | None = 
     if provider == "openai" and model:
         from worker.models.openai_chat import OpenAIChatModel
 
-        return OpenAIChatModel(model, base_url=base_url, api_key=api_key, timeout=timeout)
+        return OpenAIChatModel(model, base_url=base_url, api_key=api_key, timeout=timeout, max_tokens=max_tokens)
     if provider == "anthropic" and model:
         from worker.models.anthropic_messages import AnthropicMessagesModel
 
-        return AnthropicMessagesModel(model, base_url=base_url, api_key=api_key, timeout=timeout)
+        return AnthropicMessagesModel(model, base_url=base_url, api_key=api_key, timeout=timeout,
+                                      max_tokens=max_tokens)
     raise ValueError(f"unknown model spec {spec!r}: {SPEC_HELP}")

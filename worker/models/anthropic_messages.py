@@ -1,23 +1,32 @@
 """Anthropic Messages adapter.
 
-max_retries=0 (the worker's release is the only retry) and max_tokens set (1024 by default) so the SDK sends a
-plain, non-streamed request. Provider-neutral history is converted to what the Messages API requires: roles
+max_retries=0 (the worker's release is the only retry) and max_tokens set (SHOPBOT_MODEL_MAX_TOKENS, 1024 by
+default) so the SDK sends a plain, non-streamed request. A two-block system prompt (worker/prompts.py) goes as two
+system blocks, the stable one marked `cache_control: ephemeral` (the cache covers the tools and that block) and
+today's date after the breakpoint. A server at a base URL needs no key (the placeholder NO_KEY is sent).
+Stop reasons `refusal` and `model_context_window_exceeded` are reported as what they are.
+Provider-neutral history is converted to what the Messages API requires: roles
 alternate (consecutive messages of one role are merged), tool results are `tool_result` blocks grouped in one
 user message placed before any user text, the first message is a user message, and no text block is empty.
 """
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import anthropic
 
 from worker.models.base import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TIMEOUT_S,
+    NO_KEY,
     Message,
     ModelConfigFault,
     ModelTransient,
     ModelTurn,
+    SystemPrompt,
     ToolCall,
     ToolSpec,
     error_for_status,
@@ -86,10 +95,12 @@ def _detail(exc: Exception) -> str:
 
 class AnthropicMessagesModel:
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 timeout: float = 60.0, max_tokens: int = 1024) -> None:
+                 timeout: float = DEFAULT_TIMEOUT_S, max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
         self.model = model
         self.name = f"anthropic:{model}"
         self.max_tokens = max_tokens
+        if base_url and not api_key and not os.environ.get("ANTHROPIC_API_KEY"):
+            api_key = NO_KEY
         try:
             self._client = anthropic.AsyncAnthropic(
                 base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout
@@ -110,7 +121,13 @@ class AnthropicMessagesModel:
             "max_tokens": self.max_tokens,
             "messages": to_anthropic_messages(messages),
         }
-        if system:
+        if isinstance(system, SystemPrompt) and system.cached:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": system.cached,
+                                             "cache_control": {"type": "ephemeral"}}]
+            if system.turn:
+                blocks.append({"type": "text", "text": system.turn})
+            request["system"] = blocks
+        elif system:
             request["system"] = system
         if tools:
             request["tools"] = to_anthropic_tools(tools)
@@ -145,4 +162,7 @@ class AnthropicMessagesModel:
             input_tokens=(getattr(usage, "input_tokens", None) or 0) if usage else 0,
             output_tokens=(getattr(usage, "output_tokens", None) or 0) if usage else 0,
             truncated=getattr(response, "stop_reason", None) == "max_tokens",
+            stop={"max_tokens": "length", "tool_use": "tool_calls", "refusal": "refusal",
+                  "model_context_window_exceeded": "context_window"}.get(  # type: ignore[arg-type]
+                      getattr(response, "stop_reason", None) or "", "end"),
         )

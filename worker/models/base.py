@@ -29,11 +29,31 @@ class Message:
     is_error: bool = False
 
 
+class SystemPrompt(str):
+    """A system prompt in two blocks: `cached` (stable from turn to turn: the shop) and `turn` (today's date and
+    time). As a str it is both, joined by a blank line, so a model that knows no blocks reads it whole; the
+    Anthropic adapter sends two system blocks with the cache breakpoint after the first."""
+
+    cached: str
+    turn: str
+
+    def __new__(cls, cached: str, turn: str = "") -> SystemPrompt:
+        obj = super().__new__(cls, f"{cached}\n\n{turn}" if cached and turn else cached or turn)
+        obj.cached, obj.turn = cached, turn
+        return obj
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
     description: str
     parameters: dict  # JSON schema of the arguments object
+
+
+StopKind = Literal["end", "tool_calls", "length", "content_filter", "refusal", "context_window"]
+NO_KEY = "no-key"   # sent as the key to a server at SHOPBOT_MODEL_BASE_URL when none is set (it needs none)
+DEFAULT_MAX_TOKENS = 1024
+DEFAULT_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +63,8 @@ class ModelTurn:
     input_tokens: int = 0
     output_tokens: int = 0
     truncated: bool = False  # the provider stopped at its output-length limit
+    stop: StopKind = "end"   # why the provider stopped (a content filter, a refusal, a full context window, ...)
+
 
 
 @runtime_checkable
@@ -72,7 +94,21 @@ class ModelTransient(ModelError):
 
 
 class ModelRefused(ModelError):
-    """400/413/422 and other 4xx about this request: fail the turn with an explanation."""
+    """400/413/422 and other 4xx about this request: fail the turn with an explanation. `reason` is
+    "context_window" when the request was too long for the model's context window."""
+
+    def __init__(self, detail: str, *, status: int | None = None, reason: str | None = None) -> None:
+        super().__init__(detail, status=status)
+        self.reason = reason
+
+
+_CONTEXT_WORDS = ("context_length_exceeded", "context length", "context window", "maximum context", "too many tokens",
+                  "prompt is too long", "exceed_context_size", "exceeds the available context")
+
+
+def is_context_overflow(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in _CONTEXT_WORDS)
 
 
 class ModelConfigFault(ModelError):
@@ -118,7 +154,7 @@ def error_for_status(
         return ModelTransient(detail, status=status, retry_after=parse_retry_after(headers))
     if status in (401, 402, 403, 404) or status < 400:  # a 3xx means a wrong base URL
         return ModelConfigFault(detail, status=status)
-    return ModelRefused(detail, status=status)
+    return ModelRefused(detail, status=status, reason="context_window" if is_context_overflow(detail) else None)
 
 
 def sdk_error_detail(provider: str, exc: Exception) -> str:

@@ -19,7 +19,7 @@ is read on its own, repeated requests are answered once):
 * `help` — what it can do. Anything else gets the same list with a "did not understand".
 
 Item names are learnt from `list_stock`, never hard-coded. Every number in its prose is copied from a tool
-result field that the shop's figures expose (on_hand, quantity, cost_cents, total_cents), so C13 keeps them;
+result (on_hand, quantity, cost, total: money as the tools show it, e.g. `$6.00`), so C13 keeps them;
 it never states a number it computed itself (a total is stated only when a tool returned it).
 """
 from __future__ import annotations
@@ -199,7 +199,7 @@ def _brief_for_all(results: _Results) -> str:
     if not needs:
         return "Opening brief: every item is at or above its reorder point."
     parts = [f"{n['item']} needs {n.get('quantity')} {n.get('unit', '')}".rstrip() for n in needs]
-    total = f"; total {answer.data['total_cents']} cents" if "total_cents" in answer.data else ""
+    total = f"; total {answer.data['total']}" if "total" in answer.data else ""
     return "Opening brief: " + ", ".join(parts) + total + "."
 
 
@@ -220,7 +220,7 @@ def _brief(results: _Results) -> str:
             parts.append(f"{item['item']}: could not work out the need ({need.error})")
             continue
         d = need.data
-        cost = f" ({d['cost_cents']} cents)" if "cost_cents" in d else ""
+        cost = f" ({d['cost']})" if "cost" in d else ""
         parts.append((f"{d.get('item', item['item'])} needs {d.get('quantity')} "
                       f"{d.get('unit', item.get('unit', ''))}").rstrip() + cost)
     return "Opening brief: " + ", ".join(parts) + "."
@@ -266,7 +266,7 @@ def _reorder(results: _Results, line: str = "") -> str:
             elif p.get("state") == "awaiting_approval":
                 lines.append(
                     f"Proposed: {p.get('item', item['item'])} {p.get('quantity')} {unit}".rstrip()
-                    + f" for {p.get('total_cents')} cents, awaiting your approval."
+                    + f" for {p.get('total')}, awaiting your approval."
                 )
             else:
                 reason = p.get("reason") or "no reason given"

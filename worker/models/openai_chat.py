@@ -2,10 +2,16 @@
 
 The SDK is built with max_retries=0: the worker's release of the turn (C9) is the only retry, so one
 complete() is at most one HTTP request. Errors are mapped by HTTP status in base.error_for_status.
+Every request carries the output cap: `max_completion_tokens` for OpenAI itself (its newer models refuse
+`max_tokens`), `max_tokens` for a server at a base URL (llama.cpp, Ollama, vLLM read that one). A server at a
+base URL needs no key: without one the placeholder NO_KEY is sent. The system prompt is one system message, its
+stable part first and today's date last, so a provider's prefix cache keeps the stable part (some local chat
+templates accept only one system message, at the start).
 """
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -13,10 +19,14 @@ from typing import Any
 import openai
 
 from worker.models.base import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TIMEOUT_S,
+    NO_KEY,
     Message,
     ModelConfigFault,
     ModelTransient,
     ModelTurn,
+    StopKind,
     ToolCall,
     ToolSpec,
     error_for_status,
@@ -74,9 +84,13 @@ def _detail(exc: Exception) -> str:
 
 class OpenAIChatModel:
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = DEFAULT_TIMEOUT_S, max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
         self.model = model
         self.name = f"openai:{model}"
+        self.max_tokens = max_tokens
+        self.cap_key = "max_tokens" if base_url else "max_completion_tokens"
+        if base_url and not api_key and not os.environ.get("OPENAI_API_KEY"):
+            api_key = NO_KEY
         try:
             self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
         except openai.OpenAIError as exc:  # no key given and none in the environment
@@ -86,7 +100,8 @@ class OpenAIChatModel:
         await self._client.close()
 
     async def complete(self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelTurn:
-        request: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(system, messages)}
+        request: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(system, messages),
+                                   self.cap_key: self.max_tokens}
         if tools:
             request["tools"] = to_openai_tools(tools)
         try:
@@ -107,7 +122,8 @@ class OpenAIChatModel:
         message = getattr(choice, "message", None)
         if message is None:
             raise ModelTransient("openai: the response's choice has no message")
-        text = message.content or getattr(message, "refusal", None) or ""
+        refusal = getattr(message, "refusal", None)
+        text = message.content or refusal or ""
         calls = []
         for call in message.tool_calls or []:
             # a custom (non-function) tool call names a tool we never offered: the loop answers it as unknown
@@ -124,4 +140,12 @@ class OpenAIChatModel:
             input_tokens=(getattr(usage, "prompt_tokens", None) or 0) if usage else 0,
             output_tokens=(getattr(usage, "completion_tokens", None) or 0) if usage else 0,
             truncated=choice.finish_reason == "length",
+            stop=_stop(choice.finish_reason, refusal, calls),
         )
+
+
+def _stop(finish_reason: str | None, refusal: str | None, calls: list) -> StopKind:
+    if refusal:
+        return "refusal"
+    return {"length": "length", "content_filter": "content_filter", "tool_calls": "tool_calls",
+            "function_call": "tool_calls"}.get(finish_reason or "", "tool_calls" if calls else "end")

@@ -2,6 +2,7 @@
 
 `read` tools only look; `draft_order` (internal) records a draft tied to the run; `propose_order` (external, C11)
 records a typed proposal and completes its operation in the same transaction, and never contacts anyone.
+Their figures are collected by the registry from the results themselves (worker/tools/registry.py, C13).
 """
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from store import Policy, Store, UnknownTarget
-from worker.figures import Figure
 from worker.tools.registry import Tool, ToolError, ToolRegistry
 
 
@@ -26,6 +26,7 @@ class TurnContext:
     completed_calls: set[str] = field(default_factory=set)   # operations a tool already completed itself (C11)
     current_call: str | None = None
     policy: Policy | None = None                              # the shop's rules, checked before the owner sees it
+    timezone: str = "UTC"                                     # the shop's time zone (dates the tools give)
 
 
 class NoArgs(BaseModel):
@@ -108,48 +109,16 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict:
     return result
 
 
-def _stock_figures(result: dict) -> list[Figure]:
-    return [Figure(f"{i['item']} on hand", i["on_hand"], i["unit"]) for i in result["items"]]
-
-
-def _item_figures(result: dict) -> list[Figure]:
-    return [Figure(f"{result['item']} on hand", result["on_hand"], result["unit"])]
-
-
-def _need_figures(result: dict) -> list[Figure]:
-    needs = result["items"] if "items" in result else [result]
-    figures = []
-    for n in needs:
-        figures += [Figure(f"{n['item']} on hand", n["on_hand"], n["unit"]),
-                    Figure(f"{n['item']} to order", n["quantity"], n["unit"]),
-                    Figure(f"{n['item']} cost", n["cost_cents"], "cents")]
-    if "total_cents" in result:
-        figures.append(Figure("total cost", result["total_cents"], "cents"))
-    return figures
-
-
-def _draft_figures(result: dict) -> list[Figure]:
-    return [Figure(f"draft {result['item']}", result["quantity"], result["unit"]),
-            Figure(f"draft {result['item']} cost", result["cost_cents"], "cents")]
-
-
-def _proposal_figures(result: dict) -> list[Figure]:
-    return [Figure(f"proposal #{result['proposal_id']} {result['item']}", result["quantity"], result["unit"]),
-            Figure(f"proposal #{result['proposal_id']} total", result["total_cents"], "cents")]
-
-
 def shop_registry() -> ToolRegistry:
     return ToolRegistry([
         Tool("list_stock", "Every item with stock on hand, reorder point, target and unit cost.", NoArgs, list_stock,
-             "read", _stock_figures),
-        Tool("get_item", "One item's stock on hand, reorder point, target and unit cost.", ItemArgs, get_item, "read",
-             _item_figures),
+             "read"),
+        Tool("get_item", "One item's stock on hand, reorder point, target and unit cost.", ItemArgs, get_item, "read"),
         Tool("reorder_need", "Quantity and cost to bring an item to its target; without an item, every item below "
-             "its reorder point and the total cost.", NeedArgs, reorder_need, "read", _need_figures),
-        Tool("draft_order", "Record a draft order line (nothing is sent).", OrderArgs, draft_order, "internal",
-             _draft_figures),
+             "its reorder point and the total cost.", NeedArgs, reorder_need, "read"),
+        Tool("draft_order", "Record a draft order line (nothing is sent).", OrderArgs, draft_order, "internal"),
         Tool("propose_order", "Propose an order to the supplier for the owner to approve. Nothing is sent until the "
-             "owner approves it.", OrderArgs, propose_order, "external", _proposal_figures),
+             "owner approves it.", OrderArgs, propose_order, "external"),
     ])
 
 

@@ -1,0 +1,150 @@
+"""Tools that answer a shop's questions from its records (all `read`): how fast items sell, how long the stock lasts,
+what is on order, the latest till counts, the proposals awaiting a decision.
+
+Sales come from the stock records the till counts already make (store/insights.py): the decreases between
+consecutive records of an item; increases are restocks, never negative sales. The rate is units sold per day over
+the window, measured from the window's start or from the item's first record when that is later. Days of cover
+are stock on hand divided by that rate; an item with no sales in the window has no cover figure ("no sales
+recorded"), never an infinite one. Every number of a result becomes a figure through the registry (C13).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from store import from_text
+from worker.tools.registry import Tool, ToolError
+from worker.tools.shop import TurnContext
+
+DEFAULT_WINDOW_DAYS = 14
+MIN_BASIS_HOURS = 1.0     # less history than this gives no rate
+
+
+class WindowArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str | None = Field(default=None, description="item name; omit it for every item")
+    days: int = Field(default=DEFAULT_WINDOW_DAYS, ge=1, le=365, description="the window: the last this many days")
+
+
+class ItemFilter(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str | None = Field(default=None, description="item name; omit it for every item")
+
+
+class CountsArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str | None = Field(default=None, description="item name; omit it for every item")
+    limit: int = Field(default=10, ge=1, le=50, description="how many counts, newest first")
+
+
+class NoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+async def _item_name(ctx: TurnContext, name: str | None) -> str | None:
+    if name is None or not name.strip():
+        return None
+    item = await ctx.store.shop_item(name.strip().lower())
+    if item is None:
+        known = ", ".join(i["item"] for i in await ctx.store.shop_items())
+        raise ToolError(f"unknown item {name!r}; the shop has: {known}")
+    return item["item"]
+
+
+def _rate(row: dict, since: datetime, now: datetime) -> tuple[float | None, float, datetime | None]:
+    """(units sold per day, unrounded, or None; the basis in days; where the basis starts)."""
+    if row["first_record_at"] is None:
+        return None, 0.0, None
+    start = max(since, from_text(row["first_record_at"]))
+    basis_days = (now - start).total_seconds() / 86400
+    if basis_days * 24 < MIN_BASIS_HOURS:
+        return None, basis_days, start
+    return row["sold"] / basis_days, basis_days, start
+
+
+async def _sales(ctx: TurnContext, item: str | None, days: int) -> list[dict]:
+    now = ctx.store.clock.now()
+    since = now - timedelta(days=days)
+    zone = ZoneInfo(ctx.timezone)
+    rows = []
+    for row in await ctx.store.sales(since, now, await _item_name(ctx, item)):
+        rate, basis_days, start = _rate(row, since, now)
+        entry = {"item": row["item"], "unit": row["unit"], "sold": row["sold"], "restocked": row["restocked"],
+                 "sold_per_day": None if rate is None else round(rate, 2), "exact_rate": rate,
+                 "basis_days": round(basis_days, 1),
+                 "since": start.astimezone(zone).date() if start else None, "on_hand": row["on_hand"]}
+        if rate is None:
+            entry["note"] = "too little stock history for a rate" if start else "no stock records"
+        elif row["sold"] == 0:
+            entry["note"] = "no sales recorded in the window"
+        rows.append(entry)
+    return rows
+
+
+async def sales_rate(args: WindowArgs, ctx: TurnContext) -> dict:
+    rows = await _sales(ctx, args.item, args.days)
+    for row in rows:
+        row.pop("on_hand")
+        row.pop("exact_rate")
+    return {"window_days": args.days, "items": rows}
+
+
+async def days_of_cover(args: WindowArgs, ctx: TurnContext) -> dict:
+    rows = await _sales(ctx, args.item, args.days)
+    ordered: dict[str, int] = {}
+    for order in await ctx.store.on_order(await _item_name(ctx, args.item)):
+        ordered[order["item"]] = ordered.get(order["item"], 0) + order["quantity"]
+    now = ctx.store.clock.now().astimezone(ZoneInfo(ctx.timezone))
+    out = []
+    for row in rows:
+        rate = row["exact_rate"]
+        entry = {"item": row["item"], "unit": row["unit"], "on_hand": row["on_hand"],
+                 "on_order": ordered.get(row["item"], 0), "sold_per_day": row["sold_per_day"],
+                 "basis_days": row["basis_days"],
+                 "since": row["since"]}
+        if rate:
+            cover = row["on_hand"] / rate
+            entry["days_of_cover"] = round(cover, 1)
+            entry["runs_out_on"] = (now + timedelta(days=cover)).date()
+            if entry["on_order"]:
+                entry["days_of_cover_with_on_order"] = round((row["on_hand"] + entry["on_order"]) / rate, 1)
+        else:
+            entry["days_of_cover"] = None
+            entry["note"] = row.get("note", "no sales recorded in the window")
+        out.append(entry)
+    return {"window_days": args.days, "items": out}
+
+
+async def on_order(args: ItemFilter, ctx: TurnContext) -> dict:
+    orders = await ctx.store.on_order(await _item_name(ctx, args.item))
+    return {"orders": [{"proposal_id": o["proposal_id"], "item": o["item"], "unit": o["unit"] or "",
+                        "quantity": o["quantity"], "total_cents": o["total_cents"], "approved_at": o["decided_at"],
+                        "delivery": o["action_state"] or "waiting for the supplier"} for o in orders]}
+
+
+async def recent_counts(args: CountsArgs, ctx: TurnContext) -> dict:
+    counts = await ctx.store.recent_counts(await _item_name(ctx, args.item), args.limit)
+    return {"counts": [{"item": c["item"], "unit": c["unit"], "before": c["old_on_hand"], "counted": c["new_on_hand"],
+                        "at": c["created_at"], "till_request": c["source"]} for c in counts]}
+
+
+async def open_proposals(args: NoArgs, ctx: TurnContext) -> dict:
+    rows = await ctx.store.open_proposals()
+    return {"proposals": [{"proposal_id": p["proposal_id"], "item": p["item"], "unit": p["unit"] or "",
+                           "quantity": p["quantity"], "total_cents": p["total_cents"], "proposed_at": p["created_at"],
+                           "expires_at": p["expires_at"]} for p in rows]}
+
+
+def insight_tools() -> list[Tool]:
+    return [
+        Tool("sales_rate", "Units sold per day of an item (or every item) over the last N days (default 14), from the "
+             "till counts: sold, restocked, the rate and the date its basis starts.", WindowArgs, sales_rate, "read"),
+        Tool("days_of_cover", "How many days the stock on hand lasts at the recent sales rate, the date it runs out, "
+             "and what is on order.", WindowArgs, days_of_cover, "read"),
+        Tool("on_order", "Approved supplier orders not yet received.", ItemFilter, on_order, "read"),
+        Tool("recent_counts", "The latest till counts, newest first: stock before and counted.", CountsArgs,
+             recent_counts, "read"),
+        Tool("open_proposals", "Order proposals awaiting the owner's approval.", NoArgs, open_proposals, "read"),
+    ]
