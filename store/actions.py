@@ -8,6 +8,7 @@ import secrets
 import sqlite3
 from dataclasses import dataclass
 
+from . import orders
 from .errors import IllegalTransition, UnknownTarget
 from .moves import move
 
@@ -45,9 +46,10 @@ def reserved_on(conn: sqlite3.Connection, day: str) -> int:
 
 
 def approve(conn: sqlite3.Connection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
-            supplier_destination: str) -> Decision:
-    """One transaction: the proposal's state change, the spending reservation and the action row with a random
-    128-bit idempotency key. A proposal that no longer awaits approval changes nothing and says so."""
+            supplier_destination: str, lead_time_days: int = orders.DEFAULT_LEAD_TIME_DAYS) -> Decision:
+    """One transaction: the proposal's state change, the spending reservation, the action row with a random
+    128-bit idempotency key, and the order, on order from now and due after the supplier's lead time. A proposal
+    that no longer awaits approval changes nothing and says so."""
     p = proposal(conn, proposal_id)
     if p is None:
         return Decision(False, "This proposal does not exist.")
@@ -72,6 +74,7 @@ def approve(conn: sqlite3.Connection, proposal_id: int, by: str, now: str, day: 
         "VALUES (?, ?, ?, ?, ?, ?)",
         (proposal_id, secrets.token_hex(16), supplier_destination, json.dumps(payload, sort_keys=True), now,
          now)).lastrowid
+    orders.create(conn, proposal_id, p["item"], p["quantity"], now, lead_time_days)
     return Decision(True, f"Approved #{proposal_id}: {p['quantity']} {p['item']} for {p['total_cents']} cents. "
                           "I am sending the order to the supplier and will tell you when it is confirmed.", action_id)
 
@@ -123,6 +126,8 @@ def _move(conn: sqlite3.Connection, action_id: int, expect: str, new: str, now: 
 
 
 def _release_spending(conn: sqlite3.Connection, action_id: int, now: str) -> None:
+    """A failed or voided action: its spending is released and its order is not on order any more."""
+    orders.cancel_for_action(conn, action_id, "its order was not placed", now)
     conn.execute("UPDATE spending SET state = 'released', updated_at = ? WHERE state = 'reserved' AND proposal_id = "
                  "(SELECT proposal_id FROM actions WHERE action_id = ?)", (now, action_id))
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import actions, inbox, invariants, journal, migrations, outbox, recovery, shop, stats
+from . import actions, inbox, invariants, journal, migrations, orders, outbox, recovery, shop, stats
 from .clock import Clock, from_text, to_text
 from .connection import Database
 from .errors import SchemaTooOld
@@ -317,6 +317,33 @@ class Store:
             journal.op_finished(conn, run_id, call_id, "done", result, now)
             return result
         return await self.db.write(body)
+
+    # ---- on order (store/orders.py) ------------------------------------------------------------------------------
+    async def open_orders(self, item: str | None = None) -> list[dict]:
+        """Orders on order (all, or one item's), oldest first. Each: proposal_id, item, quantity, unit, approved_at,
+        due_at, action_state, receipt, and `status` (e.g. "confirmed by the supplier (their id SUP-1)")."""
+        return await self.db.read(orders.open_orders, item)
+
+    async def order(self, proposal_id: int) -> dict | None:
+        """One order in any state (on_order, received, not_arrived, cancelled), or None."""
+        return await self.db.read(orders.get, proposal_id)
+
+    async def receive_order(self, proposal_id: int, by: str) -> dict:
+        """The owner's Received in one transaction: the ordered quantity is added to the stock as a stock event of
+        kind 'received' and the order is settled. Raises UnknownTarget / IllegalTransition (nothing changes)."""
+        now = self.now()
+        return await self.db.write(lambda conn: orders.receive(conn, proposal_id, by, now))
+
+    async def order_not_arrived(self, proposal_id: int, by: str) -> dict:
+        """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""
+        now = self.now()
+        return await self.db.write(lambda conn: orders.not_arrived(conn, proposal_id, by, now))
+
+    async def stock_events(self, item: str, limit: int = 100) -> list[dict]:
+        """An item's latest stock events, oldest first: event_id, kind ('seed', 'count', 'sync', 'restock',
+        'received'), old_on_hand, new_on_hand, source, created_at. Sales are the decreases between consecutive
+        events; 'restock' and 'received' events are deliveries, never negative sales."""
+        return await self.db.read(shop.stock_events, item, limit)
 
     # ---- actions (C11) ---------------------------------------------------------------------------------------
     async def due_actions(self, limit: int = 10) -> list[actions.Action]:

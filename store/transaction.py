@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from . import actions, inbox, outbox, producer_state, prompts, shop, stats
+from . import actions, inbox, orders, outbox, producer_state, prompts, shop, stats
 from .clock import from_text, to_text
 from .outbox import ReportDraft
 from .records import AdmitResult, Occurrence
@@ -78,8 +78,10 @@ class Transaction:
         return shop.proposals(self.conn, run_id)
 
     def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
-                         destination: str) -> actions.Decision:
-        decision = actions.approve(self.conn, proposal_id, by, self.now, day, day_max_cents, destination)
+                         destination: str, lead_time_days: int = orders.DEFAULT_LEAD_TIME_DAYS) -> actions.Decision:
+        """The owner's approval (C11): decision, spending, action row and the order (on order from now) together."""
+        decision = actions.approve(self.conn, proposal_id, by, self.now, day, day_max_cents, destination,
+                                   lead_time_days)
         if decision.action_id is not None:
             self._store.signals.actions.notify()
         return decision
@@ -107,3 +109,28 @@ class Transaction:
     def delivery_states(self, report_id: str) -> list[str]:
         return [r[0] for r in self.conn.execute(
             "SELECT state FROM deliveries WHERE report_id = ? ORDER BY part", (report_id,)).fetchall()]
+
+    # ---- on order (store/orders.py) ------------------------------------------------------------------------------
+    def order(self, proposal_id: int) -> dict | None:
+        """One order in any state, with its action's state and `status`; None when the proposal has no order."""
+        return orders.get(self.conn, proposal_id)
+
+    def open_orders(self, item: str | None = None) -> list[dict]:
+        """Orders on order, oldest first."""
+        return orders.open_orders(self.conn, item)
+
+    def overdue_orders(self) -> list[dict]:
+        """Orders still on order after the supplier's lead time."""
+        return orders.overdue(self.conn, self.now)
+
+    def receive_order(self, proposal_id: int, by: str) -> dict:
+        """The owner's Received: a 'received' stock event of the ordered quantity; the order is settled."""
+        return orders.receive(self.conn, proposal_id, by, self.now)
+
+    def order_not_arrived(self, proposal_id: int, by: str) -> dict:
+        """The owner's Not arrived: the order stops counting as on order; stock unchanged."""
+        return orders.not_arrived(self.conn, proposal_id, by, self.now)
+
+    def close_prompts(self, kind: str, target: str, decision: str, by: str) -> None:
+        """A decision taken through one prompt closes every other open prompt for the same target."""
+        prompts.close_for_target(self.conn, kind, target, decision, by, self.now)

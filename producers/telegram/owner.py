@@ -104,7 +104,18 @@ def unknown_buttons(tx: Transaction, report_id: str, chat_id: int) -> list[list[
     return [[("Resend", f"resend:{nonce}"), ("I have it", f"delivered:{nonce}")]]
 
 
-VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"}}
+def order_buttons(tx: Transaction, proposal_id: int, chat_id: int, *, not_arrived: bool = False
+                  ) -> list[list[tuple[str, str]]]:
+    """Received (and, once the lead time passed, Not arrived) for an order on order: a fresh nonce per message."""
+    nonce = tx.create_prompt("order", str(proposal_id), chat_id)
+    row = [("Received", f"received:{nonce}")]
+    if not_arrived:
+        row.append(("Not arrived", f"not_arrived:{nonce}"))
+    return [row]
+
+
+VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"},
+         "order": {"received", "not_arrived"}}
 
 
 @dataclass(frozen=True)
@@ -113,6 +124,7 @@ class ApprovalRules:
     timezone: str = "UTC"
     day_max_cents: int | None = None
     supplier_destination: str = "supplier:supplier"
+    lead_time_days: int = 3          # an order not received this long after its approval is asked about once
 
     def day(self, now_text: str) -> str:
         from zoneinfo import ZoneInfo
@@ -121,7 +133,38 @@ class ApprovalRules:
         return from_text(now_text).astimezone(ZoneInfo(self.timezone)).date().isoformat()
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What a press decided: the answer, whether a decision was recorded, and buttons the answer carries."""
+    text: str
+    decided: bool
+    buttons: list[list[tuple[str, str]]] | None = None
+
+
 def decide(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> tuple[str, bool]:
+    """`decide_press` as (answer, decided)."""
+    outcome = decide_press(tx, press, rules)
+    return outcome.text, outcome.decided
+
+
+def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: str) -> Outcome:
+    order = tx.order(proposal_id)
+    if order is None or order["state"] != "on_order":
+        tx.decide_prompt(nonce, "stale", by)
+        return Outcome(NO_LONGER_VALID, False)
+    tx.decide_prompt(nonce, verb, by)
+    tx.close_prompts("order", str(proposal_id), verb, by)
+    if verb == "received":
+        done = tx.receive_order(proposal_id, by)
+        return Outcome(f"Received order #{proposal_id}: {done['quantity']} {done['unit']} of {done['item']} added; "
+                       f"{done['item']} is now {done['new_on_hand']} {done['unit']} on hand.", True)
+    tx.order_not_arrived(proposal_id, by)
+    return Outcome(f"Noted: order #{proposal_id} ({order['quantity']} {order['unit']} of {order['item']}) has not "
+                   "arrived. I no longer count it as on order, so the stock watcher and reorder may propose "
+                   f"{order['item']} again. Check with the supplier before ordering twice.", True)
+
+
+def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> Outcome:
     """C8: a press counts only for a known prompt, from the chat it went to, while its target still awaits this
     decision; anything else is 'no longer valid' and changes nothing."""
     verb, _, nonce = press.data.partition(":")
@@ -129,35 +172,39 @@ def decide(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()
     if (prompt is None or prompt.chat_id != press.chat_id or prompt.decided_at is not None
             or verb not in VERBS.get(prompt.kind, ())
             or (prompt.expires_at is not None and prompt.expires_at <= tx.now)):
-        return NO_LONGER_VALID, False
+        return Outcome(NO_LONGER_VALID, False)
     by = f"owner:{press.user_id}"
     if prompt.kind == "unknown":
         if not tx.unknown_prompt_open(prompt.target):
             tx.decide_prompt(nonce, "stale", by)
-            return NO_LONGER_VALID, False
+            return Outcome(NO_LONGER_VALID, False)
         tx.decide_prompt(nonce, verb, by)
         tx.resolve(prompt.target, verb, by)
         if verb == "resend":
-            return f"OK, I will send {prompt.target} once more.", True
-        return f"Thanks, noted that you have {prompt.target}.", True
+            return Outcome(f"OK, I will send {prompt.target} once more.", True)
+        return Outcome(f"Thanks, noted that you have {prompt.target}.", True)
     if prompt.kind == "proposal":
         proposal_id = int(prompt.target)
         if verb == "approve":
             decision = tx.approve_proposal(proposal_id, by, day=rules.day(tx.now), day_max_cents=rules.day_max_cents,
-                                           destination=rules.supplier_destination)
+                                           destination=rules.supplier_destination,
+                                           lead_time_days=rules.lead_time_days)
         else:
             decision = tx.reject_proposal(proposal_id, by)
         if decision.ok:
             tx.decide_prompt(nonce, verb, by)
-        return decision.text, decision.ok
+        buttons = order_buttons(tx, proposal_id, press.chat_id) if decision.ok and verb == "approve" else None
+        return Outcome(decision.text, decision.ok, buttons)
+    if prompt.kind == "order":
+        return _order_press(tx, nonce, verb, int(prompt.target), by)
     if prompt.kind == "forget":
         tx.decide_prompt(nonce, verb, by)
         if verb == "keep":
-            return "OK, I keep this conversation.", True
+            return Outcome("OK, I keep this conversation.", True)
         deleted, cancelled = tx.forget(prompt.target, by)
-        return (f"Forgotten: {deleted} remembered message(s) deleted"
-                + (f", {cancelled} waiting request(s) cancelled." if cancelled else ".")), True
-    return NO_LONGER_VALID, False
+        return Outcome(f"Forgotten: {deleted} remembered message(s) deleted"
+                       + (f", {cancelled} waiting request(s) cancelled." if cancelled else "."), True)
+    return Outcome(NO_LONGER_VALID, False)
 
 
 def admit_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> PressResult:
@@ -165,10 +212,10 @@ def admit_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRu
     decided: list[bool] = []
 
     def reply(t: Transaction, work_id: int) -> ReportDraft:
-        text, made = decide(t, press, rules)
-        answer.append(text)
-        decided.append(made)
-        return ReportDraft(text, destination=f"tg:{press.chat_id}")
+        outcome = decide_press(t, press, rules)
+        answer.append(outcome.text)
+        decided.append(outcome.decided)
+        return ReportDraft(outcome.text, destination=f"tg:{press.chat_id}", buttons=outcome.buttons)
     result = tx.admit_answered(Occurrence(f"cb:{press.callback_id}", f"tg:{press.chat_id}", press.data,
                                           WorkKind.CONTROL, f"tg:{press.chat_id}"), reply)
     if result.outcome is not Admission.ACCEPTED:     # a redelivered press: already answered

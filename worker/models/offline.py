@@ -135,10 +135,18 @@ def _items(stock: _Res) -> list[dict] | None:
 
 
 def _low(item: dict) -> bool:
+    """Below the reorder point by the stock position (on hand plus on order) when the tool gives it."""
     try:
-        return item["on_hand"] < item["reorder_point"]
+        return item.get("position", item["on_hand"]) < item["reorder_point"]
     except (KeyError, TypeError):
         return False
+
+
+def _on_order(data: dict) -> str:
+    """`, 6 tubs on order` when the tool says something is on order (the figures name the order and its state)."""
+    quantity = data.get("on_order")
+    return f", {quantity} {data.get('unit', '')}".rstrip() + " on order" if isinstance(quantity, int) and quantity \
+        else ""
 
 
 def _names_in(line: str, names: list[str]) -> list[str]:
@@ -156,7 +164,8 @@ def _stock_error(stock: _Res) -> str:
 
 def _stock_summary(items: list[dict]) -> str:
     parts = [
-        f"{i['item']} {i.get('on_hand')} {i.get('unit', '')}".rstrip() + (" (below reorder point)" if _low(i) else "")
+        f"{i['item']} {i.get('on_hand')} {i.get('unit', '')}".rstrip() + _on_order(i).replace(",", " +", 1)
+        + (" (below reorder point)" if _low(i) else "")
         for i in items
     ]
     return "Stock: " + (", ".join(parts) if parts else "no items") + "."
@@ -172,7 +181,8 @@ def _query(line: str, results: _Results) -> str:
     if named:
         answers = results.get_all([("get_item", {"item": n}) for n in named])
         return "\n".join(
-            f"{r.data.get('item', n)}: {r.data.get('on_hand')} {r.data.get('unit', '')}".rstrip() + " on hand."
+            f"{r.data.get('item', n)}: {r.data.get('on_hand')} {r.data.get('unit', '')}".rstrip() + " on hand"
+            + _on_order(r.data) + "."
             if r.ok else f"I could not check {n}: {r.error}."
             for n, r in zip(named, answers)
         )
@@ -184,7 +194,7 @@ def _query(line: str, results: _Results) -> str:
     answer = results.get("get_item", item=words[0])
     if answer.ok:
         return (f"{answer.data.get('item', words[0])}: {answer.data.get('on_hand')} "
-                f"{answer.data.get('unit', '')}").rstrip() + " on hand."
+                f"{answer.data.get('unit', '')}").rstrip() + " on hand" + _on_order(answer.data) + "."
     if any(name in answer.error for name in names):  # the tool's error already lists the items
         return f"I could not find {words[0]}: {answer.error}."
     return f"I could not find {words[0]}: {answer.error}. Items I know: {', '.join(names) or 'none'}."

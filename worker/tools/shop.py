@@ -48,9 +48,14 @@ class OrderArgs(BaseModel):
     quantity: int = Field(gt=0, le=100000, description="how many units")
 
 
-def _public(item: dict) -> dict:
-    return {key: item[key] for key in ("item", "on_hand", "reorder_point", "target", "unit_cost_cents", "unit",
-                                       "open_proposal")}
+def _public(item: dict, orders: list[dict] | None = None) -> dict:
+    """What the model sees of an item: stock on hand, what is on order (approved orders not yet received) and the
+    position (on hand plus on order), which is what reorder decisions look at."""
+    public = {key: item[key] for key in ("item", "on_hand", "on_order", "position", "reorder_point", "target",
+                                         "unit_cost_cents", "unit", "open_proposal")}
+    public["orders"] = [{"order": o["proposal_id"], "quantity": o["quantity"], "status": o["status"]}
+                        for o in (orders or []) if o["item"] == item["item"]]
+    return public
 
 
 async def _item(ctx: TurnContext, name: str) -> dict:
@@ -62,24 +67,30 @@ async def _item(ctx: TurnContext, name: str) -> dict:
 
 
 def _need(item: dict) -> dict:
-    quantity = max(0, item["target"] - item["on_hand"])
-    return {"item": item["item"], "on_hand": item["on_hand"], "target": item["target"], "quantity": quantity,
+    """What brings the item's position (on hand plus on order) to its target; nothing while its position is at or
+    above the reorder point (an order on order is never proposed twice)."""
+    low = item["position"] < item["reorder_point"]
+    quantity = max(0, item["target"] - item["position"]) if low else 0
+    return {"item": item["item"], "on_hand": item["on_hand"], "on_order": item["on_order"],
+            "position": item["position"], "target": item["target"], "quantity": quantity,
             "unit_cost_cents": item["unit_cost_cents"], "cost_cents": quantity * item["unit_cost_cents"],
-            "below_reorder_point": item["on_hand"] < item["reorder_point"], "unit": item["unit"]}
+            "below_reorder_point": low, "unit": item["unit"]}
 
 
 async def list_stock(args: NoArgs, ctx: TurnContext) -> dict:
-    return {"items": [_public(i) for i in await ctx.store.shop_items()], "currency": ctx.currency}
+    orders = await ctx.store.open_orders()
+    return {"items": [_public(i, orders) for i in await ctx.store.shop_items()], "currency": ctx.currency}
 
 
 async def get_item(args: ItemArgs, ctx: TurnContext) -> dict:
-    return _public(await _item(ctx, args.item))
+    item = await _item(ctx, args.item)
+    return _public(item, await ctx.store.open_orders(item["item"]))
 
 
 async def reorder_need(args: NeedArgs, ctx: TurnContext) -> dict:
     if args.item:
         return _need(await _item(ctx, args.item))
-    needs = [_need(i) for i in await ctx.store.shop_items() if i["on_hand"] < i["reorder_point"]]
+    needs = [_need(i) for i in await ctx.store.shop_items() if i["position"] < i["reorder_point"]]
     return {"items": needs, "total_cents": sum(n["cost_cents"] for n in needs), "currency": ctx.currency}
 
 
@@ -108,20 +119,32 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict:
     return result
 
 
+def _on_order_figures(item: dict) -> list[Figure]:
+    """`vanilla on order (order #2, confirmed by the supplier): 6 tubs`, one per open order."""
+    return [Figure(f"{item['item']} on order (order #{o['order']}, {o['status']})", o["quantity"], item["unit"])
+            for o in item.get("orders", ())]
+
+
 def _stock_figures(result: dict) -> list[Figure]:
-    return [Figure(f"{i['item']} on hand", i["on_hand"], i["unit"]) for i in result["items"]]
+    figures = []
+    for i in result["items"]:
+        figures.append(Figure(f"{i['item']} on hand", i["on_hand"], i["unit"]))
+        figures += _on_order_figures(i)
+    return figures
 
 
 def _item_figures(result: dict) -> list[Figure]:
-    return [Figure(f"{result['item']} on hand", result["on_hand"], result["unit"])]
+    return [Figure(f"{result['item']} on hand", result["on_hand"], result["unit"]), *_on_order_figures(result)]
 
 
 def _need_figures(result: dict) -> list[Figure]:
     needs = result["items"] if "items" in result else [result]
     figures = []
     for n in needs:
-        figures += [Figure(f"{n['item']} on hand", n["on_hand"], n["unit"]),
-                    Figure(f"{n['item']} to order", n["quantity"], n["unit"]),
+        figures += [Figure(f"{n['item']} on hand", n["on_hand"], n["unit"])]
+        if n.get("on_order"):
+            figures.append(Figure(f"{n['item']} on order", n["on_order"], n["unit"]))
+        figures += [Figure(f"{n['item']} to order", n["quantity"], n["unit"]),
                     Figure(f"{n['item']} cost", n["cost_cents"], "cents")]
     if "total_cents" in result:
         figures.append(Figure("total cost", result["total_cents"], "cents"))
@@ -140,12 +163,14 @@ def _proposal_figures(result: dict) -> list[Figure]:
 
 def shop_registry() -> ToolRegistry:
     return ToolRegistry([
-        Tool("list_stock", "Every item with stock on hand, reorder point, target and unit cost.", NoArgs, list_stock,
-             "read", _stock_figures),
-        Tool("get_item", "One item's stock on hand, reorder point, target and unit cost.", ItemArgs, get_item, "read",
-             _item_figures),
-        Tool("reorder_need", "Quantity and cost to bring an item to its target; without an item, every item below "
-             "its reorder point and the total cost.", NeedArgs, reorder_need, "read", _need_figures),
+        Tool("list_stock", "Every item with stock on hand, what is on order (approved, not yet received), position "
+             "(on hand plus on order), reorder point, target and unit cost.", NoArgs, list_stock, "read",
+             _stock_figures),
+        Tool("get_item", "One item's stock on hand, its orders on order, position, reorder point, target and unit "
+             "cost.", ItemArgs, get_item, "read", _item_figures),
+        Tool("reorder_need", "Quantity and cost to bring an item's position (on hand plus on order) to its target; "
+             "nothing while the position is at or above the reorder point; without an item, every item below its "
+             "reorder point and the total cost.", NeedArgs, reorder_need, "read", _need_figures),
         Tool("draft_order", "Record a draft order line (nothing is sent).", OrderArgs, draft_order, "internal",
              _draft_figures),
         Tool("propose_order", "Propose an order to the supplier for the owner to approve. Nothing is sent until the "

@@ -1,0 +1,44 @@
+-- 0007: on order. An approved supplier order counts as on order from its approval until it is received (the
+-- owner's Received, or a till count that shows the stock rose by at least the ordered amount); an item's stock
+-- position is on hand plus on order. Stock events tell restocks from counts, so sales rates can be read from them.
+
+-- stock_events.kind gains 'restock' (a till count that received an order) and 'received' (the owner's Received):
+-- SQLite cannot change a CHECK in place, so the table is rebuilt with its rows and index.
+CREATE TABLE stock_events_new (
+    event_id    INTEGER PRIMARY KEY,
+    item        TEXT NOT NULL REFERENCES items (item),
+    kind        TEXT NOT NULL CHECK (kind IN ('seed', 'count', 'sync', 'restock', 'received')),
+    old_on_hand INTEGER,
+    new_on_hand INTEGER NOT NULL,
+    source      TEXT,
+    work_id     INTEGER REFERENCES work (work_id),
+    created_at  TEXT NOT NULL
+);
+INSERT INTO stock_events_new (event_id, item, kind, old_on_hand, new_on_hand, source, work_id, created_at)
+    SELECT event_id, item, kind, old_on_hand, new_on_hand, source, work_id, created_at FROM stock_events;
+DROP TABLE stock_events;
+ALTER TABLE stock_events_new RENAME TO stock_events;
+CREATE INDEX stock_events_item ON stock_events (item, event_id);
+
+CREATE TABLE orders (
+    proposal_id INTEGER PRIMARY KEY REFERENCES proposals (proposal_id),
+    item        TEXT NOT NULL REFERENCES items (item),
+    quantity    INTEGER NOT NULL CHECK (quantity > 0),
+    state       TEXT NOT NULL DEFAULT 'on_order'
+                CHECK (state IN ('on_order', 'received', 'not_arrived', 'cancelled')),
+    approved_at TEXT NOT NULL,
+    due_at      TEXT NOT NULL,
+    settled_at  TEXT,
+    settled_by  TEXT,
+    event_id    INTEGER REFERENCES stock_events (event_id),
+    updated_at  TEXT NOT NULL
+);
+CREATE UNIQUE INDEX orders_one_open_per_item ON orders (item) WHERE state = 'on_order';
+CREATE INDEX orders_due ON orders (due_at) WHERE state = 'on_order';
+
+CREATE TRIGGER order_settled_fixed BEFORE UPDATE ON orders WHEN OLD.state != 'on_order'
+BEGIN SELECT RAISE(ABORT, 'on order: a received, not arrived or cancelled order never changes'); END;
+
+CREATE TRIGGER proposal_not_while_on_order BEFORE INSERT ON proposals
+WHEN NEW.state = 'proposed' AND EXISTS (SELECT 1 FROM orders o WHERE o.item = NEW.item AND o.state = 'on_order')
+BEGIN SELECT RAISE(ABORT, 'C11: at most one open proposal per item: this item is on order'); END;
