@@ -101,6 +101,13 @@ def expire(conn: sqlite3.Connection, now: str) -> list[int]:
     return [r[0] for r in rows]
 
 
+def awaiting(conn: sqlite3.Connection, now: str) -> list[dict]:
+    """Proposals awaiting the owner's Approve or Reject (not expired), oldest first, with the item's unit."""
+    return [dict(r) for r in conn.execute(
+        "SELECT p.*, i.unit FROM proposals p JOIN items i USING (item) WHERE p.state = 'awaiting_approval' "
+        "AND (p.expires_at IS NULL OR p.expires_at > ?) ORDER BY p.proposal_id", (now,)).fetchall()]
+
+
 def _action(row: sqlite3.Row) -> Action:
     return Action(row["action_id"], row["proposal_id"], row["idempotency_key"], row["destination"], row["payload"],
                   row["state"], row["attempts"])

@@ -376,6 +376,10 @@ class Store:
     async def actions(self, quarantined_only: bool = False) -> list[dict]:
         return await self.db.read(actions.listing, quarantined_only)
 
+    async def awaiting_proposals(self) -> list[dict]:
+        """Proposals awaiting the owner's Approve or Reject (not expired), oldest first."""
+        return await self.db.read(actions.awaiting, self.now())
+
     async def expire_proposals(self) -> list[int]:
         now = self.now()
         return await self.db.write(lambda conn: actions.expire(conn, now))

@@ -74,6 +74,10 @@ class Transaction:
     def proposal(self, proposal_id: int) -> dict | None:
         return actions.proposal(self.conn, proposal_id)
 
+    def awaiting_proposals(self) -> list[dict]:
+        """Proposals awaiting Approve or Reject (not expired), oldest first."""
+        return actions.awaiting(self.conn, self.now)
+
     def run_proposals(self, run_id: str) -> list[dict]:
         return shop.proposals(self.conn, run_id)
 

@@ -180,3 +180,61 @@ async def test_a_till_count_below_the_reorder_point_reaches_the_owner_once():
         checks = [m for m in run.owner_messages() if "vanilla" in m.text and m.text.startswith("Proposed")]
         assert len(checks) == 1
         assert rows(run, "SELECT source FROM work WHERE source LIKE 'stock:%'") == [("stock:vanilla:1",)]
+
+
+def buttons_of(message) -> list[str]:
+    return [b["text"] for row in (message.reply_markup or {}).get("inline_keyboard", []) for b in row]
+
+
+async def test_formerly_bug_an_approved_order_is_on_order_so_neither_reorder_nor_the_watcher_orders_it_twice():
+    """The owner paid twice: after order #2 (6 vanilla) was confirmed, `reorder` proposed the same 6 tubs again."""
+    async with local_product(FAST) as run:
+        shown = await proposals_shown(run)
+        press(run, shown["vanilla"], "Approve")
+        await settled(run, "is confirmed by the supplier")
+        run.api.post_message(OWNER_ID, OWNER_ID, "reorder")
+        await settled(run, "Nothing to reorder")
+        await run.app.parts.producers.watcher.check()             # the stock watcher's next run
+        store = run.app.parts.store
+        vanilla = await store.shop_item("vanilla")
+        assert (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (2, 6, 8)
+        assert rows(run, "SELECT item, state FROM proposals WHERE item = 'vanilla'") == [("vanilla", "approved")]
+        assert rows(run, "SELECT count(*) FROM work WHERE source LIKE 'stock:vanilla:%'") == [(1,)]
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock vanilla")
+        await settled(run, "6 tubs on order")
+        # the approval's answer carries Received: pressed, the order's 6 tubs are on hand and nothing is on order
+        approval = next(m for m in run.owner_messages() if m.text.startswith("Approved #"))
+        assert "Received" in buttons_of(approval)
+        press(run, approval, "Received")
+        await settled(run, "vanilla is now 8 tubs on hand")
+        vanilla = await store.shop_item("vanilla")
+        assert (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (8, 0, 8)
+        assert [e["kind"] for e in await store.stock_events("vanilla")] == ["seed", "received"]
+        assert await store.check() == []
+
+
+async def test_pending_lists_a_proposal_an_unsure_reply_and_an_order_awaiting_receipt_with_their_buttons():
+    async with local_product(FAST) as run:
+        shown = await proposals_shown(run)
+        press(run, shown["vanilla"], "Approve")
+        await settled(run, "is confirmed by the supplier")
+        run.api.inject("sendMessage", "drop_after_accept")
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await settled(run, "I may not have delivered")
+        [unsure] = [r[0] for r in rows(run, "SELECT DISTINCT report_id FROM deliveries WHERE state = 'unknown'")]
+        run.api.post_message(OWNER_ID, OWNER_ID, "/pending")
+        await settled(run, "Proposals awaiting your decision")
+        pending = [m for m in run.owner_messages() if "Proposals awaiting your decision" in m.text][-1]
+        strawberry = rows(run, "SELECT proposal_id FROM proposals WHERE item = 'strawberry'")[0][0]
+        vanilla = rows(run, "SELECT proposal_id FROM proposals WHERE item = 'vanilla'")[0][0]
+        assert f"#{strawberry} strawberry: 4 tubs" in pending.text
+        assert f"{unsure}: " in pending.text and "Replies that may not have arrived" in pending.text
+        assert f"#{vanilla} vanilla: 6 tubs, confirmed by the supplier" in pending.text
+        assert buttons_of(pending) == [f"Approve #{strawberry}", f"Reject #{strawberry}", f"Resend {unsure}",
+                                       f"I have it {unsure}", f"Received #{vanilla}"]
+        # each button works from /pending: Approve there closes the card's buttons too
+        press(run, pending, f"Approve #{strawberry}")
+        await settled(run, f"Approved #{strawberry}")
+        press(run, shown["strawberry"], "Approve")
+        await settled(run, "no longer valid")
+        assert len(rows(run, "SELECT * FROM actions")) == 2

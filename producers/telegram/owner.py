@@ -15,7 +15,7 @@ COMMANDS = {
     "start": "start and see what I can do",
     "help": "what I can do",
     "status": "queue and delivery figures",
-    "pending": "replies that may not have arrived",
+    "pending": "everything waiting for you: proposals, unsure replies, orders to receive",
     "brief": "the opening brief, now",
     "forget": "forget this conversation (asks first)",
 }
@@ -66,25 +66,67 @@ def command_reply(tx: Transaction, command: str, chat_id: int) -> ReportDraft:
     if command == "status":
         return ReportDraft(status_text(tx.status()), destination=destination)
     if command == "pending":
-        rows = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
-        if not rows:
-            return ReportDraft("Every reply was delivered or settled; nothing is waiting for your decision.",
-                               destination=destination)
-        lines = ["These replies may not have arrived:"]
-        buttons: list[list[tuple[str, str]]] = []
-        for row in rows[:10]:
-            preview = (row["preview"].splitlines() or [""])[0][:50]
-            lines.append(f"- {row['report_id']}: \"{preview}…\"")
-            if row["kind"] != "notice":
-                [pair] = unknown_buttons(tx, row["report_id"], chat_id)
-                buttons.append([(f"{label} {row['report_id']}", data) for label, data in pair])
-        return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
+        return pending_reply(tx, chat_id)
     if command == "forget":
         nonce = tx.create_prompt("forget", f"tg:{chat_id}", chat_id)
         return ReportDraft("Forget this conversation? I will delete what I remember of it and cancel requests "
                            "still waiting. Replies already sent stay in the records.", destination=destination,
                            buttons=[[("Forget it", f"forget:{nonce}"), ("Keep it", f"keep:{nonce}")]])
     return ReportDraft(HELP, destination=destination)
+
+
+PENDING_LIMIT = 10      # of each kind; the rest is counted
+
+
+def proposal_buttons(tx: Transaction, proposal: dict, chat_id: int, suffix: str = ""
+                     ) -> list[list[tuple[str, str]]]:
+    """Approve / Reject for a proposal awaiting approval: a fresh nonce that expires with the proposal."""
+    nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id, proposal["expires_at"])
+    return [[(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")]]
+
+
+def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
+    """/pending: everything that waits for the owner, each with its buttons: proposals awaiting Approve/Reject,
+    replies that may not have arrived (Resend / I have it), orders on order (Received; Not arrived once late)."""
+    destination = f"tg:{chat_id}"
+    proposals = tx.awaiting_proposals()
+    unknown = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
+    orders = tx.open_orders()
+    if not (proposals or unknown or orders):
+        return ReportDraft("Nothing is waiting for you: no proposal to decide, every reply delivered or settled, "
+                           "no order on its way.", destination=destination)
+    lines: list[str] = []
+    buttons: list[list[tuple[str, str]]] = []
+
+    def more(rows: list) -> None:
+        if len(rows) > PENDING_LIMIT:
+            lines.append(f"(and {len(rows) - PENDING_LIMIT} more)")
+    if proposals:
+        lines.append("Proposals awaiting your decision:")
+        for p in proposals[:PENDING_LIMIT]:
+            lines.append(f"- #{p['proposal_id']} {p['item']}: {p['quantity']} {p['unit']} for "
+                         f"{p['total_cents']} cents")
+            buttons += proposal_buttons(tx, p, chat_id, f" #{p['proposal_id']}")
+        more(proposals)
+    if unknown:
+        lines.append("Replies that may not have arrived:")
+        for row in unknown[:PENDING_LIMIT]:
+            preview = (row["preview"].splitlines() or [""])[0][:50]
+            lines.append(f"- {row['report_id']}: \"{preview}…\"")
+            if row["kind"] != "notice":
+                [pair] = unknown_buttons(tx, row["report_id"], chat_id)
+                buttons.append([(f"{label} {row['report_id']}", data) for label, data in pair])
+        more(unknown)
+    if orders:
+        lines.append("Orders on order, awaiting Received:")
+        for o in orders[:PENDING_LIMIT]:
+            late = o["due_at"] <= tx.now
+            lines.append(f"- #{o['proposal_id']} {o['item']}: {o['quantity']} {o['unit']}, {o['status']}, "
+                         + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
+            [row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
+            buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in row])
+        more(orders)
+    return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
 
 
 def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str) -> AdmitResult:
@@ -193,6 +235,7 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
             decision = tx.reject_proposal(proposal_id, by)
         if decision.ok:
             tx.decide_prompt(nonce, verb, by)
+            tx.close_prompts("proposal", prompt.target, verb, by)     # the card's and /pending's buttons alike
         buttons = order_buttons(tx, proposal_id, press.chat_id) if decision.ok and verb == "approve" else None
         return Outcome(decision.text, decision.ok, buttons)
     if prompt.kind == "order":
