@@ -147,12 +147,14 @@ class Store:
                for admitted, not_before in rows]
         return min(due) if due else None
 
-    async def finish(self, claim: Claim, draft: ReportDraft, *, user_text: str | None = None,
+    async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
+                     user_text: str | None = None,
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
                      apply: Callable[[Transaction], None] | None = None,
                      after: Callable[[Transaction, str], None] | None = None,
                      between: Callable[[], None] | None = None, claim_next: str | None = None) -> FinishOutcome:
-        """C6. `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
+        """C6. `draft` may be a function called after `apply`, inside the transaction (a report made from what `apply`
+        read or did). `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
         then: the worker announces them with their buttons). With `claim_next` (a worker id) the next due turn is
         claimed in the same commit: one commit per turn instead of two (C5 holds: the claim commits before its
         model runs)."""

@@ -95,6 +95,7 @@ class Delivery:
     state: DeliveryState
     attempts: int
     buttons: tuple[tuple[tuple[str, str], ...], ...] | None = None   # only on the last part
+    reply_to: int | None = None          # the owner's message this answers (first part only): quoted in the chat
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ async def proposals_shown(run, count=2):
     """At start the stock watcher checks vanilla and strawberry; each check proposes one order."""
     await run.api.wait_for(lambda: len([m for m in run.owner_messages() if m.text.startswith("Order proposal")])
                            >= count, timeout=15)
-    return {("vanilla" if "vanilla" in m.text else "strawberry"): m
+    return {("vanilla" if "vanilla" in m.text.splitlines()[0] else "strawberry"): m
             for m in run.owner_messages() if m.text.startswith("Order proposal")}
 
 
@@ -177,8 +177,9 @@ async def test_a_till_count_below_the_reorder_point_reaches_the_owner_once():
             await run.api.wait_for(lambda: any("Order proposal" in m.text for m in run.owner_messages()), timeout=15)
             report = await till.get(f"{url}/day-1.close")
             assert report.status_code == 200 and "vanilla: 3 (was 9)" in report.text
-        checks = [m for m in run.owner_messages() if "vanilla" in m.text and m.text.startswith("Proposed")]
-        assert len(checks) == 1
+        checks = [m for m in run.owner_messages() if "vanilla" in m.text and m.text.startswith("Order proposal")]
+        assert len(checks) == 1                               # one message: the card with its figures and buttons
+        assert buttons_of(checks[0]) == ["Approve", "Reject"] and "Proposed: vanilla" in checks[0].text
         assert rows(run, "SELECT source FROM work WHERE source LIKE 'stock:%'") == [("stock:vanilla:1",)]
 
 

@@ -54,9 +54,10 @@ async def test_confirmed_send_has_the_message_id_as_receipt(api, sender):
             [{"text": "Resend", "callback_data": "resend:abc"}, {"text": "I have it", "callback_data": "delivered:abc"}]
         ]
     }
-    plain = await sender.send(CHAT, "*not markdown* <b>nor html</b>")
-    assert plain.receipt == str(api.sent[-1].message_id) and api.sent[-1].reply_markup is None
-    assert api.sent[-1].text == "*not markdown* <b>nor html</b>"
+    html = await sender.send(CHAT, "*not markdown* <b>but html</b>")     # HTML parse mode (C7)
+    assert html.receipt == str(api.sent[-1].message_id) and api.sent[-1].reply_markup is None
+    assert api.sent[-1].text == "*not markdown* but html"
+    assert api.sent[-1].entities == ({"type": "bold", "offset": 15, "length": 8},)
 
 
 # fault, expected kind, whether the fake recorded the message

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import httpx
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
-from telegram.constants import ChatAction
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
+from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -162,15 +162,21 @@ class TelegramSender:
         return self._bot
 
     async def send(
-        self, chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None
+        self, chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None, *,
+        reply_to: int | None = None,
     ) -> SendOutcome:
-        """Send `text` as plain text (no parse mode) with an optional inline keyboard of (label, callback_data).
+        """Send `text`, HTML made by bot/relays/render.py, in HTML parse mode with an optional inline keyboard of
+        (label, callback_data). With `reply_to` the message quotes that message of the chat, and still goes out
+        if it was deleted (`allow_sending_without_reply`: a deleted original is no refusal).
 
         Exactly one HTTP request, never a retry. Returns an outcome; `asyncio.CancelledError` propagates (see the
         module docstring).
         """
+        reply = (ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
+                 if reply_to is not None else None)
         try:
-            message = await self._bot.send_message(chat_id=chat_id, text=text, reply_markup=_keyboard(buttons))
+            message = await self._bot.send_message(chat_id=chat_id, text=text, parse_mode=ParseMode.HTML,
+                                                   reply_markup=_keyboard(buttons), reply_parameters=reply)
         except Exception as exc:  # CancelledError is a BaseException and propagates
             outcome = classify(exc)
             outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.relays.notices import announce_unknowns
+from bot.relays.render import render_part
 from bot.relays.sender import SendOutcome
 from store import Delivery, Store, StoreError, faults
 
@@ -27,7 +28,9 @@ class RelayStopped(Exception):
 class Transport:
     """What the relay needs from Telegram: one send, one HTTP request, never retried inside."""
 
-    async def send(self, chat_id: int, text: str, buttons=None) -> SendOutcome:  # type: ignore[no-untyped-def]
+    async def send(self, chat_id: int, text: str, buttons=None, *,  # type: ignore[no-untyped-def]
+                   reply_to: int | None = None) -> SendOutcome:
+        """`text` is HTML (bot/relays/render.py); `reply_to` the owner's message it answers."""
         raise NotImplementedError
 
 
@@ -153,8 +156,9 @@ class Relay:
         faults.reached("K7")
         self._last_send[delivery.chat_id] = monotonic()
         try:
-            outcome = await self.transport.send(delivery.chat_id, delivery.text,
-                                                [list(row) for row in delivery.buttons] if delivery.buttons else None)
+            outcome = await self.transport.send(delivery.chat_id, render_part(delivery.text, delivery.report_id),
+                                                [list(row) for row in delivery.buttons] if delivery.buttons else None,
+                                                reply_to=delivery.reply_to)
         except asyncio.CancelledError:
             # Shutdown while the request may be on the wire: that is exactly `unknown`.
             await asyncio.shield(self.store.mark_unknown(delivery.delivery_id, "stopped while sending"))

@@ -53,7 +53,7 @@ async def play(out: TextIO) -> dict:
         await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
         t.note("at start the stock watcher finds vanilla and strawberry below their reorder points; each check "
                "proposes an order, which waits for Lucy's approval")
-        for message in await run.replies(4, timeout=15):
+        for message in await run.replies(2, timeout=15):
             t.bot(message.text, _buttons(message))
         await _say(run, t, "How much vanilla do we have?")
 
@@ -81,7 +81,8 @@ async def play(out: TextIO) -> dict:
         await _say(run, t, "/brief")
         await _say(run, t, "reorder")
 
-        proposal = next(m for m in run.owner_messages() if m.text.startswith("Order proposal") and "vanilla" in m.text)
+        proposal = next(m for m in run.owner_messages() if m.text.startswith("Order proposal")
+                        and "vanilla" in m.text.splitlines()[0])
         t.note("Lucy approves the vanilla order")
         run.api.post_callback(OWNER_ID, OWNER_ID, proposal.reply_markup["inline_keyboard"][0][0]["callback_data"],
                               proposal.message_id)
