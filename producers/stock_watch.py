@@ -15,7 +15,8 @@ from the expected stock (the stock before the count) by more than `count_toleran
 notices, and the identity makes each notice once only, so a check that runs late (at startup, or on schedule after a
 crash) still announces every count exactly once.
 
-The same transaction asks about late orders: every order still on order after the supplier's lead time gets one
+The same transaction tells the owner of every order a till count received (`notice:restock:<order>`, and the
+order's card edited), and asks about late orders: every order still on order after the supplier's lead time gets one
 notice `notice:order_due:<order>` with Received and Not arrived buttons (once: the identity makes it so).
 
 `check()` runs on the watcher's schedule and should be called after every stock change (after a till turn).
@@ -25,7 +26,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from producers.telegram.owner import order_buttons
+from producers.telegram.owner import edit_order_card, order_buttons
 from store import Admission, Occurrence, ReportDraft, Store, Transaction, WorkKind
 
 log = logging.getLogger("shopbot.stock")
@@ -39,6 +40,7 @@ class StockCheck:
     rearmed: tuple[str, ...] = ()    # items no longer below their reorder point
     notices: tuple[str, ...] = ()    # count notices admitted
     overdue: tuple[str, ...] = ()    # late-order notices admitted
+    restocked: tuple[str, ...] = ()  # notices of orders a till count received
 
 
 def reorder_prompt(item: str, unit: str, on_hand: int, reorder_point: int, on_order: int = 0) -> str:
@@ -103,7 +105,27 @@ class StockWatcher:
             elif not low and not row["armed"]:
                 tx.producers.set_watch(item, True, episode + 1, tx.now)
                 rearmed.append(item)
-        return StockCheck(tuple(admitted), tuple(refused), tuple(rearmed), notices, self._overdue(tx))
+        return StockCheck(tuple(admitted), tuple(refused), tuple(rearmed), notices, self._overdue(tx),
+                          self._restocked(tx))
+
+    def _restocked(self, tx: Transaction) -> tuple[str, ...]:
+        mark = tx.producers.get_mark(tx.producers.RESTOCK_NOTICES)
+        admitted = []
+        for order in tx.restocked_orders_after(mark):
+            mark = order["event_id"]
+            if not self.destination:
+                continue
+            text = (f"Order #{order['proposal_id']} arrived: {order['count_source']} counted {order['new_on_hand']} "
+                    f"{order['unit']} of {order['item']} (was {order['old_on_hand']}), at least the "
+                    f"{order['quantity']} ordered. It is received and no longer on order.")
+            source = f"notice:restock:{order['proposal_id']}"
+            result = tx.admit_answered(Occurrence(source, "notice:restock", text, WorkKind.NOTICE, self.destination),
+                                       lambda t, work_id, body=text: ReportDraft(body, destination=self.destination))
+            if result.outcome is Admission.ACCEPTED:
+                admitted.append(source)
+                edit_order_card(tx, order["proposal_id"], f"Received: {text.split(': ', 1)[1]}", "received")
+        tx.producers.set_mark(tx.producers.RESTOCK_NOTICES, mark)
+        return tuple(admitted)
 
     def _overdue(self, tx: Transaction) -> tuple[str, ...]:
         destination = self.destination

@@ -24,8 +24,8 @@ from .errors import IllegalTransition, UnknownTarget
 DEFAULT_LEAD_TIME_DAYS = 3
 
 _SELECT = ("SELECT o.proposal_id, o.item, o.quantity, o.state, o.approved_at, o.due_at, o.settled_at, o.settled_by, "
-           "o.event_id, i.unit, a.action_id, a.state AS action_state, a.receipt, a.reason AS action_reason "
-           "FROM orders o JOIN items i USING (item) LEFT JOIN actions a USING (proposal_id) ")
+           "o.event_id, o.card_chat, o.card_message, i.unit, a.action_id, a.state AS action_state, a.receipt, "
+           "a.reason AS action_reason FROM orders o JOIN items i USING (item) LEFT JOIN actions a USING (proposal_id) ")
 
 
 def status_text(order: dict) -> str:
@@ -57,6 +57,12 @@ def create(conn: sqlite3.Connection, proposal_id: int, item: str, quantity: int,
     due = to_text(from_text(now) + timedelta(days=lead_time_days))
     conn.execute("INSERT INTO orders (proposal_id, item, quantity, approved_at, due_at, updated_at) "
                  "VALUES (?, ?, ?, ?, ?, ?)", (proposal_id, item, quantity, now, due, now))
+
+
+def set_card(conn: sqlite3.Connection, proposal_id: int, chat_id: int, message_id: int, now: str) -> None:
+    """The message the order was approved on (its card), edited as the order moves on. Settled orders keep theirs."""
+    conn.execute("UPDATE orders SET card_chat = ?, card_message = ?, updated_at = ? "
+                 "WHERE proposal_id = ? AND state = 'on_order'", (chat_id, message_id, now, proposal_id))
 
 
 def get(conn: sqlite3.Connection, proposal_id: int) -> dict | None:
@@ -149,3 +155,13 @@ def on_order_quantity(conn: sqlite3.Connection, item: str) -> int:
     """How much of `item` is on order (0 when nothing is)."""
     return conn.execute("SELECT coalesce(sum(quantity), 0) FROM orders WHERE item = ? AND state = 'on_order'",
                         (item,)).fetchone()[0]
+
+
+def restocked_after(conn: sqlite3.Connection, event_id: int) -> list[dict]:
+    """Orders received by a till count (a 'restock' stock event) after `event_id`, in event order, each with
+    `old_on_hand`, `new_on_hand` and the count's `source`."""
+    rows = conn.execute(
+        _SELECT.replace("FROM orders o", ", e.old_on_hand, e.new_on_hand, e.source AS count_source FROM orders o")
+        + "JOIN stock_events e ON e.event_id = o.event_id WHERE o.state = 'received' AND e.kind = 'restock' "
+          "AND o.event_id > ? ORDER BY o.event_id", (event_id,)).fetchall()
+    return [_row(r) for r in rows]

@@ -25,6 +25,7 @@ class ReportDraft:
     destination: str | None = None       # 'tg:<chat_id>' gets deliveries; anything else is stored only
     is_error: bool = False
     buttons: Buttons | None = None       # inline keyboard rows of (label, callback data), under the last part
+    edit_of: int | None = None           # a message of the destination chat this report replaces in place (a card)
 
 
 def chat_of(destination: str | None) -> int | None:
@@ -104,20 +105,40 @@ def insert_report(conn: sqlite3.Connection, work_ids: Sequence[int], draft: Repo
     chat_id = chat_of(draft.destination)
     if chat_id is not None:
         parts = split_parts(draft.body, report_id)
+        edit_of = draft.edit_of if len(parts) == 1 else None    # a card too long to edit goes as new messages
         conn.executemany(
-            "INSERT INTO deliveries (report_id, part, parts, chat_id, text, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(report_id, i, len(parts), chat_id, text, now, now) for i, text in enumerate(parts, start=1)])
+            "INSERT INTO deliveries (report_id, part, parts, chat_id, text, edit_of, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(report_id, i, len(parts), chat_id, text, edit_of, now, now) for i, text in enumerate(parts, start=1)])
     return report_id
+
+
+def sent_message(conn: sqlite3.Connection, chat_id: int, message_id: int) -> dict | None:
+    """What a message the bot sent reads now (its latest send or edit, pending edits included): `text` without
+    the identity line, `report_id`, and `buttons` as stored (JSON rows), or None when no delivery made it."""
+    row = conn.execute(
+        "SELECT d.report_id, d.text, r.buttons FROM deliveries d JOIN reports r USING (report_id) "
+        "WHERE d.chat_id = ? AND (d.edit_of = ? OR (d.edit_of IS NULL AND d.receipt = ?)) "
+        "AND d.state NOT IN ('failed', 'denied') AND d.part = d.parts "
+        "ORDER BY d.delivery_id DESC LIMIT 1", (chat_id, message_id, str(message_id))).fetchone()
+    if row is None:
+        return None
+    text, _, last = row["text"].rpartition("\n\n")
+    if not last.startswith(row["report_id"]):
+        text = row["text"]
+    return {"report_id": row["report_id"], "text": text,
+            "buttons": json.loads(row["buttons"]) if row["buttons"] else []}
 
 
 def _delivery(row: sqlite3.Row) -> Delivery:
     buttons = None
     if row["part"] == row["parts"] and row["buttons"]:
         buttons = tuple(tuple((label, data) for label, data in r) for r in json.loads(row["buttons"]))
+    edit_of = row["edit_of"]
     return Delivery(row["delivery_id"], row["report_id"], row["part"], row["parts"], row["chat_id"], row["text"],
                     DeliveryState(row["state"]), row["attempts"], buttons,
-                    _reply_to(row["sources"], row["chat_id"]) if row["part"] == 1 else None)
+                    _reply_to(row["sources"], row["chat_id"]) if row["part"] == 1 and edit_of is None else None,
+                    edit_of)
 
 
 def _reply_to(sources: str | None, chat_id: int) -> int | None:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .api import Store
 
 COUNT_NOTICES = "count_notices"
+RESTOCK_NOTICES = "restock_notices"
 
 
 # ---- the clock producer --------------------------------------------------------------------------------------
@@ -125,6 +126,7 @@ class ProducerState:
     PostgreSQL store offers the same methods."""
 
     COUNT_NOTICES = COUNT_NOTICES
+    RESTOCK_NOTICES = RESTOCK_NOTICES
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn

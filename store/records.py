@@ -96,6 +96,7 @@ class Delivery:
     attempts: int
     buttons: tuple[tuple[tuple[str, str], ...], ...] | None = None   # only on the last part
     reply_to: int | None = None          # the owner's message this answers (first part only): quoted in the chat
+    edit_of: int | None = None           # the message of this chat the delivery edits in place (a card)
 
 
 @dataclass(frozen=True)

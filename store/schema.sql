@@ -156,6 +156,7 @@ CREATE TABLE deliveries (
     resends     INTEGER NOT NULL DEFAULT 0,
     created_at  TEXT NOT NULL,
     updated_at  TEXT NOT NULL,
+    edit_of     INTEGER,                 -- a message of this chat that the delivery edits (a card); NULL: a new one
     UNIQUE (report_id, part),
     CHECK (part >= 1 AND part <= parts)
 );
@@ -167,7 +168,7 @@ CREATE TRIGGER delivery_insert_pending BEFORE INSERT ON deliveries WHEN NEW.stat
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery starts pending'); END;
 
 -- C7: what is sent never changes.
-CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text ON deliveries
+CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of ON deliveries
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery never changes what it sends'); END;
 
 -- C7: confirmed, failed and denied are terminal.
@@ -384,6 +385,8 @@ CREATE TABLE orders (
     settled_at  TEXT,
     settled_by  TEXT,                     -- owner:<id>, the till count's source, or system:<why>
     event_id    INTEGER REFERENCES stock_events (event_id),   -- the received or restock event
+    card_chat   INTEGER,                  -- the approval's card (chat, message id): edited as the order moves on
+    card_message INTEGER,
     updated_at  TEXT NOT NULL
 );
 -- C11: at most one order on order per item.

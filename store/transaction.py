@@ -127,6 +127,10 @@ class Transaction:
         """Orders still on order after the supplier's lead time."""
         return orders.overdue(self.conn, self.now)
 
+    def restocked_orders_after(self, event_id: int) -> list[dict]:
+        """Orders a till count received (a 'restock' event) after `event_id`, in event order."""
+        return orders.restocked_after(self.conn, event_id)
+
     def receive_order(self, proposal_id: int, by: str) -> dict:
         """The owner's Received: a 'received' stock event of the ordered quantity; the order is settled."""
         return orders.receive(self.conn, proposal_id, by, self.now)
@@ -134,6 +138,14 @@ class Transaction:
     def order_not_arrived(self, proposal_id: int, by: str) -> dict:
         """The owner's Not arrived: the order stops counting as on order; stock unchanged."""
         return orders.not_arrived(self.conn, proposal_id, by, self.now)
+
+    def sent_message(self, chat_id: int, message_id: int) -> dict | None:
+        """How a message the bot sent reads now (latest send or edit): text without identity, report_id, buttons."""
+        return outbox.sent_message(self.conn, chat_id, message_id)
+
+    def set_order_card(self, proposal_id: int, chat_id: int, message_id: int) -> None:
+        """Remember the card an order was approved on, so its later life (confirmed, received) edits it."""
+        orders.set_card(self.conn, proposal_id, chat_id, message_id, self.now)
 
     def close_prompts(self, kind: str, target: str, decision: str, by: str) -> None:
         """A decision taken through one prompt closes every other open prompt for the same target."""

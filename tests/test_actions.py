@@ -28,14 +28,16 @@ async def proposals_shown(run, count=2):
             for m in run.owner_messages() if m.text.startswith("Order proposal")}
 
 
-def press(run, message, label, user=OWNER_ID, chat=OWNER_ID):
-    data = next(b["callback_data"] for row in message.reply_markup["inline_keyboard"] for b in row
-                if b["text"] == label)
+def press(run, message, label, user=OWNER_ID, chat=OWNER_ID, *, now=False):
+    """Press a button of `message` as it was sent (an old keyboard still on a phone), or as it reads `now`."""
+    markup = run.now(message)["markup"] if now else message.reply_markup
+    data = next(b["callback_data"] for row in markup["inline_keyboard"] for b in row if b["text"] == label)
     return run.api.post_callback(chat, user, data, message.message_id)
 
 
 async def settled(run, text_part, timeout=15.0):
-    await run.api.wait_for(lambda: any(text_part in m.text for m in run.owner_messages()), timeout=timeout)
+    """Until the owner's chat showed `text_part`, in a new message or in a card edited in place."""
+    await run.api.wait_for(lambda: any(text_part in text for text in run.owner_texts()), timeout=timeout)
 
 
 async def test_approval_sends_one_order_and_tells_the_owner():
@@ -204,9 +206,9 @@ async def test_formerly_bug_an_approved_order_is_on_order_so_neither_reorder_nor
         run.api.post_message(OWNER_ID, OWNER_ID, "stock vanilla")
         await settled(run, "6 tubs on order")
         # the approval's answer carries Received: pressed, the order's 6 tubs are on hand and nothing is on order
-        approval = next(m for m in run.owner_messages() if m.text.startswith("Approved #"))
-        assert "Received" in buttons_of(approval)
-        press(run, approval, "Received")
+        card = shown["vanilla"]                    # the approval edited the card in place: it now offers Received
+        assert "Approved #" in run.now(card)["text"] and "— owner 1001, " in run.now(card)["text"]
+        press(run, card, "Received", now=True)
         await settled(run, "vanilla is now 8 tubs on hand")
         vanilla = await store.shop_item("vanilla")
         assert (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (8, 0, 8)
@@ -239,3 +241,54 @@ async def test_pending_lists_a_proposal_an_unsure_reply_and_an_order_awaiting_re
         press(run, shown["strawberry"], "Approve")
         await settled(run, "no longer valid")
         assert len(rows(run, "SELECT * FROM actions")) == 2
+
+
+async def test_a_pressed_approve_edits_its_card_which_then_follows_the_order_to_the_supplier_and_the_till():
+    import httpx
+    token = "till-one-secret-token-0001"
+    async with local_product({**FAST, "SHOPBOT_TILL_TOKENS": f"1:{token}"}) as run:
+        shown = await proposals_shown(run)
+        card = shown["vanilla"]
+        sent_before = len(run.owner_messages())
+        press(run, card, "Approve")
+        await settled(run, "is confirmed by the supplier")
+        await run.api.wait_for(lambda: "confirmed by the supplier" in run.now(card)["text"], timeout=10)
+        now = run.now(card)
+        assert now["text"].startswith("Order proposal #") and "Approved #" in now["text"]
+        assert "— owner 1001, " in now["text"]                                      # who and when
+        assert [b["text"] for row in now["markup"]["inline_keyboard"] for b in row] == ["Received"]
+        # the supplier's outcome is also a new message; the approval itself made none
+        news = [m.text for m in run.owner_messages()[sent_before:]]
+        assert len(news) == 1 and "is confirmed by the supplier" in news[0]
+        # the till counts the delivery: a restock that receives the order, told once, and the card says so
+        await run.app.parts.http.started.wait()
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as till:
+            posted = await till.post(f"http://127.0.0.1:{run.app.parts.http.port}/till/counts",
+                                     json={"request_id": "delivery-1", "counts": {"vanilla": 8}})
+            assert posted.status_code == 202
+        await settled(run, "arrived: till:1:delivery-1 counted 8 tubs of vanilla (was 2)")
+        await run.api.wait_for(lambda: "Received: " in run.now(card)["text"], timeout=10)
+        assert run.now(card)["markup"] is None
+        store = run.app.parts.store
+        assert [e["kind"] for e in await store.stock_events("vanilla")] == ["seed", "restock"]
+        assert (await store.shop_item("vanilla"))["on_order"] == 0
+        assert await store.check() == []
+
+
+async def test_a_lost_reply_on_a_card_edit_is_unknown_and_resent_only_by_decision():
+    async with local_product(FAST) as run:
+        shown = await proposals_shown(run)
+        run.api.inject("editMessageText", "drop_after_accept")
+        press(run, shown["strawberry"], "Reject")
+        await settled(run, "I may not have delivered")
+        [unsure] = rows(run, "SELECT report_id, state FROM deliveries WHERE edit_of IS NOT NULL")
+        assert unsure[1] == "unknown"
+        assert "Rejected #" in run.now(shown["strawberry"])["text"]               # it did arrive
+        notice = next(m for m in run.owner_messages() if "I may not have delivered" in m.text)
+        press(run, notice, "Resend")
+        await run.api.wait_for(lambda: rows(run, "SELECT state FROM deliveries WHERE report_id = ?",
+                                            unsure[0]) == [("confirmed",)], timeout=10)
+        # the edit sent again found the card already so: Telegram's "message is not modified" means it was applied
+        assert rows(run, "SELECT resends, receipt FROM deliveries WHERE report_id = ?", unsure[0]) == [
+            (1, str(shown["strawberry"].message_id))]
+        assert await run.app.parts.store.check() == []

@@ -145,6 +145,9 @@ async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, 
         try:
             await api.wait_for(lambda: any("confirmed by the supplier" in t for t in owner_texts(api)), timeout=30)
             await product.wait_db("SELECT state FROM actions", [("delivered",)])
+            # ... and on its card, edited in place after the new message
+            await api.wait_for(lambda: any("confirmed by the supplier" in e["text"] for e in api.edited_texts),
+                               timeout=30)
         finally:
             assert await product.stop() == 0
         assert len(supplier.orders) == 1                                     # one order per approved action

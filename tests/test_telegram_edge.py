@@ -49,11 +49,13 @@ async def test_lost_reply_is_unknown_announced_once_and_resent_only_on_decision(
         assert resend["text"] == "Resend" and resend["callback_data"].startswith("resend:")
         assert len(resend["callback_data"].split(":")[1]) >= 24     # >= 96 random bits
         run.api.post_callback(OWNER_ID, OWNER_ID, resend["callback_data"], notice.message_id)
-        texts = [m.text for m in await run.replies(2)]      # the resend is older, so it may go first
-        assert first.text in texts and any("once more" in t for t in texts)
+        [again] = await run.replies(1)                       # the resend; the notice is edited in place
+        assert again.text == first.text
+        await run.api.wait_for(lambda: "OK, I will send r1.1" in run.now(notice)["text"], timeout=10)
+        assert run.now(notice)["markup"] is None and "— owner 1001, " in run.now(notice)["text"]
         await delivery_state(run, "r1.1", "confirmed")
         assert [m.text for m in run.api.sent].count(first.text) == 2    # sent once more, after the decision only
-        assert run.api.callback_answers and run.api.edited_markups      # answered, buttons removed
+        assert run.api.callback_answers                                 # answered, the card's buttons gone
         # pressing again changes nothing and says so
         run.api.post_callback(OWNER_ID, OWNER_ID, resend["callback_data"], notice.message_id)
         [stale] = await run.replies(1)
@@ -146,8 +148,8 @@ async def test_forget_asks_first_and_needs_the_button():
         [invalid] = await run.replies(1)
         assert "no longer valid" in invalid.text
         run.api.post_callback(OWNER_ID, OWNER_ID, forget, ask.message_id)
-        [done] = await run.replies(1)
-        assert "Forgotten" in done.text
+        await run.api.wait_for(lambda: "Forgotten" in run.now(ask)["text"], timeout=10)    # the question, edited
+        assert run.now(ask)["text"].startswith("Forget this conversation?") and run.now(ask)["markup"] is None
         assert await run.app.parts.store.history(f"tg:{OWNER_ID}") == []
 
 

@@ -186,6 +186,27 @@ class TelegramSender:
             return outcome
         return SendOutcome("confirmed", receipt=str(message.message_id))
 
+    async def edit(
+        self, chat_id: int, message_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None
+    ) -> SendOutcome:
+        """Edit a message the bot sent (a card updated in place): `text` is HTML, `buttons` the new inline keyboard
+        (None removes it). The same outcomes as a send (C7), the receipt being the edited message's id; Telegram's
+        400 "message is not modified" means the content is already there (a lost reply's edit was applied), so it is
+        `confirmed`. Exactly one HTTP request."""
+        try:
+            await self._bot.edit_message_text(text=text, chat_id=chat_id, message_id=message_id,
+                                              parse_mode=ParseMode.HTML, reply_markup=_keyboard(buttons))
+        except Exception as exc:  # CancelledError is a BaseException and propagates
+            if isinstance(exc, BadRequest) and "message is not modified" in exc.message.lower():
+                return SendOutcome("confirmed", receipt=str(message_id), reason="already as requested")
+            outcome = classify(exc)
+            outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
+                                  _clean(outcome.reason, self._bot.token))
+            log = _log.error if outcome.kind == "config_fault" else _log.info
+            log("edit of message %s in chat %s: %s (%s)", message_id, chat_id, outcome.kind, outcome.reason)
+            return outcome
+        return SendOutcome("confirmed", receipt=str(message_id))
+
     async def typing(self, chat_id: int) -> None:
         """Best effort "typing…" indicator."""
         try:
@@ -199,13 +220,6 @@ class TelegramSender:
             await self._bot.answer_callback_query(callback_query_id=callback_id, text=_cut_utf16(text, 200) or None)
         except Exception as exc:
             self._best_effort_failed("answerCallbackQuery", exc)
-
-    async def remove_buttons(self, chat_id: int, message_id: int) -> None:
-        """Best effort removal of the inline keyboard under a message the bot sent."""
-        try:
-            await self._bot.edit_message_reply_markup(chat_id=chat_id, message_id=message_id, reply_markup=None)
-        except Exception as exc:
-            self._best_effort_failed("editMessageReplyMarkup", exc)
 
     def _best_effort_failed(self, method: str, exc: Exception) -> None:
         reason = _clean(f"{type(exc).__name__}: {exc}", self._bot.token)

@@ -237,6 +237,8 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
             tx.decide_prompt(nonce, verb, by)
             tx.close_prompts("proposal", prompt.target, verb, by)     # the card's and /pending's buttons alike
         buttons = order_buttons(tx, proposal_id, press.chat_id) if decision.ok and verb == "approve" else None
+        if decision.ok and verb == "approve" and press.message_id is not None:
+            tx.set_order_card(proposal_id, press.chat_id, press.message_id)
         return Outcome(decision.text, decision.ok, buttons)
     if prompt.kind == "order":
         return _order_press(tx, nonce, verb, int(prompt.target), by)
@@ -250,6 +252,55 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
     return Outcome(NO_LONGER_VALID, False)
 
 
+def stamp(tx: Transaction, press: Press, rules: ApprovalRules) -> str:
+    """Who decided and when, in the shop's time: `owner 1001, 09:30 01 Mar`."""
+    from zoneinfo import ZoneInfo
+
+    from store import from_text
+    local = from_text(tx.now).astimezone(ZoneInfo(rules.timezone))
+    return f"owner {press.user_id}, {local:%H:%M %d %b}"
+
+
+def card_edit(tx: Transaction, press: Press, outcome: Outcome, rules: ApprovalRules) -> ReportDraft:
+    """The press's report. A decision edits the card it was taken on, in place (C7: a delivery of its own through
+    the outbox): the card's text, then the decision with who and when; its buttons are the rows still open plus
+    the decision's own (Received after an approval). Anything else (no longer valid, a card not found) is a new
+    message."""
+    destination = f"tg:{press.chat_id}"
+    card = tx.sent_message(press.chat_id, press.message_id) if press.message_id is not None else None
+    if not outcome.decided or card is None:
+        return ReportDraft(outcome.text, destination=destination, buttons=outcome.buttons)
+    still_open = []
+    for row in card["buttons"]:
+        prompts = [tx.prompt(data.partition(":")[2]) for _, data in row]
+        if all(p is not None and p.decided_at is None for p in prompts):
+            still_open.append([tuple(button) for button in row])
+    buttons = still_open + (outcome.buttons or [])
+    body = f"{card['text'].rstrip()}\n\n{outcome.text}\n— {stamp(tx, press, rules)}"
+    return ReportDraft(body, destination=destination, buttons=buttons or None, edit_of=press.message_id)
+
+
+def edit_order_card(tx: Transaction, proposal_id: int, line: str, subject: str) -> bool:
+    """The order's card follows its life (sent, confirmed with the supplier's id, received, failed): a notice
+    `notice:card:<order>:<subject>` (once) whose report edits the card the order was approved on, adding `line`,
+    with Received while the order is on order. False when the order has no card (approved before cards were kept)."""
+    order = tx.order(proposal_id)
+    if order is None or order["card_chat"] is None:
+        return False
+    chat_id, message_id = order["card_chat"], order["card_message"]
+    card = tx.sent_message(chat_id, message_id)
+    if card is None:
+        return False
+    body = f"{card['text'].rstrip()}\n{line}"
+    destination = f"tg:{chat_id}"
+    result = tx.admit_answered(
+        Occurrence(f"notice:card:{proposal_id}:{subject}", "notice:card", body, WorkKind.NOTICE, destination),
+        lambda t, work_id: ReportDraft(
+            body, destination=destination, edit_of=message_id,
+            buttons=order_buttons(t, proposal_id, chat_id) if order["state"] == "on_order" else None))
+    return result.outcome is Admission.ACCEPTED
+
+
 def admit_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> PressResult:
     answer: list[str] = []
     decided: list[bool] = []
@@ -258,7 +309,7 @@ def admit_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRu
         outcome = decide_press(t, press, rules)
         answer.append(outcome.text)
         decided.append(outcome.decided)
-        return ReportDraft(outcome.text, destination=f"tg:{press.chat_id}", buttons=outcome.buttons)
+        return card_edit(t, press, outcome, rules)
     result = tx.admit_answered(Occurrence(f"cb:{press.callback_id}", f"tg:{press.chat_id}", press.data,
                                           WorkKind.CONTROL, f"tg:{press.chat_id}"), reply)
     if result.outcome is not Admission.ACCEPTED:     # a redelivered press: already answered

@@ -1,4 +1,13 @@
--- 0007: on order. An approved supplier order counts as on order from its approval until it is received (the
+-- 0007: on order, and cards edited in place.
+
+-- A delivery may edit a message the bot sent (a button's card updated in place, C7): `edit_of` is that message's id
+-- in the delivery's chat; NULL sends a new message. What a delivery sends, edits included, never changes.
+ALTER TABLE deliveries ADD COLUMN edit_of INTEGER;
+DROP TRIGGER delivery_text_fixed;
+CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of ON deliveries
+BEGIN SELECT RAISE(ABORT, 'C7: a delivery never changes what it sends'); END;
+
+-- On order. An approved supplier order counts as on order from its approval until it is received (the
 -- owner's Received, or a till count that shows the stock rose by at least the ordered amount); an item's stock
 -- position is on hand plus on order. Stock events tell restocks from counts, so sales rates can be read from them.
 
@@ -31,6 +40,8 @@ CREATE TABLE orders (
     settled_at  TEXT,
     settled_by  TEXT,
     event_id    INTEGER REFERENCES stock_events (event_id),
+    card_chat   INTEGER,
+    card_message INTEGER,
     updated_at  TEXT NOT NULL
 );
 CREATE UNIQUE INDEX orders_one_open_per_item ON orders (item) WHERE state = 'on_order';

@@ -255,6 +255,7 @@ async def send_message(st: ApiState, params: dict) -> _Response:
                        entities=tuple(entities), reply_to=reply_to, html=html)
     st._store.add_sent(sent)
     st.sent.append(sent)
+    st.timeline.append(("sent", sent))
     st._messages[(json.dumps(chat_id), message_id)] = {"date": date, "text": text, "markup": markup, "bot": True,
                                                        "html": html}
     result: dict[str, Any] = {
@@ -303,6 +304,7 @@ async def edit_message_text(st: ApiState, params: dict) -> _Response:
              "entities": entities}
     st._store.log("edited_text", entry)
     st.edited_texts.append(entry)
+    st.timeline.append(("edited", entry))
     result: dict[str, Any] = {"message_id": message_id, "from": st.bot_user, "chat": st._chat_obj(chat_id),
                               "date": known["date"], "edit_date": int(time.time()), "text": text}
     if entities:

@@ -157,6 +157,7 @@ class ApiState:
         self.offsets_requested: list[int | None] = []  # the offset of every getUpdates that was processed
         self.edited_markups: list[dict] = []  # {"chat_id", "message_id", "reply_markup"}
         self.edited_texts: list[dict] = []    # {"chat_id", "message_id", "text", "html", "reply_markup"}
+        self.timeline: list[tuple[str, Any]] = []   # ("sent", SentMessage) and ("edited", entry), in arrival order
         self.calls: dict[str, int] = {}  # requests per Bot API method (as named by the client), faults included
         self.connections_opened = 0  # TCP connections accepted (keep-alive reuse keeps this low)
         self.webhook: dict = {"url": ""}
