@@ -55,7 +55,11 @@ async def test_confirmed_send_has_the_message_id_as_receipt(api, sender):
         ]
     }
     html = await sender.send(CHAT, "*not markdown* <b>but html</b>")     # HTML parse mode (C7)
-    assert html.receipt == str(api.sent[-1].message_id) and api.sent[-1].reply_markup is None
+    assert html.receipt == str(api.sent[-1].message_id)
+    # without inline buttons a message carries the persistent keyboard of the common asks
+    assert api.sent[-1].reply_markup == {"keyboard": [[{"text": "Stock"}, {"text": "Low"}, {"text": "Brief"}],
+                                                      [{"text": "Reorder"}, {"text": "Pending"}]],
+                                         "is_persistent": True, "resize_keyboard": True}
     assert api.sent[-1].text == "*not markdown* but html"
     assert api.sent[-1].entities == ({"type": "bold", "offset": 15, "length": 8},)
 

@@ -335,3 +335,23 @@ def test_sigterm_while_waiting_for_telegram_at_start_exits_cleanly(tmp_path):
     _, rest = proc.communicate(timeout=15)
     assert proc.returncode == 0, "".join(lines) + rest
     assert "Traceback" not in rest
+
+
+async def test_the_keyboard_of_common_asks_answers_each_in_one_tap():
+    async with local_product({"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0"}) as run:   # the example shop
+        run.api.post_message(OWNER_ID, OWNER_ID, "/start")
+        [hello] = await run.replies(1)
+        labels = [b["text"] for row in hello.reply_markup["keyboard"] for b in row]
+        assert labels == ["Stock", "Low", "Brief", "Reorder", "Pending"] and hello.reply_markup["is_persistent"]
+        await run.api.wait_for(lambda: sum(t.startswith("Order proposal") for t in run.owner_texts()) == 2,
+                               timeout=15)                              # the stock watcher's two cards
+        for label in labels:
+            run.api.post_message(OWNER_ID, OWNER_ID, label)
+        expected = ("Stock: chocolate 12 tubs",                          # Stock
+                    "Low: strawberry 1 tubs, vanilla 2 tubs.",            # Low
+                    "Opening brief:",                                    # Brief: the /brief command
+                    "Nothing to reorder",                                # Reorder: both already proposed
+                    "Proposals awaiting your decision")                  # Pending: the /pending command
+        await run.api.wait_for(lambda: all(any(e in t for t in run.owner_texts()) for e in expected), timeout=15)
+        sources = rows(run, "SELECT kind, payload FROM work WHERE source LIKE 'tg:%' ORDER BY work_id")
+        assert ("control", "Pending") in sources and ("agent", "Prepare the opening brief") in sources

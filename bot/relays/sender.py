@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import httpx
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReplyKeyboardMarkup, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
@@ -52,6 +52,7 @@ from telegram.error import (
 )
 
 from producers.telegram.client import retry_after_seconds
+from producers.telegram.owner import KEYBOARD
 
 __all__ = ["NOT_SENT_CAUSES", "SendOutcome", "TelegramSender", "classify"]
 
@@ -143,6 +144,11 @@ def _cut_utf16(text: str, limit: int) -> str:
     return "".join(out)
 
 
+# The common asks under the chat (Stock, Low, Brief, Reorder, Pending), sent with every message that carries no
+# inline buttons (a message holds one keyboard or the other), so the keyboard stays even after a chat is cleared.
+ASKS = ReplyKeyboardMarkup([list(row) for row in KEYBOARD], is_persistent=True, resize_keyboard=True)
+
+
 def _keyboard(buttons: list[list[tuple[str, str]]] | None) -> InlineKeyboardMarkup | None:
     if not buttons:
         return None
@@ -176,7 +182,7 @@ class TelegramSender:
                  if reply_to is not None else None)
         try:
             message = await self._bot.send_message(chat_id=chat_id, text=text, parse_mode=ParseMode.HTML,
-                                                   reply_markup=_keyboard(buttons), reply_parameters=reply)
+                                                   reply_markup=_keyboard(buttons) or ASKS, reply_parameters=reply)
         except Exception as exc:  # CancelledError is a BaseException and propagates
             outcome = classify(exc)
             outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
