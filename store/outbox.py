@@ -116,11 +116,12 @@ def insert_report(conn: sqlite3.Connection, work_ids: Sequence[int], draft: Repo
 def sent_message(conn: sqlite3.Connection, chat_id: int, message_id: int) -> dict | None:
     """What a message the bot sent reads now (its latest send or edit, pending edits included): `text` without
     the identity line, `report_id`, and `buttons` as stored (JSON rows), or None when no delivery made it."""
-    row = conn.execute(
-        "SELECT d.report_id, d.text, r.buttons FROM deliveries d JOIN reports r USING (report_id) "
-        "WHERE d.chat_id = ? AND (d.edit_of = ? OR (d.edit_of IS NULL AND d.receipt = ?)) "
-        "AND d.state NOT IN ('failed', 'denied') AND d.part = d.parts "
-        "ORDER BY d.delivery_id DESC LIMIT 1", (chat_id, message_id, str(message_id))).fetchone()
+    select = ("SELECT d.delivery_id, d.report_id, d.text, r.buttons FROM deliveries d JOIN reports r USING (report_id) "
+              "WHERE d.chat_id = ? AND {} AND d.state NOT IN ('failed', 'denied') AND d.part = d.parts "
+              "ORDER BY d.delivery_id DESC LIMIT 1")
+    found = [conn.execute(select.format("d.edit_of = ?"), (chat_id, message_id)).fetchone(),
+             conn.execute(select.format("d.receipt = ? AND d.edit_of IS NULL"), (chat_id, str(message_id))).fetchone()]
+    row = max((r for r in found if r is not None), key=lambda r: r["delivery_id"], default=None)
     if row is None:
         return None
     text, _, last = row["text"].rpartition("\n\n")

@@ -162,6 +162,9 @@ CREATE TABLE deliveries (
 );
 CREATE INDEX deliveries_open ON deliveries (delivery_id) WHERE state IN ('pending', 'sending', 'unknown');
 CREATE INDEX deliveries_pending ON deliveries (delivery_id) WHERE state = 'pending';   -- the relay's due parts
+-- A press finds the message it was pressed on (its card) by Telegram's message id, sent or edited.
+CREATE INDEX deliveries_message ON deliveries (chat_id, receipt) WHERE receipt IS NOT NULL;
+CREATE INDEX deliveries_edits ON deliveries (chat_id, edit_of) WHERE edit_of IS NOT NULL;
 
 -- C7: deliveries start pending.
 CREATE TRIGGER delivery_insert_pending BEFORE INSERT ON deliveries WHEN NEW.state != 'pending'

@@ -6,6 +6,9 @@ ALTER TABLE deliveries ADD COLUMN edit_of INTEGER;
 DROP TRIGGER delivery_text_fixed;
 CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of ON deliveries
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery never changes what it sends'); END;
+-- A press finds the message it was pressed on (its card) by Telegram's message id, sent or edited.
+CREATE INDEX deliveries_message ON deliveries (chat_id, receipt) WHERE receipt IS NOT NULL;
+CREATE INDEX deliveries_edits ON deliveries (chat_id, edit_of) WHERE edit_of IS NOT NULL;
 
 -- On order. An approved supplier order counts as on order from its approval until it is received (the
 -- owner's Received, or a till count that shows the stock rose by at least the ordered amount); an item's stock
