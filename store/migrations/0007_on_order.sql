@@ -56,3 +56,31 @@ BEGIN SELECT RAISE(ABORT, 'on order: a received, not arrived or cancelled order 
 CREATE TRIGGER proposal_not_while_on_order BEFORE INSERT ON proposals
 WHEN NEW.state = 'proposed' AND EXISTS (SELECT 1 FROM orders o WHERE o.item = NEW.item AND o.state = 'on_order')
 BEGIN SELECT RAISE(ABORT, 'C11: at most one open proposal per item: this item is on order'); END;
+
+-- Orders approved before this migration: the newest approved proposal per item whose action is still live counts as
+-- on order (due three days after its approval: the owner is asked once, Received or Not arrived, if it is late);
+-- older ones were never tracked and are recorded as settled by this migration, without a stock event.
+INSERT INTO orders (proposal_id, item, quantity, state, approved_at, due_at, settled_at, settled_by, updated_at)
+    SELECT p.proposal_id, p.item, p.quantity,
+           CASE WHEN p.proposal_id = (SELECT max(q.proposal_id) FROM proposals q JOIN actions b USING (proposal_id)
+                                      WHERE q.item = p.item AND q.state = 'approved'
+                                        AND b.state NOT IN ('failed', 'voided'))
+                THEN 'on_order' ELSE 'received' END,
+           coalesce(p.decided_at, p.updated_at),
+           strftime('%Y-%m-%dT%H:%M:%S.000000Z', coalesce(p.decided_at, p.updated_at), '+3 days'),
+           CASE WHEN p.proposal_id = (SELECT max(q.proposal_id) FROM proposals q JOIN actions b USING (proposal_id)
+                                      WHERE q.item = p.item AND q.state = 'approved'
+                                        AND b.state NOT IN ('failed', 'voided'))
+                THEN NULL ELSE coalesce(p.decided_at, p.updated_at) END,
+           CASE WHEN p.proposal_id = (SELECT max(q.proposal_id) FROM proposals q JOIN actions b USING (proposal_id)
+                                      WHERE q.item = p.item AND q.state = 'approved'
+                                        AND b.state NOT IN ('failed', 'voided'))
+                THEN NULL ELSE 'system:migration 0007, before on order was tracked' END,
+           coalesce(p.decided_at, p.updated_at)
+    FROM proposals p JOIN actions a USING (proposal_id) JOIN items i ON i.item = p.item
+    WHERE p.state = 'approved' AND a.state NOT IN ('failed', 'voided');
+INSERT INTO orders (proposal_id, item, quantity, state, approved_at, due_at, settled_at, settled_by, updated_at)
+    SELECT p.proposal_id, p.item, p.quantity, 'cancelled', coalesce(p.decided_at, p.updated_at),
+           coalesce(p.decided_at, p.updated_at), a.updated_at, 'system:its order was not placed', a.updated_at
+    FROM proposals p JOIN actions a USING (proposal_id) JOIN items i ON i.item = p.item
+    WHERE p.state = 'approved' AND a.state IN ('failed', 'voided');
