@@ -52,8 +52,9 @@ def reorder_prompt(item: str, unit: str, on_hand: int, reorder_point: int, on_or
 def overdue_notice(order: dict) -> str:
     return (f"Order #{order['proposal_id']} ({order['quantity']} {order['unit']} of {order['item']}, approved "
             f"{order['approved_at'][:10]}) was due by {order['due_at'][:10]} and is still not received; it is "
-            f"{order['status']}. Has it arrived? Received adds {order['quantity']} {order['unit']} to the stock; "
-            "Not arrived stops counting it as on order.")
+            f"{order['status']}. Has it arrived? Received adds {order['quantity']} {order['unit']} to the stock "
+            f"(or send /received {order['proposal_id']} <count> with the stock you counted); Not arrived stops "
+            "counting it as on order.")
 
 
 def count_notice(till_id: str, request_id: str, item: str, unit: str, expected: int, counted: int,

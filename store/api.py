@@ -330,11 +330,12 @@ class Store:
         """One order in any state (on_order, received, not_arrived, cancelled), or None."""
         return await self.db.read(orders.get, proposal_id)
 
-    async def receive_order(self, proposal_id: int, by: str) -> dict:
-        """The owner's Received in one transaction: the ordered quantity is added to the stock as a stock event of
-        kind 'received' and the order is settled. Raises UnknownTarget / IllegalTransition (nothing changes)."""
+    async def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict:
+        """The owner's Received in one transaction: the ordered quantity is added to the stock (or, with `counted`,
+        the stock is set to the count) as a stock event of kind 'received', and the order is settled. Raises
+        UnknownTarget / IllegalTransition / ValueError (nothing changes)."""
         now = self.now()
-        return await self.db.write(lambda conn: orders.receive(conn, proposal_id, by, now))
+        return await self.db.write(lambda conn: orders.receive(conn, proposal_id, by, now, counted))
 
     async def order_not_arrived(self, proposal_id: int, by: str) -> dict:
         """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""

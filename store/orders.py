@@ -99,17 +99,21 @@ def _stock_event(conn: sqlite3.Connection, item: str, kind: str, old: int, new: 
                         "VALUES (?, ?, ?, ?, ?, ?, ?)", (item, kind, old, new, source, work_id, now)).lastrowid
 
 
-def receive(conn: sqlite3.Connection, proposal_id: int, by: str, now: str) -> dict:
-    """The owner's Received: the ordered quantity is added to the stock (a stock event of kind 'received') and the
-    order is settled as received. Raises UnknownTarget for no such order, IllegalTransition when it is not on order.
-    Returns the order as it is now, with `old_on_hand` and `new_on_hand`."""
+def receive(conn: sqlite3.Connection, proposal_id: int, by: str, now: str, counted: int | None = None) -> dict:
+    """The owner's Received: without `counted` the ordered quantity is added to the stock; with it (the owner counted
+    the stock after the delivery) the stock is set to `counted`. Either way one stock event of kind 'received', and
+    the order is settled as received. Raises UnknownTarget for no such order, IllegalTransition when it is not on
+    order, ValueError for a negative count (nothing changes). Returns the order as it is now, with `old_on_hand` and
+    `new_on_hand`."""
+    if counted is not None and (isinstance(counted, bool) or not isinstance(counted, int) or counted < 0):
+        raise ValueError(f"a count is a whole number of 0 or more, got {counted!r}")
     order = get(conn, proposal_id)
     if order is None:
         raise UnknownTarget(f"no order #{proposal_id}")
     if order["state"] != "on_order":
         raise IllegalTransition(f"order #{proposal_id} is {order['state'].replace('_', ' ')}, not on order")
     old = conn.execute("SELECT on_hand FROM items WHERE item = ?", (order["item"],)).fetchone()[0]
-    new = old + order["quantity"]
+    new = old + order["quantity"] if counted is None else counted
     event_id = _stock_event(conn, order["item"], "received", old, new, by, None, now)
     _settle(conn, proposal_id, "received", by, now, event_id)
     return {**get(conn, proposal_id), "old_on_hand": old, "new_on_hand": new}   # type: ignore[dict-item]

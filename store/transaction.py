@@ -131,9 +131,10 @@ class Transaction:
         """Orders a till count received (a 'restock' event) after `event_id`, in event order."""
         return orders.restocked_after(self.conn, event_id)
 
-    def receive_order(self, proposal_id: int, by: str) -> dict:
-        """The owner's Received: a 'received' stock event of the ordered quantity; the order is settled."""
-        return orders.receive(self.conn, proposal_id, by, self.now)
+    def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict:
+        """The owner's Received: a 'received' stock event (the ordered quantity added, or the stock set to
+        `counted`); the order is settled."""
+        return orders.receive(self.conn, proposal_id, by, self.now, counted)
 
     def order_not_arrived(self, proposal_id: int, by: str) -> dict:
         """The owner's Not arrived: the order stops counting as on order; stock unchanged."""

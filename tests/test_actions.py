@@ -147,6 +147,8 @@ async def test_quarantined_actions_are_listed_never_sent_and_decided_by_the_oper
         conn.execute("UPDATE proposals SET state = 'approved' WHERE item = 'vanilla'")
         pid = conn.execute("SELECT proposal_id FROM proposals WHERE item = 'vanilla'").fetchone()[0]
         conn.execute("INSERT INTO spending VALUES (?, '2027-01-01', 1800, 'reserved', 'n')", (pid,))
+        conn.execute("INSERT INTO orders (proposal_id, item, quantity, approved_at, due_at, updated_at) "
+                     "VALUES (?, 'vanilla', 6, 'n', 'n', 'n')", (pid,))        # as an approval writes it
         conn.execute("INSERT INTO actions (proposal_id, idempotency_key, destination, payload, created_at, updated_at)"
                      " VALUES (?, 'ffffffffffffffffffffffffffffffff', 'supplier:elsewhere', "
                      "'{\"lines\": [{\"item\": \"vanilla\", \"quantity\": 6}], \"prompt\": \"x\"}', 'n', 'n')", (pid,))
@@ -161,6 +163,7 @@ async def test_quarantined_actions_are_listed_never_sent_and_decided_by_the_oper
         assert await store.check() == []
         assert await store.decide_action(held["action_id"], "void", "operator:test") == "voided"
         assert rows(run, "SELECT state FROM spending") == [("released",)]
+        assert rows(run, "SELECT state FROM orders") == [("cancelled",)]           # a voided order is not on order
         assert await store.check() == []
 
 
@@ -235,6 +238,10 @@ async def test_pending_lists_a_proposal_an_unsure_reply_and_an_order_awaiting_re
         assert f"#{vanilla} vanilla: 6 tubs, confirmed by the supplier" in pending.text
         assert buttons_of(pending) == [f"Approve #{strawberry}", f"Reject #{strawberry}", f"Resend {unsure}",
                                        f"I have it {unsure}", f"Received #{vanilla}"]
+        # Received from /pending: the order's own card says so too, and its Received is no longer offered
+        press(run, pending, f"Received #{vanilla}")
+        await run.api.wait_for(lambda: f"Received order #{vanilla}" in run.now(shown["vanilla"])["text"], timeout=10)
+        assert run.now(shown["vanilla"])["markup"] is None
         # each button works from /pending: Approve there closes the card's buttons too
         press(run, pending, f"Approve #{strawberry}")
         await settled(run, f"Approved #{strawberry}")

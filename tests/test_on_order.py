@@ -254,3 +254,33 @@ async def test_the_schema_refuses_a_change_to_a_settled_order_and_two_open_order
         raw.execute("INSERT INTO orders (proposal_id, item, quantity, approved_at, due_at, updated_at) "
                     "VALUES (?, 'strawberry', 1, 'n', 'n', 'n')", (other,))
     assert [o["proposal_id"] for o in await shop.open_orders()] == [second]
+
+
+async def test_received_with_a_count_sets_the_stock_to_it_and_bad_counts_change_nothing(shop):
+    proposal_id, _ = await approved_order(shop)
+    with pytest.raises(ValueError):
+        await shop.receive_order(proposal_id, "owner:1", counted=-1)
+    assert (await shop.order(proposal_id))["state"] == "on_order"
+    done = await shop.receive_order(proposal_id, "owner:1", counted=7)    # one tub sold since the count
+    assert (done["old_on_hand"], done["new_on_hand"]) == (2, 7)
+    vanilla = await shop.shop_item("vanilla")
+    assert (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (7, 0, 7)
+    assert [e["kind"] for e in await shop.stock_events("vanilla")] == ["seed", "received"]
+
+
+async def test_the_received_command_takes_an_order_and_an_optional_count(shop, raw):
+    from producers.telegram.owner import admit_command
+    first, _ = await approved_order(shop)
+    second, _ = await approved_order(shop, "strawberry", 4)
+
+    async def say(n, text):
+        result = await shop.atomic(lambda tx: admit_command(tx, f"tg:1:{n}", 1, text, "received"))
+        return raw.execute("SELECT body FROM reports WHERE report_id = ?", (result.report_id,)).fetchone()[0]
+    assert (await say(900, "/received")).startswith("Tell me which order arrived")
+    assert (await say(901, "/received x")).startswith("Tell me which order arrived")
+    assert (await say(902, f"/received {first}")).startswith(
+        f"Received order #{first} (6 tubs of vanilla): 6 tubs added; vanilla is now 8 tubs on hand.")
+    assert (await say(903, f"/received #{second} 3")).startswith(
+        f"Received order #{second} (4 tubs of strawberry): you counted 3 tubs; strawberry is now 3 tubs on hand.")
+    assert (await say(904, f"/received {first}")).startswith(f"Order #{first} is not on order (it is received)")
+    assert await shop.open_orders() == []

@@ -18,6 +18,7 @@ COMMANDS = {
     "pending": "everything waiting for you: proposals, unsure replies, orders to receive",
     "brief": "the opening brief, now",
     "forget": "forget this conversation (asks first)",
+    "received": "an order arrived: /received 2, or /received 2 11 with the stock you counted",
 }
 
 # The persistent reply keyboard under the chat (the common asks, one tap each): what a button sends is its label.
@@ -66,8 +67,32 @@ def status_text(status: dict) -> str:
     return "\n".join(lines)
 
 
-def command_reply(tx: Transaction, command: str, chat_id: int) -> ReportDraft:
+def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
+    """`/received <order> [count]`: the order arrived; with a count, the stock counted after the delivery."""
+    args = text.split()[1:]
+    if not 1 <= len(args) <= 2 or not all(a.lstrip("#").isdigit() for a in args):
+        return ("Tell me which order arrived: /received 2 (adds the quantity ordered), or /received 2 11 with the "
+                "stock you counted after the delivery. /pending lists the orders on their way.")
+    proposal_id, counted = int(args[0].lstrip("#")), (int(args[1]) if len(args) == 2 else None)
+    order = tx.order(proposal_id)
+    if order is None or order["state"] != "on_order":
+        state = "" if order is None else f" (it is {order['state'].replace('_', ' ')})"
+        return f"Order #{proposal_id} is not on order{state}; nothing changed."
+    tx.close_prompts("order", str(proposal_id), "received", by)
+    done = tx.receive_order(proposal_id, by, counted)
+    how = (f"{done['quantity']} {done['unit']} added" if counted is None
+           else f"you counted {counted} {done['unit']}")
+    text = (f"Received order #{proposal_id} ({done['quantity']} {done['unit']} of {done['item']}): {how}; "
+            f"{done['item']} is now {done['new_on_hand']} {done['unit']} on hand.")
+    edit_order_card(tx, proposal_id, text, "received")
+    return text
+
+
+def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", user_id: int | None = None
+                  ) -> ReportDraft:
     destination = f"tg:{chat_id}"
+    if command == "received":
+        return ReportDraft(received_reply(tx, text, chat_id, f"owner:{user_id or chat_id}"), destination=destination)
     if command == "status":
         return ReportDraft(status_text(tx.status()), destination=destination)
     if command == "pending":
@@ -137,7 +162,7 @@ def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
 def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str) -> AdmitResult:
     """A control command: never refused for capacity, answered in its admission."""
     return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", text, WorkKind.CONTROL, f"tg:{chat_id}"),
-                             lambda t, work_id: command_reply(t, command, chat_id))
+                             lambda t, work_id: command_reply(t, command, chat_id, text))
 
 
 def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply: str) -> AdmitResult:
@@ -194,7 +219,8 @@ def decide(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()
     return outcome.text, outcome.decided
 
 
-def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: str) -> Outcome:
+def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: str,
+                 pressed_on: tuple[int, int | None] | None = None) -> Outcome:
     order = tx.order(proposal_id)
     if order is None or order["state"] != "on_order":
         tx.decide_prompt(nonce, "stale", by)
@@ -203,12 +229,16 @@ def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: s
     tx.close_prompts("order", str(proposal_id), verb, by)
     if verb == "received":
         done = tx.receive_order(proposal_id, by)
-        return Outcome(f"Received order #{proposal_id}: {done['quantity']} {done['unit']} of {done['item']} added; "
-                       f"{done['item']} is now {done['new_on_hand']} {done['unit']} on hand.", True)
-    tx.order_not_arrived(proposal_id, by)
-    return Outcome(f"Noted: order #{proposal_id} ({order['quantity']} {order['unit']} of {order['item']}) has not "
-                   "arrived. I no longer count it as on order, so the stock watcher and reorder may propose "
-                   f"{order['item']} again. Check with the supplier before ordering twice.", True)
+        outcome = Outcome(f"Received order #{proposal_id}: {done['quantity']} {done['unit']} of {done['item']} "
+                          f"added; {done['item']} is now {done['new_on_hand']} {done['unit']} on hand.", True)
+    else:
+        tx.order_not_arrived(proposal_id, by)
+        outcome = Outcome(f"Noted: order #{proposal_id} ({order['quantity']} {order['unit']} of {order['item']}) has "
+                          "not arrived. I no longer count it as on order, so the stock watcher and reorder may "
+                          f"propose {order['item']} again. Check with the supplier before ordering twice.", True)
+    if order["card_message"] is not None and pressed_on != (order["card_chat"], order["card_message"]):
+        edit_order_card(tx, proposal_id, outcome.text, verb)     # pressed elsewhere: the order's card says so too
+    return outcome
 
 
 def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> Outcome:
@@ -246,7 +276,7 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
             tx.set_order_card(proposal_id, press.chat_id, press.message_id)
         return Outcome(decision.text, decision.ok, buttons)
     if prompt.kind == "order":
-        return _order_press(tx, nonce, verb, int(prompt.target), by)
+        return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id))
     if prompt.kind == "forget":
         tx.decide_prompt(nonce, verb, by)
         if verb == "keep":
