@@ -213,12 +213,6 @@ class Outcome:
     buttons: list[list[tuple[str, str]]] | None = None
 
 
-def decide(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> tuple[str, bool]:
-    """`decide_press` as (answer, decided)."""
-    outcome = decide_press(tx, press, rules)
-    return outcome.text, outcome.decided
-
-
 def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: str,
                  pressed_on: tuple[int, int | None] | None = None) -> Outcome:
     order = tx.order(proposal_id)
