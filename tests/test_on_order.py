@@ -284,3 +284,21 @@ async def test_the_received_command_takes_an_order_and_an_optional_count(shop, r
         f"Received order #{second} (4 tubs of strawberry): you counted 3 tubs; strawberry is now 3 tubs on hand.")
     assert (await say(904, f"/received {first}")).startswith(f"Order #{first} is not on order (it is received)")
     assert await shop.open_orders() == []
+
+
+async def test_not_arrived_on_the_late_order_notice_lets_the_watcher_check_the_item_again(shop, clock, raw):
+    watcher = StockWatcher(shop, "tg:1")
+    assert "stock:vanilla:1" in (await watcher.check()).admitted
+    proposal_id, action_id = await approved_order(shop)
+    await confirm(shop, action_id)
+    assert (await watcher.check()).rearmed == ("vanilla",)             # position 8: the episode ended
+    clock.advance(3 * 86400 + 60)
+    await watcher.check()
+    [buttons] = raw.execute("SELECT r.buttons FROM reports r JOIN work w ON w.work_id = r.anchor "
+                            "WHERE w.source = ?", (f"notice:order_due:{proposal_id}",)).fetchone()
+    pressed = await press_button(shop, buttons, "Not arrived", "cb-late")
+    assert pressed.decided and "no longer count it as on order" in pressed.answer
+    assert (await shop.order(proposal_id))["state"] == "not_arrived"
+    assert (await watcher.check()).admitted == ("stock:vanilla:2",)    # below its reorder point again: a new check
+    again = await press_button(shop, buttons, "Received", "cb-late-2")
+    assert not again.decided and (await shop.shop_item("vanilla"))["on_hand"] == 2
