@@ -127,7 +127,7 @@ class App:
             actions = ActionRelay(store, adapter, {supplier_destination}, owner_chat)
         else:
             log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
-        rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination)
+        rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination, shop.lead_time_days)
         health = Health()
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(
             chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s)) \

@@ -156,18 +156,22 @@ CREATE TABLE deliveries (
     resends     INTEGER NOT NULL DEFAULT 0,
     created_at  TEXT NOT NULL,
     updated_at  TEXT NOT NULL,
+    edit_of     INTEGER,                 -- a message of this chat that the delivery edits (a card); NULL: a new one
     UNIQUE (report_id, part),
     CHECK (part >= 1 AND part <= parts)
 );
 CREATE INDEX deliveries_open ON deliveries (delivery_id) WHERE state IN ('pending', 'sending', 'unknown');
 CREATE INDEX deliveries_pending ON deliveries (delivery_id) WHERE state = 'pending';   -- the relay's due parts
+-- A press finds the message it was pressed on (its card) by Telegram's message id, sent or edited.
+CREATE INDEX deliveries_message ON deliveries (chat_id, receipt) WHERE receipt IS NOT NULL;
+CREATE INDEX deliveries_edits ON deliveries (chat_id, edit_of) WHERE edit_of IS NOT NULL;
 
 -- C7: deliveries start pending.
 CREATE TRIGGER delivery_insert_pending BEFORE INSERT ON deliveries WHEN NEW.state != 'pending'
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery starts pending'); END;
 
 -- C7: what is sent never changes.
-CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text ON deliveries
+CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of ON deliveries
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery never changes what it sends'); END;
 
 -- C7: confirmed, failed and denied are terminal.
@@ -245,14 +249,16 @@ CREATE TABLE items (
     updated_at      TEXT NOT NULL
 );
 
--- Every change of stock on hand, with where it came from (seed, till count, explicit sync).
+-- Every change of stock on hand, with where it came from: the seed, a till count, an explicit sync, a till count
+-- that received an order ('restock'), the owner's Received button ('received'). Sales are the decreases between
+-- consecutive events; increases are restocks, never negative sales.
 CREATE TABLE stock_events (
     event_id    INTEGER PRIMARY KEY,
     item        TEXT NOT NULL REFERENCES items (item),
-    kind        TEXT NOT NULL CHECK (kind IN ('seed', 'count', 'sync')),
+    kind        TEXT NOT NULL CHECK (kind IN ('seed', 'count', 'sync', 'restock', 'received')),
     old_on_hand INTEGER,
     new_on_hand INTEGER NOT NULL,
-    source      TEXT,                    -- e.g. till:1:req-7
+    source      TEXT,                    -- e.g. till:1:req-7, owner:1001
     work_id     INTEGER REFERENCES work (work_id),
     created_at  TEXT NOT NULL
 );
@@ -296,7 +302,8 @@ CREATE TABLE proposals (
     decided_by      TEXT
 );
 
--- C11: at most one open proposal per item (awaiting approval, or approved while its order is not settled).
+-- C11: at most one open proposal per item. This index covers proposals not yet decided; an approved one stays
+-- open while its order is on order, which `proposal_not_while_on_order` (beside the orders table) enforces.
 CREATE UNIQUE INDEX proposals_one_open_per_item ON proposals (item) WHERE state IN ('proposed', 'awaiting_approval');
 CREATE INDEX proposals_run ON proposals (run_id);
 
@@ -364,6 +371,39 @@ CREATE TABLE action_decisions (
     decided_at  TEXT NOT NULL
 );
 CREATE INDEX action_decisions_action ON action_decisions (action_id);
+
+-- On order: an approved supplier order from its approval until it is received. One row per approved proposal,
+-- written in the approval's transaction. 'received' by the owner's Received (a 'received' stock event of the
+-- ordered quantity) or by a till count that rose by at least the ordered amount (a 'restock' event);
+-- 'not_arrived' by the owner's Not arrived; 'cancelled' when its action failed or was voided. Only 'on_order'
+-- counts in an item's stock position (on hand plus on order).
+CREATE TABLE orders (
+    proposal_id INTEGER PRIMARY KEY REFERENCES proposals (proposal_id),
+    item        TEXT NOT NULL REFERENCES items (item),
+    quantity    INTEGER NOT NULL CHECK (quantity > 0),
+    state       TEXT NOT NULL DEFAULT 'on_order'
+                CHECK (state IN ('on_order', 'received', 'not_arrived', 'cancelled')),
+    approved_at TEXT NOT NULL,
+    due_at      TEXT NOT NULL,            -- the approval plus the supplier's lead time
+    settled_at  TEXT,
+    settled_by  TEXT,                     -- owner:<id>, the till count's source, or system:<why>
+    event_id    INTEGER REFERENCES stock_events (event_id),   -- the received or restock event
+    card_chat   INTEGER,                  -- the approval's card (chat, message id): edited as the order moves on
+    card_message INTEGER,
+    updated_at  TEXT NOT NULL
+);
+-- C11: at most one order on order per item.
+CREATE UNIQUE INDEX orders_one_open_per_item ON orders (item) WHERE state = 'on_order';
+CREATE INDEX orders_due ON orders (due_at) WHERE state = 'on_order';
+
+-- On order: a settled order never changes again.
+CREATE TRIGGER order_settled_fixed BEFORE UPDATE ON orders WHEN OLD.state != 'on_order'
+BEGIN SELECT RAISE(ABORT, 'on order: a received, not arrived or cancelled order never changes'); END;
+
+-- C11: no new proposal for an item while it is on order (the approved proposal is still open until received).
+CREATE TRIGGER proposal_not_while_on_order BEFORE INSERT ON proposals
+WHEN NEW.state = 'proposed' AND EXISTS (SELECT 1 FROM orders o WHERE o.item = NEW.item AND o.state = 'on_order')
+BEGIN SELECT RAISE(ABORT, 'C11: at most one open proposal per item: this item is on order'); END;
 
 -- Spending reserved by approvals (per shop-local day), released when the order is rejected, fails or is voided.
 CREATE TABLE spending (

@@ -33,7 +33,20 @@ from ..records import (
     WorkKind,
 )
 from ..signals import Signals
-from . import actions, inbox, insights, invariants, journal, migrations, outbox, producer_state, recovery, shop, stats
+from . import (
+    actions,
+    inbox,
+    insights,
+    invariants,
+    journal,
+    migrations,
+    orders,
+    outbox,
+    producer_state,
+    recovery,
+    shop,
+    stats,
+)
 from .connection import Database
 from .status import read_reports, read_status
 from .transaction import SqliteTransaction as Transaction
@@ -169,12 +182,14 @@ class SqliteStore:
                for admitted, not_before in rows]
         return min(due) if due else None
 
-    async def finish(self, claim: Claim, draft: ReportDraft, *, user_text: str | None = None,
+    async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
+                     user_text: str | None = None,
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
                      apply: Callable[[Transaction], None] | None = None,
                      after: Callable[[Transaction, str], None] | None = None,
                      claim_next: str | None = None) -> FinishOutcome:
-        """C6. `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
+        """C6. `draft` may be a function called after `apply`, inside the transaction (a report made from what `apply`
+        read or did). `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
         then: the worker announces them with their buttons). With `claim_next` (a worker id) the next due turn is
         claimed in the same commit: one commit per turn instead of two (C5 holds: the claim commits before its
         model runs)."""
@@ -355,6 +370,34 @@ class SqliteStore:
             return result
         return await self.db.write(body)
 
+    # ---- on order (store/orders.py) ------------------------------------------------------------------------------
+    async def open_orders(self, item: str | None = None) -> list[dict[str, Any]]:
+        """Orders on order (all, or one item's), oldest first. Each: proposal_id, item, quantity, unit, approved_at,
+        due_at, action_state, receipt, and `status` (e.g. "confirmed by the supplier (their id SUP-1)")."""
+        return await self.db.read(orders.open_orders, item)
+
+    async def order(self, proposal_id: int) -> dict[str, Any] | None:
+        """One order in any state (on_order, received, not_arrived, cancelled), or None."""
+        return await self.db.read(orders.get, proposal_id)
+
+    async def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict[str, Any]:
+        """The owner's Received in one transaction: the ordered quantity is added to the stock (or, with `counted`,
+        the stock is set to the count) as a stock event of kind 'received', and the order is settled. Raises
+        UnknownTarget / IllegalTransition / ValueError (nothing changes)."""
+        now = self.now()
+        return await self.db.write(lambda conn: orders.receive(conn, proposal_id, by, now, counted))
+
+    async def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
+        """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""
+        now = self.now()
+        return await self.db.write(lambda conn: orders.not_arrived(conn, proposal_id, by, now))
+
+    async def stock_events(self, item: str, limit: int = 100) -> list[dict[str, Any]]:
+        """An item's latest stock events, oldest first: event_id, kind ('seed', 'count', 'sync', 'restock',
+        'received'), old_on_hand, new_on_hand, source, created_at. Sales are the decreases between consecutive
+        events; 'restock' and 'received' events are deliveries, never negative sales."""
+        return await self.db.read(shop.stock_events, item, limit)
+
     # ---- actions (C11) ---------------------------------------------------------------------------------------
     async def due_actions(self, limit: int = 10) -> list[Action]:
         return await self.db.read(actions.due, self.now(), limit)
@@ -387,6 +430,10 @@ class SqliteStore:
 
     async def actions(self, quarantined_only: bool = False) -> list[dict[str, Any]]:
         return await self.db.read(actions.listing, quarantined_only)
+
+    async def awaiting_proposals(self) -> list[dict[str, Any]]:
+        """Proposals awaiting the owner's Approve or Reject (not expired), oldest first."""
+        return await self.db.read(actions.awaiting, self.now())
 
     async def expire_proposals(self) -> list[int]:
         now = self.now()
