@@ -16,6 +16,7 @@ from telegram.error import InvalidToken, NetworkError, RetryAfter
 
 from bot.config import Config
 from bot.http import Health, HttpServer, health_route
+from bot.metrics import MeteredModel, MeteredSender, Metrics, metrics_route
 from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
@@ -93,13 +94,16 @@ class App:
         log.info("recovery: %d released, %d failed, %d deliveries now unknown", len(summary.released),
                  len(summary.failed), len(summary.unknown_deliveries))
         owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
+        health = Health()
+        metrics = Metrics(lambda: self._parts_up(health))
         sender = bot = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
             await self._initialize(bot)
             self._stack.push_async_callback(bot.shutdown)
-            sender = TelegramSender(bot)
-        model = load_model(cfg.model, base_url=cfg.model_base_url or None, api_key=str(cfg.model_api_key) or None)
+            sender = MeteredSender(bot, metrics)
+        model = MeteredModel(load_model(cfg.model, base_url=cfg.model_base_url or None,
+                                        api_key=str(cfg.model_api_key) or None), metrics)
         clock_producer = ClockProducer(store, shop.schedules, owner_chat)
         watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
@@ -117,13 +121,12 @@ class App:
         else:
             log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
         rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination)
-        health = Health()
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(
             chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s)) \
             if sender else None
         ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules) \
             if bot and sender else None
-        routes = [health_route(store, health)]
+        routes = [health_route(store, health), metrics_route(store, metrics)]
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
         routes += TillApi(store, parse_till_tokens(str(cfg.till_tokens))).routes()
@@ -150,6 +153,15 @@ class App:
                 except TimeoutError:
                     pass
                 delay = min(30.0, delay * 2)
+
+    def _parts_up(self, health: Health) -> dict[str, bool]:
+        """Every part this process runs, and whether it still runs (a part stopped on a fault is in `health`)."""
+        p = self.parts
+        if p is None:
+            return {}
+        present = {"worker": True, "relay": p.relay is not None, "ingress": p.ingress is not None,
+                   "actions": p.actions is not None, "producers": p.producers is not None, "http": p.http is not None}
+        return {name: name not in health.faults for name, here in present.items() if here}
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()

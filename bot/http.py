@@ -52,7 +52,11 @@ class HttpServer:
 
     @property
     def port(self) -> int:
-        return self.server.servers[0].sockets[0].getsockname()[1]
+        """The bound port (the configured one once the server stopped listening)."""
+        for server in self.server.servers:
+            for sock in server.sockets:
+                return sock.getsockname()[1]
+        return self.server.config.port
 
     async def serve(self) -> None:
         task = asyncio.ensure_future(self.server.serve())

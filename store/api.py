@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import actions, inbox, invariants, journal, migrations, outbox, recovery, shop, stats
+from . import metrics as metric_reads
 from .clock import Clock, from_text, to_text
 from .connection import Database
 from .errors import SchemaTooOld
@@ -364,6 +365,27 @@ class Store:
 
     async def reports(self, limit: int = 20) -> list[dict]:
         return await self.db.read(read_reports, limit)
+
+    async def metrics(self, window_seconds: float = 3600.0) -> dict:
+        """Operational figures for /metrics (store/metrics.py `snapshot`, plus C14's `stats` over the window) in one
+        read snapshot: never the write lock, no user data."""
+        now_dt = self.clock.now()
+        start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
+
+        def read(conn: sqlite3.Connection) -> dict:
+            figures = metric_reads.snapshot(conn, now_dt, self.path)
+            figures["stats"] = stats.window(conn, start, end)
+            return figures
+        return await self.db.read(read)
+
+    async def runs_ended_since(self, mark: str, limit: int = 10_000) -> list[tuple]:
+        """Runs that ended at or after `mark`, oldest end first (store/metrics.py `runs_ended_since`); a read."""
+        return await self.db.read(metric_reads.runs_ended_since, mark, limit)
+
+    async def day_series(self, hours: int = 24) -> list[dict]:
+        """λ, W and L per hour over the last `hours` hours, oldest first; a read."""
+        now_dt = self.clock.now()
+        return await self.db.read(metric_reads.window_series, now_dt - timedelta(hours=hours), now_dt, hours)
 
     async def check(self) -> list[Violation]:
         return await self.db.read(invariants.check_connection)

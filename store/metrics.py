@@ -1,0 +1,76 @@
+"""What `/metrics` and the operator page read: counts by state, ages, the per-minute counters, the database size and
+the turns that ended since a mark. Every function here is a read (run on the store's read path, a deferred
+transaction: it never takes the write lock) and returns no user data: no chat or sender ids, no texts, no till-made
+names; the only labels are states, kinds and counter kinds made by the code (anything else is reported as `other`).
+"""
+from __future__ import annotations
+
+import re
+import sqlite3
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from .clock import from_text, to_text
+
+WORK_KINDS = ("agent", "control", "notice")
+WORK_STATES = ("pending", "running", "finished", "failed")
+DELIVERY_STATES = ("pending", "sending", "confirmed", "unknown", "failed", "denied")
+ACTION_STATES = ("pending", "sending", "delivered", "failed", "unknown", "quarantined", "voided")
+_CODE_LABEL = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def code_label(value: str) -> str:
+    """A counter kind as a label only when it is shaped like a code-made name; anything else is `other`."""
+    return value if _CODE_LABEL.fullmatch(value or "") else "other"
+
+
+def snapshot(conn: sqlite3.Connection, now: datetime, path: Path) -> dict:
+    """Counts by state, the oldest pending age, the counters of the last complete minute, the database size."""
+    work = {(k, s): 0 for k in WORK_KINDS for s in WORK_STATES}
+    for kind, state, n in conn.execute("SELECT kind, state, count(*) FROM work GROUP BY kind, state"):
+        work[(kind, state)] = n
+    deliveries = dict.fromkeys(DELIVERY_STATES, 0)
+    for state, n in conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state"):
+        deliveries[state] = n
+    actions = dict.fromkeys(ACTION_STATES, 0)
+    for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state"):
+        actions[state] = n
+    oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
+    last_minute = to_text(now - timedelta(minutes=1))[:16]
+    counted: dict[str, int] = {}
+    for kind, n in conn.execute("SELECT kind, sum(count) FROM counters WHERE minute = ? GROUP BY kind",
+                                (last_minute,)):
+        label = code_label(kind)
+        counted[label] = counted.get(label, 0) + n
+    page_size, page_count, free = (conn.execute(f"PRAGMA {p}").fetchone()[0]
+                                   for p in ("page_size", "page_count", "freelist_count"))
+    wal = Path(f"{path}-wal")
+    return {
+        "work": work,
+        "deliveries": deliveries,
+        "actions": actions,
+        "oldest_pending_seconds": max(0.0, (now - from_text(oldest)).total_seconds()) if oldest else 0.0,
+        "counted_last_minute": counted,
+        "db_bytes": page_size * page_count,
+        "db_free_bytes": page_size * free,
+        "wal_bytes": wal.stat().st_size if wal.exists() else 0,
+    }
+
+
+def runs_ended_since(conn: sqlite3.Connection, mark: str, limit: int = 10_000) -> list[tuple]:
+    """Runs that ended at or after `mark` (UTC text), oldest end first: (run_id, outcome, started_at, ended_at,
+    model_calls, input_tokens, output_tokens). Uses the `runs_ended` index (migration 0011)."""
+    return conn.execute(
+        "SELECT run_id, outcome, started_at, ended_at, model_calls, input_tokens, output_tokens FROM runs "
+        "WHERE ended_at >= ? ORDER BY ended_at LIMIT ?", (mark, limit)).fetchall()
+
+
+def window_series(conn: sqlite3.Connection, start: datetime, end: datetime, buckets: int) -> list[dict]:
+    """λ, W and L of agent work in `buckets` equal slices of [start, end] (the operator page's day chart)."""
+    from .stats import window
+    step = (end - start) / buckets
+    series = []
+    for i in range(buckets):
+        s = window(conn, to_text(start + step * i), to_text(start + step * (i + 1)))
+        series.append({"start": to_text(start + step * i), "lambda_per_s": s.lam, "W_s": s.w, "L": s.l})
+    return series
