@@ -16,6 +16,7 @@ from telegram.error import InvalidToken, NetworkError, RetryAfter
 
 from bot.config import Config
 from bot.http import Health, HttpServer, health_route
+from bot.logs import add_secret
 from bot.metrics import MeteredModel, MeteredSender, Metrics, metrics_route
 from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
@@ -80,6 +81,8 @@ class App:
     async def _build(self) -> App:
         cfg = self.cfg
         self._install_signals()        # from the first moment: a stop during start-up is clean too
+        for secret in cfg.secrets():   # redacted from every log line and every /healthz reason, however started
+            add_secret(secret)
         faults.arm(cfg.fault)
         self._stack.enter_context(InstanceLock(cfg.db.resolve()))
         shop = load_shop(cfg.shop_file)

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import actions, inbox, invariants, journal, migrations, outbox, recovery, shop, stats
+from . import actions, health, inbox, invariants, journal, migrations, outbox, recovery, shop, stats
 from . import metrics as metric_reads
 from .clock import Clock, from_text, to_text
-from .connection import Database
-from .errors import SchemaTooOld
+from .connection import BUSY_TIMEOUT_MS, Database
+from .errors import SchemaTooOld, StoreError
 from .outbox import ReportDraft
 from .records import (
     Admission,
@@ -48,6 +49,7 @@ class Store:
         self.debounce = timedelta(milliseconds=debounce_ms)
         self.attempt_cap = attempt_cap
         self.signals = Signals()
+        self._last_probe: tuple[float, StoreError | None] | None = None   # /healthz's write probe (`writable`)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     @classmethod
@@ -377,6 +379,26 @@ class Store:
             figures["stats"] = stats.window(conn, start, end)
             return figures
         return await self.db.read(read)
+
+    async def writable(self, probe_interval_s: float = 5.0) -> str | None:
+        """None while writes can commit, else a fixed sentence why not (no path, no data). A write that failed for
+        the lock or the disk counts until a later write probe commits; the probe (store/health.py: the lock, room for
+        new pages, a commit) runs at most every `probe_interval_s` and changes nothing anyone reads."""
+        last_probe = self._last_probe
+        if last_probe is None or time.monotonic() - last_probe[0] >= probe_interval_s:
+            now = self.now()
+            try:
+                await self.db.raw(lambda conn: health.probe(conn, now, BUSY_TIMEOUT_MS))
+                last_probe = (time.monotonic(), None)
+            except StoreError as exc:
+                last_probe = (time.monotonic(), exc)
+            self._last_probe = last_probe
+        if last_probe[1] is not None:
+            return health.reason(last_probe[1])
+        failure = self.db.last_write_failure
+        if failure is not None and failure[0] > last_probe[0]:
+            return health.reason(failure[1])
+        return None
 
     async def runs_ended_since(self, mark: str, limit: int = 10_000) -> list[tuple]:
         """Runs that ended at or after `mark`, oldest end first (store/metrics.py `runs_ended_since`); a read."""

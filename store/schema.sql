@@ -447,3 +447,9 @@ CREATE TABLE producer_marks (
     name  TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 ) WITHOUT ROWID;
+
+-- /healthz: one row the write probe commits to at most every few seconds (a commit that cannot land is a fault).
+CREATE TABLE health_probe (
+    id        INTEGER PRIMARY KEY CHECK (id = 1),
+    probed_at TEXT NOT NULL
+);

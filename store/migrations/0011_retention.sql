@@ -64,3 +64,9 @@ AND NOT (OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL AND NEW.text = '' A
          AND NEW.receipt IS OLD.receipt AND NEW.reason IS OLD.reason AND NEW.resends = OLD.resends
          AND NEW.attempts = OLD.attempts AND NEW.updated_at = OLD.updated_at)
 BEGIN SELECT RAISE(ABORT, 'C7: a confirmed, failed or denied delivery never changes'); END;
+
+-- /healthz: one row the write probe commits to at most every few seconds (a commit that cannot land is a fault).
+CREATE TABLE health_probe (
+    id        INTEGER PRIMARY KEY CHECK (id = 1),
+    probed_at TEXT NOT NULL
+);
