@@ -51,7 +51,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_GLOBAL_PACE_PER_S": ("30",
                                   "most messages per second over all chats (Telegram allows about 30); 0: no limit"),
     "SHOPBOT_LOG_LEVEL": ("INFO", "DEBUG | INFO | WARNING | ERROR"),
-    "SHOPBOT_LOG_FILE": ("", "also write the log to this file"),
+    "SHOPBOT_LOG_FILE": ("", "also write the log to this file (reopened when logrotate moves it)"),
+    "SHOPBOT_LOG_FORMAT": ("text", "text | json (one JSON object a line: ts, level, logger, event, ids)"),
     "SHOPBOT_CLOCK": ("system", "system | accelerated:<start ISO-8601>:<factor> (test mode only)"),
     "SHOPBOT_TEST_MODE": ("0", "1 allows test-only settings (accelerated clock, database page cap)"),
     "SHOPBOT_FAULT": ("", "arm a fault point for drills, e.g. K7:kill (kills the process when reached)"),
@@ -130,6 +131,7 @@ class Config:
     global_pace_per_s: int
     log_level: str
     log_file: Path | None
+    log_format: str
     clock: str
     test_mode: bool
     fault: str
@@ -170,6 +172,9 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     level = text("SHOPBOT_LOG_LEVEL").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"SHOPBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
+    log_format = text("SHOPBOT_LOG_FORMAT").lower()
+    if log_format not in ("text", "json"):
+        raise ConfigError(f"SHOPBOT_LOG_FORMAT must be text or json, got {log_format!r}")
     max_pages = env.get("SHOPBOT_DB_MAX_PAGES", "")
     if max_pages and not test_mode:
         raise ConfigError("SHOPBOT_DB_MAX_PAGES is a test-only setting: it needs SHOPBOT_TEST_MODE=1")
@@ -206,6 +211,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         global_pace_per_s=_int(env, "SHOPBOT_GLOBAL_PACE_PER_S", 0),
         log_level=level,
         log_file=Path(env["SHOPBOT_LOG_FILE"]) if env.get("SHOPBOT_LOG_FILE") else None,
+        log_format=log_format,
         clock=text("SHOPBOT_CLOCK"),
         test_mode=test_mode,
         fault=text("SHOPBOT_FAULT"),

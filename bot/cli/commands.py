@@ -178,39 +178,56 @@ def cmd_actions(args: argparse.Namespace) -> int:
 
 def setup_logs(cfg: config_module.Config) -> None:
     from bot.logs import setup_logging
-    setup_logging(cfg.log_level, cfg.secrets(), cfg.log_file)
+    setup_logging(cfg.log_level, cfg.secrets(), cfg.log_file, cfg.log_format)
 
 
 @command("run")
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     setup_logs(cfg)
+    import logging
+
     from bot.app import App
+    log = logging.getLogger("shopbot")
 
     async def main() -> int:
         async with App(cfg) as app:
             if args.drain:
                 from bot.cli.render import print_status
                 status = await app.drain()
-                print("drained; left (not yet due):")
-                print_status(status, sys.stdout)
+                if cfg.log_format == "json":     # every line of `shopbot run` is JSON in this format
+                    log.info("drained; left (not yet due): %s", json.dumps(status, sort_keys=True))
+                else:
+                    print("drained; left (not yet due):")
+                    print_status(status, sys.stdout)
             else:
                 await app.run()
         return 0
-    import logging
 
     from telegram.error import InvalidToken
-    logging.getLogger("shopbot").info("starting with database %s", cfg.db.resolve())
+    log.info("starting with database %s", cfg.db.resolve())
     from bot.app import StartAborted
     try:
         return asyncio.run(main())
     except StartAborted:
-        print("stopped before the start completed; nothing was in flight", file=sys.stderr)
+        if cfg.log_format == "json":
+            log.warning("stopped before the start completed; nothing was in flight")
+        else:
+            print("stopped before the start completed; nothing was in flight", file=sys.stderr)
         return 0
     except InvalidToken:
-        print("configuration error: Telegram refused the bot token: check TELEGRAM_BOT_TOKEN "
-              "(and TELEGRAM_API_BASE_URL)", file=sys.stderr)
+        if cfg.log_format == "json":
+            log.error("configuration error: Telegram refused the bot token: check TELEGRAM_BOT_TOKEN "
+                      "(and TELEGRAM_API_BASE_URL)")
+        else:
+            print("configuration error: Telegram refused the bot token: check TELEGRAM_BOT_TOKEN "
+                  "(and TELEGRAM_API_BASE_URL)", file=sys.stderr)
         return 2
+    except BaseException as exc:
+        if cfg.log_format != "json" or isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        log.critical("shopbot run stopped on an error: %s", type(exc).__name__, exc_info=True)
+        return 1
 
 
 def local_config() -> config_module.Config:
