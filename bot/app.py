@@ -32,11 +32,12 @@ from producers.telegram.polling import Ingress, IngressStopped
 from producers.telegram.routing import ALLOWED_UPDATES
 from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
-from store import Claim, InstanceLock, Store, faults, parse_clock
+from store import Claim, InstanceLock, Store, StoreError, faults, parse_clock
 from worker.models import load_model
 from worker.worker import Worker, WorkerSettings, WorkerStopped
 
 log = logging.getLogger("shopbot.app")
+RETENTION_EVERY_S = 86400.0
 
 
 @dataclass
@@ -229,6 +230,18 @@ class App:
                 await self.parts.store.notice("config", f"{name}:{self.parts.store.now()[:10]}",
                                               f"I had to stop my {name}: {exc}", f"tg:{self.cfg.owner_chat_id}")
 
+    async def _retention(self, days: int) -> None:
+        """SHOPBOT_RETENTION_DAYS: prune once at start and then once a day (short transactions; see store/retention.py).
+        A failure is logged and tried again the next day."""
+        assert self.parts
+        while not self._stopping.is_set():
+            try:
+                done = await self.parts.store.prune(days)
+                log.info("retention: pruned %s", ", ".join(f"{kind}={n}" for kind, n in done.items()))
+            except StoreError as exc:
+                log.error("retention failed (%s); the next daily run tries again", type(exc).__name__)
+            await self.parts.store.clock.sleep(RETENTION_EVERY_S)
+
     async def run(self) -> None:
         p = self.parts
         assert p is not None
@@ -252,6 +265,8 @@ class App:
                 tasks.create_task(p.http.serve())
             if p.producers:
                 cancel_on_stop.append(tasks.create_task(p.producers.run()))
+            if self.cfg.retention_days:
+                cancel_on_stop.append(tasks.create_task(self._retention(self.cfg.retention_days)))
             await self._stopping.wait()
             self.stop()
             for task in cancel_on_stop:

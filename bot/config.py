@@ -45,6 +45,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_OWNER_CHAT_ID": ("", "chat for briefs, stock checks and notices; default the first owner id"),
     "SHOPBOT_WEBHOOK_URL": ("", "public HTTPS URL of /telegram/webhook; empty uses long polling"),
     "SHOPBOT_WEBHOOK_SECRET": ("", "secret token Telegram sends with each webhook call (secret, 1-256 of A-Za-z0-9_-)"),
+    "SHOPBOT_RETENTION_DAYS": ("", "when set, the bot prunes what ended more than this many days ago, once a day "
+                                   "(as `shopbot prune --older-than`); empty keeps everything"),
     "SHOPBOT_HTTP_HOST": ("127.0.0.1", "address of the HTTP server (webhook, till, health)"),
     "SHOPBOT_HTTP_PORT": ("8080", "port of the HTTP server; 0 picks a free port; -1 disables the server"),
     "SHOPBOT_CHAT_PACE_MS": ("1000", "least time between two messages to one chat (Telegram allows about 1/s)"),
@@ -125,6 +127,7 @@ class Config:
     owner_chat_id: int | None
     webhook_url: str
     webhook_secret: Secret
+    retention_days: int | None
     http_host: str
     http_port: int
     chat_pace_ms: int
@@ -205,6 +208,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         owner_chat_id=owner_chat[0] if owner_chat else (owner_ids[0] if owner_ids else None),
         webhook_url=webhook_url,
         webhook_secret=Secret(webhook_secret),
+        retention_days=_int(env, "SHOPBOT_RETENTION_DAYS", 1) if env.get("SHOPBOT_RETENTION_DAYS") else None,
         http_host=text("SHOPBOT_HTTP_HOST"),
         http_port=_int(env, "SHOPBOT_HTTP_PORT", -1),
         chat_pace_ms=_int(env, "SHOPBOT_CHAT_PACE_MS", 0),

@@ -26,6 +26,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "app.part_stopped": ("shopbot.app", "%s stopped: %s"),
     "app.running": ("shopbot.app", "shopbot running: model=%s telegram=%s http=%s"),
     "app.stopped": ("shopbot.app", "shopbot stopped"),
+    "app.retention_pruned": ("shopbot.app", "retention: pruned %s"),
+    "app.retention_failed": ("shopbot.app", "retention failed (%s); the next daily run tries again"),
     # the HTTP server and the webhook
     "http.listening": ("shopbot.http", "http server listening on %s:%d"),
     "webhook.bad_secret": ("shopbot.http", "webhook call with a wrong or missing secret from %s"),

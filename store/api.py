@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import actions, health, inbox, invariants, journal, migrations, outbox, recovery, shop, stats
+from . import actions, health, inbox, invariants, journal, migrations, outbox, recovery, retention, shop, stats
 from . import metrics as metric_reads
 from .clock import Clock, from_text, to_text
 from .connection import BUSY_TIMEOUT_MS, Database
@@ -411,6 +411,35 @@ class Store:
 
     async def check(self) -> list[Violation]:
         return await self.db.read(invariants.check_connection)
+
+    async def prune(self, older_than_days: float, batch: int = 2000) -> dict[str, int]:
+        """Retention (store/retention.py): remove or empty what ended more than `older_than_days` ago, in short
+        transactions of at most `batch` rows of each kind, until nothing is left. Returns the rows per kind. Never
+        open work, a part not yet ended, an action, or an identity."""
+        if older_than_days < 1:
+            raise ValueError("retention keeps at least one day: --older-than must be 1 or more")
+        now_dt = self.clock.now()
+        cutoff, now = to_text(now_dt - timedelta(days=older_than_days)), to_text(now_dt)
+        totals: dict[str, int] = {}
+        while True:
+            done = await self.db.write(retention.prune_batch, cutoff, now, batch)
+            for kind, n in done.items():
+                totals[kind] = totals.get(kind, 0) + n
+            if not any(done.values()):
+                return totals
+
+    async def vacuum(self) -> tuple[int, int]:
+        """VACUUM: give the pages freed by a prune back to the file system. Holds the write lock for its whole
+        run (seconds on a large file) and needs free disk of about the database's size. Returns the file size in
+        bytes before and after."""
+        def run(conn: sqlite3.Connection) -> tuple[int, int]:
+            def size() -> int:
+                return conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+            before = size()
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return before, size()
+        return await self.db.raw(run)
 
     async def backup(self, target: Path | str) -> None:
         """SQLite's online backup of the live database into `target` (a consistent copy, WAL included)."""

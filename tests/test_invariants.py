@@ -61,6 +61,11 @@ PLANTS = {
     "A2": PROPOSAL_WITH_ACTION + ["DROP TRIGGER action_receipt_required",
                                   "UPDATE actions SET state = 'sending'", "UPDATE actions SET state = 'delivered'"],
     "A3": PROPOSAL_WITH_ACTION + ["UPDATE spending SET state = 'released'"],
+    # retention's tombstones: a pruned mark without the emptied payload; a pruned report whose part is still pending
+    "P1": ["DROP TRIGGER work_identity_fixed", "DROP TRIGGER work_terminal_fixed", "DROP TRIGGER work_prune_path",
+           "UPDATE work SET pruned_at = 'n' WHERE work_id = 1"],
+    "P2": ["DROP TRIGGER report_immutable",
+           "UPDATE reports SET body = '', body_sha256 = printf('%064d', 0), pruned_at = 'n' WHERE report_id = 'r1.1'"],
 }
 
 

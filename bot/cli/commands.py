@@ -127,6 +127,22 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("prune")
+def cmd_prune(args: argparse.Namespace) -> int:
+    async def prune(store: Store) -> tuple[dict, int, int]:
+        done = await store.prune(args.older_than)
+        before = after = 0
+        if args.vacuum:
+            before, after = await store.vacuum()
+        return done, before, after
+    done, before, after = with_store(args, prune)
+    counts = ", ".join(f"{kind.replace('_', ' ')} {n}" for kind, n in done.items())
+    print(f"pruned (ended more than {args.older_than:g} days ago): {counts}")
+    if args.vacuum:
+        print(f"vacuumed: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
+    return 0
+
+
 @command("restore")
 def cmd_restore(args: argparse.Namespace) -> int:
     cfg = load_config(args)
@@ -297,6 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("migrate", "create the database or bring it to this version's schema")
     p = add("backup", "online backup of the live database to PATH")
     p.add_argument("path")
+    p = add("prune", "remove or empty what ended more than DAYS ago (history, bodies, used nonces, counters); "
+                     "identities, open work, unknown deliveries and actions stay")
+    p.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="age in days (at least 1)")
+    p.add_argument("--vacuum", action="store_true",
+                   help="then VACUUM to shrink the file (holds the write lock meanwhile; best with the bot stopped)")
     p = add("restore", "copy a backup in (the bot must be stopped); unsent deliveries become unknown")
     p.add_argument("path")
     p = add("resolve", "decide about a report that may not have arrived (C8)")

@@ -23,14 +23,14 @@ DROP TRIGGER delivery_terminal_fixed;
 -- its SHA-256).
 CREATE TRIGGER work_identity_fixed BEFORE UPDATE OF source, session, kind, payload, destination, admitted_at ON work
 WHEN NOT (OLD.state IN ('finished', 'failed') AND OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL
-          AND NEW.payload = '' AND length(NEW.payload_sha256) = 64 AND NEW.source = OLD.source
+          AND NEW.payload = '' AND length(coalesce(NEW.payload_sha256, '')) = 64 AND NEW.source = OLD.source
           AND NEW.session = OLD.session AND NEW.kind = OLD.kind AND NEW.destination IS OLD.destination
           AND NEW.admitted_at = OLD.admitted_at AND NEW.state = OLD.state)
 BEGIN SELECT RAISE(ABORT, 'C1: an admitted occurrence never changes'); END;
 
 -- C4: nothing leaves finished or failed, whoever issues the update (retention's tombstone move aside).
 CREATE TRIGGER work_terminal_fixed BEFORE UPDATE ON work WHEN OLD.state IN ('finished', 'failed') AND NOT (
-    OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL AND NEW.payload = '' AND length(NEW.payload_sha256) = 64
+    OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL AND NEW.payload = '' AND length(coalesce(NEW.payload_sha256, '')) = 64
     AND NEW.state = OLD.state AND NEW.attempts = OLD.attempts AND NEW.run_id IS OLD.run_id
     AND NEW.worker_id IS OLD.worker_id AND NEW.ended_at IS OLD.ended_at AND NEW.not_before IS OLD.not_before)
 BEGIN SELECT RAISE(ABORT, 'C4: finished and failed work never changes'); END;
@@ -43,7 +43,7 @@ BEGIN SELECT RAISE(ABORT, 'C1: only an ended item is pruned, once'); END;
 -- C6: a report never changes what it says and is never deleted; a later result is a new generation. Retention may
 -- empty the body of a report whose every part is delivered, failed or denied, keeping its SHA-256.
 CREATE TRIGGER report_immutable BEFORE UPDATE ON reports
-WHEN NOT (OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL AND NEW.body = '' AND length(NEW.body_sha256) = 64
+WHEN NOT (OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL AND NEW.body = '' AND length(coalesce(NEW.body_sha256, '')) = 64
           AND NEW.report_id = OLD.report_id AND NEW.anchor = OLD.anchor AND NEW.generation = OLD.generation
           AND NEW.is_error = OLD.is_error AND NEW.destination IS OLD.destination AND NEW.buttons IS OLD.buttons
           AND NEW.run_id IS OLD.run_id AND NEW.created_at = OLD.created_at
