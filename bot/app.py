@@ -18,6 +18,7 @@ from bot.config import Config
 from bot.http import Health, HttpServer, health_route
 from bot.logs import add_secret
 from bot.metrics import MeteredModel, MeteredSender, Metrics, metrics_route
+from bot.ops_page import OpsPage
 from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
@@ -134,6 +135,8 @@ class App:
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
         routes += TillApi(store, parse_till_tokens(str(cfg.till_tokens))).routes()
+        if cfg.ops_token:
+            routes += OpsPage(store, str(cfg.ops_token)).routes()
         http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
         self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler)
         return self

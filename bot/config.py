@@ -49,6 +49,8 @@ KEYS: dict[str, tuple[str, str]] = {
                                    "(as `shopbot prune --older-than`); empty keeps everything"),
     "SHOPBOT_HTTP_HOST": ("127.0.0.1", "address of the HTTP server (webhook, till, health)"),
     "SHOPBOT_HTTP_PORT": ("8080", "port of the HTTP server; 0 picks a free port; -1 disables the server"),
+    "SHOPBOT_OPS_TOKEN": ("", "the operator page /ops is served only when this is set: at least 24 characters "
+                              "(secret), typed into the page's login form"),
     "SHOPBOT_CHAT_PACE_MS": ("1000", "least time between two messages to one chat (Telegram allows about 1/s)"),
     "SHOPBOT_GLOBAL_PACE_PER_S": ("30",
                                   "most messages per second over all chats (Telegram allows about 30); 0: no limit"),
@@ -130,6 +132,7 @@ class Config:
     retention_days: int | None
     http_host: str
     http_port: int
+    ops_token: Secret
     chat_pace_ms: int
     global_pace_per_s: int
     log_level: str
@@ -143,7 +146,8 @@ class Config:
 
     def secrets(self) -> list[str]:
         """Every secret value, for log redaction (each till token on its own)."""
-        values = [str(v) for v in (self.model_api_key, self.telegram_token, self.webhook_secret, self.supplier_token)]
+        values = [str(v) for v in (self.model_api_key, self.telegram_token, self.webhook_secret, self.supplier_token,
+                                   self.ops_token)]
         values += [pair.partition(":")[2] for pair in str(self.till_tokens).split(",")]
         return [v for v in values if v]
 
@@ -175,6 +179,9 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     level = text("SHOPBOT_LOG_LEVEL").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"SHOPBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
+    ops_token = env.get("SHOPBOT_OPS_TOKEN", "")
+    if ops_token and len(ops_token) < 24:
+        raise ConfigError("SHOPBOT_OPS_TOKEN must be at least 24 characters (it guards the operator page)")
     log_format = text("SHOPBOT_LOG_FORMAT").lower()
     if log_format not in ("text", "json"):
         raise ConfigError(f"SHOPBOT_LOG_FORMAT must be text or json, got {log_format!r}")
@@ -211,6 +218,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         retention_days=_int(env, "SHOPBOT_RETENTION_DAYS", 1) if env.get("SHOPBOT_RETENTION_DAYS") else None,
         http_host=text("SHOPBOT_HTTP_HOST"),
         http_port=_int(env, "SHOPBOT_HTTP_PORT", -1),
+        ops_token=Secret(ops_token),
         chat_pace_ms=_int(env, "SHOPBOT_CHAT_PACE_MS", 0),
         global_pace_per_s=_int(env, "SHOPBOT_GLOBAL_PACE_PER_S", 0),
         log_level=level,
