@@ -1,7 +1,7 @@
 """Durable state of shopbot. `Store` (store/api.py) is the only interface the other packages use."""
 from . import faults
 from .api import Store
-from .backup import restore
+from .backup import backup_before_migration, restore
 from .clock import Clock, ManualClock, SystemClock, from_text, parse_clock, to_text
 from .errors import (
     IllegalTransition,
@@ -37,7 +37,7 @@ from .transaction import Transaction
 
 __all__ = [
     # the store and its transaction
-    "Store", "Transaction", "ProducerStore", "restore", "InstanceLock",
+    "Store", "Transaction", "ProducerStore", "restore", "backup_before_migration", "InstanceLock",
     # the named fault points (kill points) the drills arm
     "faults",
     # time

@@ -6,12 +6,23 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bot import config as config_module
 from bot.cli.render import print_status
-from store import Admission, InstanceLock, Occurrence, Store, StoreError, WorkKind, parse_clock, restore
+from store import (
+    Admission,
+    InstanceLock,
+    Occurrence,
+    Store,
+    StoreError,
+    WorkKind,
+    backup_before_migration,
+    parse_clock,
+    restore,
+)
 from store.invariants import check as check_invariants
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
@@ -109,6 +120,11 @@ def cmd_reports(args: argparse.Namespace) -> int:
 def cmd_migrate(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     with InstanceLock(cfg.db.resolve()):
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        taken = backup_before_migration(cfg.db.resolve(), stamp)   # an online backup before anything changes
+        if taken:
+            print(f"backed up schema version {taken[0]} to {taken[1]} before migrating")
+
         async def main() -> int:
             store = await open_store(cfg, create=True, migrate=True)
             try:
@@ -310,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("reports", "the latest reports with their work items, delivery states, receipts and bodies")
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=20)
-    add("migrate", "create the database or bring it to this version's schema")
+    add("migrate", "create the database or bring it to this version's schema (an older one is backed up first)")
     p = add("backup", "online backup of the live database to PATH")
     p.add_argument("path")
     p = add("prune", "remove or empty what ended more than DAYS ago (history, bodies, used nonces, counters); "
