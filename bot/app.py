@@ -24,6 +24,7 @@ from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
 from bot.relays.telegram import Relay, RelaySettings, RelayStopped
 from bot.shop_file import ShopSpec, load_shop
+from bot.till_openapi import openapi_route
 from producers.clock import ClockProducer
 from producers.scheduler import ProducerScheduler, producer_scheduler
 from producers.stock_watch import StockWatcher
@@ -134,7 +135,7 @@ class App:
         routes = [health_route(store, health), metrics_route(store, metrics)]
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
-        routes += TillApi(store, parse_till_tokens(str(cfg.till_tokens))).routes()
+        routes += TillApi(store, parse_till_tokens(str(cfg.till_tokens))).routes() + [openapi_route()]
         if cfg.ops_token:
             routes += OpsPage(store, str(cfg.ops_token)).routes()
         http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
