@@ -54,8 +54,8 @@ async def main(argv: list[str] | None = None) -> int:
             await store.reports(10)
             await store.day_series(24)
         print(f"history {args.history:,} finished items")
-        print(f"Store.metrics:            {await timed(args.rounds, lambda: store.metrics(3600.0))}")
-        print(f"whole /metrics scrape:    {await timed(args.rounds, scrape)}")
+        print(f"Store.metrics, cold:      {await timed(args.rounds, lambda: store.metrics(3600.0))} (counts every row)")
+        print(f"whole /metrics scrape:    {await timed(args.rounds, scrape)} (the first counts every row once)")
         print(f"/ops page reads:          {await timed(args.rounds, ops)}")
         return 0
     finally:

@@ -101,7 +101,7 @@ class App:
                  len(summary.failed), len(summary.unknown_deliveries))
         owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
         health = Health()
-        metrics = Metrics(lambda: self._parts_up(health))
+        metrics = Metrics(lambda: self._parts_up(health), start_mark=store.now())   # turns count from here
         sender = bot = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)

@@ -56,6 +56,7 @@ class Metrics:
         self._mark = start_mark
         self._seen_at_mark: set[str] = set()
         self._lock = asyncio.Lock()
+        self._tallies: dict = {}          # the store's counts of ended rows, advanced at each scrape
         self.registry.register(_StoreCollector(self))
 
     async def refresh(self, store: Store) -> None:
@@ -63,7 +64,7 @@ class Metrics:
         async with self._lock:
             if self._mark is None:
                 self._mark = store.now()
-            figures = await store.metrics(STATS_WINDOW_S)
+            figures = await store.metrics(STATS_WINDOW_S, self._tallies)
             while True:
                 rows = await store.runs_ended_since(self._mark)
                 fresh = [r for r in rows if r[0] not in self._seen_at_mark]

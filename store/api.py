@@ -368,14 +368,15 @@ class Store:
     async def reports(self, limit: int = 20) -> list[dict]:
         return await self.db.read(read_reports, limit)
 
-    async def metrics(self, window_seconds: float = 3600.0) -> dict:
+    async def metrics(self, window_seconds: float = 3600.0, tallies: dict | None = None) -> dict:
         """Operational figures for /metrics (store/metrics.py `snapshot`, plus C14's `stats` over the window) in one
-        read snapshot: never the write lock, no user data."""
+        read snapshot: never the write lock, no user data. Pass the same `tallies` dict at every call (the caller
+        keeps it): the counts by state then cost only what changed since the last call."""
         now_dt = self.clock.now()
         start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
 
         def read(conn: sqlite3.Connection) -> dict:
-            figures = metric_reads.snapshot(conn, now_dt, self.path)
+            figures = metric_reads.snapshot(conn, now_dt, self.path, tallies)
             figures["stats"] = stats.window(conn, start, end)
             return figures
         return await self.db.read(read)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -24,13 +25,51 @@ def code_label(value: str) -> str:
     return value if _CODE_LABEL.fullmatch(value or "") else "other"
 
 
-def snapshot(conn: sqlite3.Connection, now: datetime, path: Path) -> dict:
-    """Counts by state, the oldest pending age, the counters of the last complete minute, the database size."""
+@dataclass
+class Tally:
+    """Counts by state of a table's rows with ids at or below `upto`. Those rows are all ended (no open row has an
+    id that low) and an ended row never changes state or goes away, so the counts stay true and each scrape only
+    counts the rows above `upto`: a scrape costs the open window, not the whole history."""
+    upto: int = 0
+    counts: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+
+# table -> (id column, the grouping columns, the partial index of the open rows, what an open row is). The open rows
+# are read through their partial index: a min() by rowid would walk every ended row before the first open one.
+_TALLIED = {
+    "work": ("work_id", "kind, state", "work_open", "state IN ('pending', 'running')"),
+    "deliveries": ("delivery_id", "state", "deliveries_open", "state IN ('pending', 'sending', 'unknown')"),
+}
+
+
+def tallied(conn: sqlite3.Connection, table: str, tally: Tally) -> dict[tuple[str, ...], int]:
+    """Counts by state of every row of `table`, advancing `tally` to just below its oldest open row."""
+    key, group, index, open_rows = _TALLIED[table]
+    oldest_open = conn.execute(f"SELECT min({key}) FROM {table} INDEXED BY {index} WHERE {open_rows}").fetchone()[0]
+    frontier = oldest_open - 1 if oldest_open is not None else \
+        conn.execute(f"SELECT coalesce(max({key}), 0) FROM {table}").fetchone()[0]
+    if frontier > tally.upto:
+        for *labels, n in conn.execute(f"SELECT {group}, count(*) FROM {table} WHERE {key} > ? AND {key} <= ? "
+                                       f"GROUP BY {group}", (tally.upto, frontier)):
+            tally.counts[tuple(labels)] = tally.counts.get(tuple(labels), 0) + n
+        tally.upto = frontier
+    counts = dict(tally.counts)
+    for *labels, n in conn.execute(f"SELECT {group}, count(*) FROM {table} WHERE {key} > ? GROUP BY {group}",
+                                   (tally.upto,)):
+        counts[tuple(labels)] = counts.get(tuple(labels), 0) + n
+    return counts
+
+
+def snapshot(conn: sqlite3.Connection, now: datetime, path: Path, tallies: dict[str, Tally] | None = None) -> dict:
+    """Counts by state, the oldest pending age, the counters of the last complete minute, the database size.
+    `tallies` (kept by the caller between scrapes) makes the work and delivery counts cost only the rows added or
+    still open since the last scrape."""
+    tallies = tallies if tallies is not None else {}
     work = {(k, s): 0 for k in WORK_KINDS for s in WORK_STATES}
-    for kind, state, n in conn.execute("SELECT kind, state, count(*) FROM work GROUP BY kind, state"):
+    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally())).items():
         work[(kind, state)] = n
     deliveries = dict.fromkeys(DELIVERY_STATES, 0)
-    for state, n in conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state"):
+    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally())).items():
         deliveries[state] = n
     actions = dict.fromkeys(ACTION_STATES, 0)
     for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state"):

@@ -39,12 +39,15 @@ def prune_batch(conn: sqlite3.Connection, cutoff: str, now: str, batch: int) -> 
     done["history"] = conn.execute(
         "DELETE FROM history WHERE entry_id IN (SELECT entry_id FROM history WHERE created_at < ? LIMIT ?)",
         (cutoff, batch)).rowcount
+    # Driven from the journal's oldest rows (CROSS JOIN keeps that order): what was deleted is gone from the front,
+    # so a daily prune does not walk every old run again.
     done["operations"] = conn.execute(
         "DELETE FROM operations WHERE op_id IN ("
-        "SELECT o.op_id FROM runs r JOIN operations o USING (run_id) "
+        "SELECT o.op_id FROM operations o CROSS JOIN runs r ON r.run_id = o.run_id "
         "WHERE r.ended_at IS NOT NULL AND r.ended_at < ? "
         "AND NOT EXISTS (SELECT 1 FROM proposals p WHERE p.run_id = r.run_id) "
-        "AND NOT EXISTS (SELECT 1 FROM drafts d WHERE d.run_id = r.run_id) LIMIT ?)", (cutoff, batch)).rowcount
+        "AND NOT EXISTS (SELECT 1 FROM drafts d WHERE d.run_id = r.run_id) ORDER BY o.op_id LIMIT ?)",
+        (cutoff, batch)).rowcount
     done["prompts"] = conn.execute(
         "DELETE FROM prompts WHERE nonce IN (SELECT nonce FROM prompts WHERE (decided_at IS NOT NULL AND "
         "decided_at < ?) OR (expires_at IS NOT NULL AND expires_at < ?) LIMIT ?)", (cutoff, cutoff, batch)).rowcount

@@ -31,6 +31,7 @@ CREATE TABLE work (
 CREATE INDEX work_open ON work (session, work_id) WHERE state IN ('pending', 'running');
 CREATE INDEX work_ended ON work (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX work_pending ON work (work_id) WHERE state = 'pending';      -- claim: pending items in admission order
+CREATE INDEX work_prunable ON work (ended_at) WHERE pruned_at IS NULL AND ended_at IS NOT NULL;   -- retention
 
 -- C1: new work starts pending.
 CREATE TRIGGER work_insert_pending BEFORE INSERT ON work WHEN NEW.state != 'pending'
@@ -307,6 +308,7 @@ CREATE TABLE drafts (
     cost_cents      INTEGER NOT NULL,
     created_at      TEXT NOT NULL
 );
+CREATE INDEX drafts_run ON drafts (run_id);     -- retention: does a run still have a draft?
 
 -- propose_order (effect external, C11): a typed proposal, never a contact with anyone. It is 'proposed' (void)
 -- until its turn finishes; the finish transaction makes it 'awaiting_approval'; a turn that does not finish

@@ -106,3 +106,40 @@ async def test_every_metric_on_the_page_is_documented_in_the_readme() -> None:
     assert served == documented, f"served, not documented: {served - documented}; " \
                                  f"documented, not served: {documented - served}"
     assert "/metrics" in readme and "do not expose" in readme.lower()
+
+
+async def test_the_incremental_counts_by_state_always_equal_a_full_count(store, raw):
+    """The scrape counts ended rows once (store/metrics.py `Tally`); after every move the result equals a GROUP BY
+    over the whole table, while an old open item holds the frontier back and after it ends."""
+    from store import Occurrence, ReportDraft
+
+    tallies: dict = {}
+
+    def full() -> tuple[dict, dict]:
+        work = {(k, s): n for k, s, n in raw.execute("SELECT kind, state, count(*) FROM work GROUP BY kind, state")}
+        parts = {s: n for s, n in raw.execute("SELECT state, count(*) FROM deliveries GROUP BY state")}
+        return work, parts
+
+    async def same() -> None:
+        figures = await store.metrics(tallies=tallies)
+        work, parts = full()
+        assert {k: v for k, v in figures["work"].items() if v} == work
+        assert {k: v for k, v in figures["deliveries"].items() if v} == parts
+
+    await store.admit(Occurrence("tg:9:1", "tg:9", "old and open", destination="tg:9"))     # holds the frontier
+    for i in range(2, 8):
+        await store.admit(Occurrence(f"tg:{i}:1", f"tg:{i}", "stock", destination=f"tg:{i}"))
+        claim = await store.claim("w", skip_sessions=["tg:9"])
+        await store.finish(claim, ReportDraft("ok", destination=f"tg:{i}"))
+        await same()
+    for delivery in await store.due_deliveries():
+        await store.mark_sending(delivery.delivery_id)
+        await store.mark_confirmed(delivery.delivery_id, "1")
+        await same()
+    assert tallies["work"].upto == 0 and tallies["deliveries"].upto > 0   # work 1 is open: nothing below it yet
+    claim = await store.claim("w")
+    await store.fail(claim, ReportDraft("failed", destination="tg:9", is_error=True))
+    await same()
+    assert tallies["work"].upto == 7                                       # everything ended: counted once
+    await store.admit(Occurrence("tg:9:2", "tg:9", "new", destination="tg:9"))
+    await same()

@@ -12,6 +12,8 @@ ALTER TABLE deliveries ADD COLUMN pruned_at TEXT;
 CREATE INDEX runs_ended ON runs (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX history_created ON history (created_at);
 CREATE INDEX reports_created ON reports (created_at) WHERE pruned_at IS NULL;
+CREATE INDEX work_prunable ON work (ended_at) WHERE pruned_at IS NULL AND ended_at IS NOT NULL;
+CREATE INDEX drafts_run ON drafts (run_id);
 
 DROP TRIGGER work_identity_fixed;
 DROP TRIGGER work_terminal_fixed;
