@@ -143,3 +143,19 @@ async def test_the_incremental_counts_by_state_always_equal_a_full_count(store, 
     assert tallies["work"].upto == 7                                       # everything ended: counted once
     await store.admit(Occurrence("tg:9:2", "tg:9", "new", destination="tg:9"))
     await same()
+
+
+async def test_a_scrape_never_takes_the_write_lock() -> None:
+    """While another connection holds the write lock, /metrics still answers 200 (a read snapshot; a write would
+    wait out the busy timeout and fail with StoreBusy)."""
+    import sqlite3
+    async with local_product(FAST) as run:
+        await scrape(run)
+        other = sqlite3.connect(str(run.app.cfg.db), isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            page = await scrape(run)
+            assert value(page, "shopbot_part_up", part="worker") == 1
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
