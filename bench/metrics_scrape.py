@@ -5,7 +5,8 @@ connection (a read snapshot, never the write lock), so their time is time the wr
 
 The history is bulk-loaded by `store.bulk.load_history` (finished items with confirmed parts). Timed, as the
 caller sees them: `Store.metrics` (the store half of a scrape), a whole scrape (`Metrics.refresh` + render), and
-the operator page's reads (`Store.status`, `Store.reports(10)`, `Store.day_series(24)`); median and max of --rounds.
+the operator page's reads (`Store.ops_view`, `Store.reports(10)`, `Store.shop_items`,
+`Store.day_series(24)`); median and max of --rounds.
 """
 from __future__ import annotations
 
@@ -49,9 +50,12 @@ async def main(argv: list[str] | None = None) -> int:
             await metrics.refresh(store)
             metrics.render()
 
-        async def ops() -> None:
-            await store.status()
+        tallies: dict = {}
+
+        async def ops() -> None:      # what bot/ops_page.py reads for one view
+            await store.ops_view(tallies)
             await store.reports(10)
+            await store.shop_items()
             await store.day_series(24)
         print(f"history {args.history:,} finished items")
         print(f"Store.metrics, cold:      {await timed(args.rounds, lambda: store.metrics(3600.0))} (counts every row)")

@@ -100,6 +100,7 @@ class OpsPage:
         self.store = store
         self._token = token.encode("utf-8")
         self._sessions: dict[str, float] = {}
+        self._tallies: dict = {}          # the store's counts of ended rows, advanced at each view (as /metrics)
 
     def routes(self) -> list[Route]:
         return [Route("/ops", self.page, methods=["GET"]), Route("/ops/login", self.login, methods=["POST"]),
@@ -149,12 +150,11 @@ class OpsPage:
     async def page(self, request: Request) -> Response:
         if not self._valid(request):
             return _page("shopbot: log in", _login_form(), 401)
-        status = await self.store.status()
+        status = await self.store.ops_view(self._tallies)
         reports = await self.store.reports(10)
-        actions = [a for a in await self.store.actions() if a["state"] not in ("delivered", "failed", "voided")]
         items = await self.store.shop_items()
         series = await self.store.day_series(24)
-        law = status["littles_law"]
+        law = series[-1] if series else {"lambda_per_s": 0.0, "W_s": 0.0, "L": 0.0}
         oldest = status["oldest_pending_seconds"]
         parts = [
             "<h1>shopbot operator page</h1>",
@@ -164,9 +164,10 @@ class OpsPage:
                                                      ["agent"] + list(status["agent_work"].values())], ""),
             "<p></p>",
             _table(["deliveries"] + list(status["deliveries"]), [["parts"] + list(status["deliveries"].values())], ""),
-            f"<p>Open agent work {status['open_agent_work']}; oldest pending "
+            f"<p>Open agent work {status['agent_work']['pending'] + status['agent_work']['running']}; oldest pending "
             f"{escape(f'{oldest:.0f} s' if oldest is not None else 'none')}; last hour λ {law['lambda_per_s']:.4f}/s, "
-            f"W {law['W_s']:.2f} s, L {law['L']:.3f}; counted {escape(str(status['counters']))}</p>",
+            f"W {law['W_s']:.2f} s, L {law['L']:.3f}; counted in the last hour "
+            f"{escape(', '.join(f'{k} {n}' for k, n in status['counters_last_hour'].items()) or 'nothing')}</p>",
             "<h2>λ, W and L over the day</h2>", chart(series),
             "<h2>Unknown deliveries (waiting for a decision)</h2>",
             _table(["report", "part", "chat", "reason", "since", "decide with"],
@@ -182,7 +183,7 @@ class OpsPage:
             "<h2>Open actions and quarantine</h2>",
             _table(["action", "proposal", "state", "item", "quantity", "total (cents)", "reason"],
                    [[a["action_id"], a["proposal_id"], a["state"], a["item"], a["quantity"], a["total_cents"],
-                     a["reason"]] for a in actions], "none"),
+                     a["reason"]] for a in status["open_actions"]], "none"),
             "<h2>Stock</h2>",
             _table(["item", "on hand", "unit", "reorder point", "target"],
                    [[i["item"], i["on_hand"], i["unit"], i["reorder_point"], i["target"]] for i in items], "none"),

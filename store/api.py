@@ -401,6 +401,12 @@ class Store:
             return health.reason(failure[1])
         return None
 
+    async def ops_view(self, tallies: dict) -> dict:
+        """The operator page's figures (store/metrics.py `ops_view`): each read through an index, the counts by
+        state kept in `tallies` as for `metrics`; a read."""
+        now_dt = self.clock.now()
+        return await self.db.read(metric_reads.ops_view, now_dt, tallies)
+
     async def runs_ended_since(self, mark: str, limit: int = 10_000) -> list[tuple]:
         """Runs that ended at or after `mark`, oldest end first (store/metrics.py `runs_ended_since`); a read."""
         return await self.db.read(metric_reads.runs_ended_since, mark, limit)

@@ -96,6 +96,43 @@ def snapshot(conn: sqlite3.Connection, now: datetime, path: Path, tallies: dict[
     }
 
 
+def ops_view(conn: sqlite3.Connection, now: datetime, tallies: dict[str, Tally]) -> dict:
+    """What the operator page shows beside the status counts, each read through an index (no full scan): unknown
+    deliveries, the last failed work and failed or denied parts, open and quarantined actions, the counters of the
+    last hour, the oldest pending age."""
+    figures = {"work": {}, "agent_work": {}, "deliveries": dict.fromkeys(DELIVERY_STATES, 0)}
+    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally())).items():
+        figures["work"][state] = figures["work"].get(state, 0) + n
+        if kind == "agent":
+            figures["agent_work"][state] = n
+    figures["work"] = {s: figures["work"].get(s, 0) for s in WORK_STATES}
+    figures["agent_work"] = {s: figures["agent_work"].get(s, 0) for s in WORK_STATES}
+    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally())).items():
+        figures["deliveries"][state] = n
+    oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
+    figures["oldest_pending_seconds"] = (now - from_text(oldest)).total_seconds() if oldest else None
+    figures["unknown"] = [dict(r) for r in conn.execute(
+        "SELECT report_id, part, parts, chat_id, reason, updated_at FROM deliveries "
+        "WHERE state IN ('pending', 'sending', 'unknown') AND state = 'unknown' "   # the first term: deliveries_open
+        "ORDER BY delivery_id LIMIT 100")]
+    figures["failed_work"] = [dict(r) for r in conn.execute(
+        "SELECT w.work_id, w.source, i.report_id FROM work w LEFT JOIN report_items i USING (work_id) "
+        "WHERE w.state = 'failed' ORDER BY w.work_id DESC LIMIT 20")]
+    figures["failed_deliveries"] = [dict(r) for r in conn.execute(
+        "SELECT report_id, part, chat_id, reason FROM deliveries WHERE state IN ('failed', 'denied') "
+        "ORDER BY delivery_id DESC LIMIT 20")]
+    figures["open_actions"] = [dict(r) for r in conn.execute(
+        "SELECT a.action_id, a.proposal_id, a.state, a.reason, p.item, p.quantity, p.total_cents FROM actions a "
+        "JOIN proposals p USING (proposal_id) WHERE a.state IN ('pending', 'sending', 'unknown', 'quarantined') "
+        "ORDER BY a.action_id LIMIT 100")]
+    counters: dict[str, int] = {}
+    for kind, n in conn.execute("SELECT kind, sum(count) FROM counters WHERE minute >= ? GROUP BY kind",
+                                (to_text(now - timedelta(hours=1))[:16],)):
+        counters[code_label(kind)] = counters.get(code_label(kind), 0) + n
+    figures["counters_last_hour"] = counters
+    return figures
+
+
 def runs_ended_since(conn: sqlite3.Connection, mark: str, limit: int = 10_000) -> list[tuple]:
     """Runs that ended at or after `mark` (UTC text), oldest end first: (run_id, outcome, started_at, ended_at,
     model_calls, input_tokens, output_tokens). Uses the `runs_ended` index (migration 0011)."""

@@ -32,6 +32,7 @@ CREATE INDEX work_open ON work (session, work_id) WHERE state IN ('pending', 'ru
 CREATE INDEX work_ended ON work (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX work_pending ON work (work_id) WHERE state = 'pending';      -- claim: pending items in admission order
 CREATE INDEX work_prunable ON work (ended_at) WHERE pruned_at IS NULL AND ended_at IS NOT NULL;   -- retention
+CREATE INDEX work_failed ON work (work_id) WHERE state = 'failed';          -- the last failures, without a scan
 
 -- C1: new work starts pending.
 CREATE TRIGGER work_insert_pending BEFORE INSERT ON work WHEN NEW.state != 'pending'
@@ -145,6 +146,7 @@ CREATE TABLE reports (
     CHECK (report_id = 'r' || anchor || '.' || generation)
 );
 CREATE INDEX reports_created ON reports (created_at) WHERE pruned_at IS NULL;   -- retention: unpruned reports by age
+CREATE INDEX reports_recent ON reports (created_at, anchor, generation);    -- the latest reports, without a sort
 
 -- C6: a report never changes what it says and is never deleted; a later result is a new generation. Retention may
 -- empty the body of a report whose every part is delivered, failed or denied, keeping its SHA-256.
@@ -190,6 +192,7 @@ CREATE TABLE deliveries (
 );
 CREATE INDEX deliveries_open ON deliveries (delivery_id) WHERE state IN ('pending', 'sending', 'unknown');
 CREATE INDEX deliveries_pending ON deliveries (delivery_id) WHERE state = 'pending';   -- the relay's due parts
+CREATE INDEX deliveries_failed ON deliveries (delivery_id) WHERE state IN ('failed', 'denied');   -- the last failures
 
 -- C7: deliveries start pending.
 CREATE TRIGGER delivery_insert_pending BEFORE INSERT ON deliveries WHEN NEW.state != 'pending'

@@ -14,6 +14,11 @@ CREATE INDEX history_created ON history (created_at);
 CREATE INDEX reports_created ON reports (created_at) WHERE pruned_at IS NULL;
 CREATE INDEX work_prunable ON work (ended_at) WHERE pruned_at IS NULL AND ended_at IS NOT NULL;
 CREATE INDEX drafts_run ON drafts (run_id);
+-- The operator page's and `shopbot status`'s lists of the last failures, without a scan of the history.
+CREATE INDEX work_failed ON work (work_id) WHERE state = 'failed';
+CREATE INDEX deliveries_failed ON deliveries (delivery_id) WHERE state IN ('failed', 'denied');
+-- The latest reports (`shopbot reports`, the operator page) without sorting the whole table.
+CREATE INDEX reports_recent ON reports (created_at, anchor, generation);
 
 DROP TRIGGER work_identity_fixed;
 DROP TRIGGER work_terminal_fixed;
