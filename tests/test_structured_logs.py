@@ -131,3 +131,14 @@ async def test_a_real_run_writes_only_json_lines_with_ids_and_no_secret(tmp_path
     assert re.fullmatch(r"r\d+\.\d+", finished["report_id"]) and finished["run_id"]
     delivered = next(line for line in lines if line["event"] == "relay.delivered")
     assert delivered["report_id"] == finished["report_id"]
+
+
+def test_the_log_file_survives_rotation(tmp_path):
+    """logrotate renames the file; the next line goes to a new file at the configured path (no copytruncate)."""
+    log_file = tmp_path / "shopbot.log"
+    logs.setup_logging("INFO", [], log_file=log_file, fmt="json")
+    logging.getLogger("shopbot.app").info("shopbot stopped")
+    log_file.rename(tmp_path / "shopbot.log.1")
+    logging.getLogger("shopbot.app").info("shopbot running: model=%s telegram=%s http=%s", "offline", "off", "off")
+    assert [line["event"] for line in parse_lines((tmp_path / "shopbot.log.1").read_text())] == ["app.stopped"]
+    assert [line["event"] for line in parse_lines(log_file.read_text())] == ["app.running"]

@@ -111,7 +111,7 @@ def cmd_reports(args: argparse.Namespace) -> int:
                            for d in row["deliveries"]) or "not sent to a chat"
         print(f"{row['report']}  work {','.join(map(str, row['work']))}  {row['destination'] or '-'}  [{states}]"
               + ("  ERROR" if row["is_error"] else ""))
-        for line in row["body"].splitlines():
+        for line in row["body"].splitlines() or ["(body emptied by retention: shopbot prune)"]:
             print(f"    {line}")
     return 0
 
