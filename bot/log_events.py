@@ -106,6 +106,7 @@ EVENTS: dict[str, tuple[str, str]] = {
     # `shopbot run` itself
     "run.crashed": ("shopbot", "shopbot run stopped on an error: %s"),
     "run.drained": ("shopbot", "drained; left (not yet due): %s"),
+    "run.refused": ("shopbot", "shopbot run refused to start: %s"),
     "run.stopped_during_start": ("shopbot", "stopped before the start completed; nothing was in flight"),
     "run.token_refused": ("shopbot", "configuration error: Telegram refused the bot token: check TELEGRAM_BOT_TOKEN "
                                      "(and TELEGRAM_API_BASE_URL)"),

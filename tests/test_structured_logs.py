@@ -142,3 +142,17 @@ def test_the_log_file_survives_rotation(tmp_path):
     logging.getLogger("shopbot.app").info("shopbot running: model=%s telegram=%s http=%s", "offline", "off", "off")
     assert [line["event"] for line in parse_lines((tmp_path / "shopbot.log.1").read_text())] == ["app.stopped"]
     assert [line["event"] for line in parse_lines(log_file.read_text())] == ["app.running"]
+
+
+def test_a_run_that_refuses_to_start_says_so_in_one_json_line(tmp_path):
+    """Configuration and store errors come before logging is set up; in the JSON format they are JSON too."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
+    env.update({"SHOPBOT_LOG_FORMAT": "json", "SHOPBOT_CAPACITY": "lots", "TELEGRAM_BOT_TOKEN": TOKEN})
+    result = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--db", str(tmp_path / "x.sqlite3")],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = parse_lines(result.stderr)
+    assert line["event"] == "run.refused" and "SHOPBOT_CAPACITY" in line["message"]

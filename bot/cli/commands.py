@@ -366,17 +366,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refused(args: argparse.Namespace, text: str) -> None:
+    """A command's refusal on stderr; for `shopbot run` with SHOPBOT_LOG_FORMAT=json, as one JSON log line (every
+    line `shopbot run` writes is JSON in that format, the refusal to start included)."""
+    if args.command == "run" and config_module.environment().get("SHOPBOT_LOG_FORMAT", "").lower() == "json":
+        import logging
+
+        from bot.logs import setup_logging
+        setup_logging("INFO", [], fmt="json")
+        logging.getLogger("shopbot").error("shopbot run refused to start: %s", text)
+    else:
+        print(text, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except config_module.ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        _refused(args, f"configuration error: {exc}")
         return 2
     except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _refused(args, f"error: {exc}")
         return 1
     except (FileExistsError, ValueError) as exc:   # shop file and other input errors carry a clear message
-        print(f"error: {exc}", file=sys.stderr)
+        _refused(args, f"error: {exc}")
         return 1
 
