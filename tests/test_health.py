@@ -98,3 +98,48 @@ async def test_a_stopped_part_is_named_without_its_paths_or_secrets() -> None:
         body = await health_until(run, 503)
         assert body["problems"] == ["relay stopped: cannot read <path> with ****"], body
         assert body["parts_stopped"] == ["relay"]
+
+
+async def test_a_real_run_capped_by_shopbot_db_max_pages_answers_503_full(tmp_path) -> None:
+    """The test-mode page cap (SHOPBOT_DB_MAX_PAGES with SHOPBOT_TEST_MODE=1) on a real `shopbot run` process (the
+    way back to 200 once there is room is shown in-process above)."""
+    import socket
+
+    from bot.sandbox.bot_api import LocalBotApi
+
+    from .proc import Product
+
+    with socket.socket() as probe:                 # a free port for this test's HTTP server
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def healthz_until(status: int, timeout: float = 20.0) -> dict:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with httpx.AsyncClient(timeout=5) as client:
+            while True:
+                try:
+                    response = await client.get(f"http://127.0.0.1:{port}/healthz")
+                    if response.status_code == status:
+                        return response.json()
+                except httpx.TransportError:
+                    pass                           # not listening yet
+                assert loop.time() < deadline, f"/healthz never answered {status}"
+                await asyncio.sleep(0.1)
+
+    async with LocalBotApi("777:health-full-token") as api:
+        product = Product(tmp_path, api, SHOPBOT_HTTP_PORT=str(port))
+        await product.start()
+        try:
+            await healthz_until(200)
+        finally:
+            assert await product.stop() == 0
+        pages = product.query("PRAGMA page_count")[0][0]
+        product.settings.update({"SHOPBOT_TEST_MODE": "1", "SHOPBOT_DB_MAX_PAGES": str(pages)})
+        await product.start()
+        try:
+            body = await healthz_until(503)
+            assert body["problems"] == ["the database is full: no room for new pages"] and body["ok"] is False
+            assert str(tmp_path) not in str(body)
+        finally:
+            assert await product.stop() == 0
