@@ -73,3 +73,10 @@ def test_the_containerfile_runs_shopbot_as_non_root_with_the_database_on_a_volum
     for source in re.findall(r"^COPY (.+) \S+$", text, flags=re.M):
         for name in source.split():
             assert (ROOT / name).exists(), f"the Containerfile copies {name}, which is not in the repository"
+
+
+def test_the_logrotate_rule_needs_no_copytruncate():
+    text = (ROOT / "deploy" / "logrotate.conf").read_text()
+    rule = text[text.index("{"):]
+    assert "copytruncate" not in rule and "rotate 14" in rule
+    assert "WatchedFileHandler" in (ROOT / "bot" / "logs.py").read_text()
