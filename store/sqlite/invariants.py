@@ -91,6 +91,19 @@ RULES: dict[str, tuple[str, str]] = {
            "FROM orders o LEFT JOIN stock_events e USING (event_id) WHERE o.state = 'received' "
            "AND coalesce(o.settled_by, '') NOT LIKE 'system:%' AND (e.event_id IS NULL OR e.item != o.item "
            "OR e.kind NOT IN ('received', 'restock'))"),
+    "P1": ("a pruned row is a whole tombstone: emptied, with its hash, and ended",
+           "SELECT work_id, 'pruned work ' || work_id || ' is ' || state || ' or lost its payload hash' FROM work "
+           "WHERE pruned_at IS NOT NULL AND (payload != '' OR length(payload_sha256) IS NOT 64 "
+           "OR state NOT IN ('finished', 'failed')) "
+           "UNION ALL SELECT report_id, 'pruned report ' || report_id || ' kept its body or lost its hash' "
+           "FROM reports WHERE pruned_at IS NOT NULL AND (body != '' OR length(body_sha256) IS NOT 64) "
+           "UNION ALL SELECT delivery_id, 'pruned delivery ' || delivery_id || ' is ' || state FROM deliveries "
+           "WHERE pruned_at IS NOT NULL AND (text != '' OR state NOT IN ('confirmed', 'failed', 'denied'))"),
+    "P2": ("a pruned report has every part ended and pruned",
+           "SELECT d.delivery_id, 'part ' || d.part || ' of pruned report ' || d.report_id || ' is ' || d.state "
+           "|| CASE WHEN d.pruned_at IS NULL THEN ' and kept its text' ELSE '' END "
+           "FROM reports r JOIN deliveries d USING (report_id) WHERE r.pruned_at IS NOT NULL "
+           "AND (d.state NOT IN ('confirmed', 'failed', 'denied') OR d.pruned_at IS NULL)"),
 }
 
 

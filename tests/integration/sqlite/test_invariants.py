@@ -70,6 +70,11 @@ PLANTS = {
     "O2": ITEM + PROPOSAL_WITH_ACTION + [ORDER, "UPDATE actions SET state = 'sending'",
                                          "UPDATE actions SET state = 'failed'"],
     "O3": ITEM + PROPOSAL_WITH_ACTION + [ORDER, "UPDATE orders SET state = 'received'"],
+    # retention's tombstones: a pruned mark without the emptied payload; a pruned report whose part is still pending
+    "P1": ["DROP TRIGGER work_identity_fixed", "DROP TRIGGER work_terminal_fixed", "DROP TRIGGER work_prune_path",
+           "UPDATE work SET pruned_at = 'n' WHERE work_id = 1"],
+    "P2": ["DROP TRIGGER report_immutable",
+           "UPDATE reports SET body = '', body_sha256 = printf('%064d', 0), pruned_at = 'n' WHERE report_id = 'r1.1'"],
 }
 
 
