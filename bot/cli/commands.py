@@ -11,6 +11,7 @@ from typing import Any
 
 from bot import config as config_module
 from bot.cli.render import print_status
+from bot.shop_file import ShopFileError
 from store import Admission, InstanceLock, Occurrence, Store, StoreError, WorkKind, parse_clock, restore
 from store.invariants import check as check_invariants
 
@@ -317,7 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except config_module.ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        for line in exc.lines:
+            print(f"configuration error: {line}", file=sys.stderr)
+        return 2
+    except ShopFileError as exc:
+        for line in str(exc).splitlines():
+            print(f"configuration error: {line}", file=sys.stderr)
         return 2
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
