@@ -7,6 +7,8 @@ from .errors import (
     IllegalTransition,
     InstanceLocked,
     NotClaimed,
+    NotShopbotDatabase,
+    RestoreRefused,
     SchemaTooNew,
     SchemaTooOld,
     StoreBusy,
@@ -43,8 +45,9 @@ __all__ = [
     # time
     "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text",
     # errors
-    "IllegalTransition", "InstanceLocked", "NotClaimed", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
-    "StoreUnavailable", "UnknownTarget",
+    "IllegalTransition", "InstanceLocked", "NotClaimed", "NotShopbotDatabase", "RestoreRefused",
+    "SchemaTooNew", "SchemaTooOld",
+    "StoreBusy", "StoreError", "StoreUnavailable", "UnknownTarget",
     # records
     "Admission", "AdmitResult", "Claim", "Delivery", "DeliveryState", "FinishOutcome", "ItemSpec", "Occurrence",
     "Policy", "RecoverySummary", "ReportDraft", "Stats", "Violation", "WorkItem", "WorkKind", "WorkState",

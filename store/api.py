@@ -57,7 +57,8 @@ class Store:
         is refused with the command that migrates it (unless `migrate`); a newer one is refused before anything
         changes."""
         path = Path(path).resolve()
-        db = await Database.open(path, max_pages=max_pages)
+        db = await Database.open(path, max_pages=max_pages,
+                                 probe=lambda conn: migrations.check_not_newer(conn, str(path)))
         try:
             version = await db.raw(lambda conn: migrations.check_not_newer(conn, str(path)))
             if version < migrations.LATEST:

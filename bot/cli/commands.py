@@ -12,7 +12,17 @@ from typing import Any
 from bot import config as config_module
 from bot.cli.render import print_status
 from bot.shop_file import ShopFileError
-from store import Admission, InstanceLock, Occurrence, Store, StoreError, WorkKind, parse_clock, restore
+from store import (
+    Admission,
+    InstanceLock,
+    Occurrence,
+    RestoreRefused,
+    Store,
+    StoreError,
+    WorkKind,
+    parse_clock,
+    restore,
+)
 from store.invariants import check as check_invariants
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
@@ -132,9 +142,14 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     with InstanceLock(cfg.db.resolve()):
-        n = restore(Path(args.path), cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode))
-    print(f"restored {args.path} into {cfg.db.resolve()}; {n} delivery(ies) not known to be sent are now unknown "
-          "(see `shopbot status`; resolve each with `shopbot resolve`)")
+        try:
+            done = restore(Path(args.path), cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode))
+        except RestoreRefused as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    kept = f"; the replaced database is kept as {done.replaced}" if done.replaced else ""
+    print(f"restored {args.path} into {cfg.db.resolve()}{kept}; {done.unknown} delivery(ies) not known to be sent "
+          "are now unknown (see `shopbot status`; resolve each with `shopbot resolve`)")
     return 0
 
 
