@@ -189,6 +189,15 @@ async def test_a_bad_request_id_in_the_path_is_400(till):
     error_shape(await till.get("/till/counts/a%20b", headers=auth("1")), 400, "invalid_request_id", None)
 
 
+@pytest.mark.parametrize("request_id", [".", "..", "..."])
+async def test_formerly_bug_a_request_id_made_only_of_dots_is_refused_in_the_body(till, raw, request_id):
+    response = await till.post("/till/counts", json={"request_id": request_id, "counts": {"vanilla": 3}},
+                               headers=auth("1"))
+    error_shape(response, 400, "invalid_request_id", "$.request_id")
+    assert "not only dots" in response.json()["detail"]
+    assert work_rows(raw) == []
+
+
 async def test_healthz_beside_the_till(till):
     assert (await till.get("/healthz")).json() == {"ok": True}
 
