@@ -142,11 +142,18 @@ class Store:
             lambda conn: inbox.claim(conn, worker_id, run_id, to_text(now_dt), cutoff, skip_sessions))
 
     async def next_claim_time(self) -> datetime | None:
-        """When the earliest waiting session becomes due (debounce, not-before); None when none is waiting."""
+        """When the earliest waiting session becomes due (debounce, not-before, judged as `inbox.DUE` judges them
+        under a backward clock step); None when none is waiting."""
+        now = self.clock.now()
         rows = await self.db.read(inbox.waiting_sessions)
-        due = [max(from_text(admitted) + self.debounce, from_text(not_before) if not_before else from_text(admitted))
-               for admitted, not_before in rows]
-        return min(due) if due else None
+
+        def due(admitted_text: str, not_before: str | None, released: str | None) -> datetime:
+            admitted = from_text(admitted_text)
+            debounced = now if admitted > now else admitted + self.debounce
+            held = from_text(not_before) if not_before and not (released and from_text(released) > now) else None
+            return max(debounced, held) if held else debounced
+        times = [due(*row) for row in rows]
+        return min(times) if times else None
 
     async def finish(self, claim: Claim, draft: ReportDraft, *, user_text: str | None = None,
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
