@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import actions, inbox, invariants, journal, migrations, outbox, recovery, shop, stats
+from . import actions, inbox, invariants, journal, migrations, outbox, recovery, redaction, shop, stats
 from .clock import Clock, from_text, to_text
 from .connection import Database
 from .errors import SchemaTooOld
@@ -52,10 +52,12 @@ class Store:
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
                    debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
-                   create: bool = True, migrate: bool = False, max_pages: int | None = None) -> Store:
+                   create: bool = True, migrate: bool = False, max_pages: int | None = None,
+                   secrets: Sequence[str] = ()) -> Store:
         """Open a database. A missing or empty one is created at the current schema (when `create`); an older one
         is refused with the command that migrates it (unless `migrate`); a newer one is refused before anything
-        changes."""
+        changes. `secrets` (the configured credentials) are masked in everything stored from outside text."""
+        redaction.register(secrets)
         path = Path(path).resolve()
         db = await Database.open(path, max_pages=max_pages,
                                  probe=lambda conn: migrations.check_not_newer(conn, str(path)))
@@ -115,7 +117,9 @@ class Store:
         return result
 
     async def notice(self, kind: str, subject: str, text: str, destination: str) -> bool:
-        """A system notice `notice:<kind>:<subject>` with its report; the identity makes it once only."""
+        """A system notice `notice:<kind>:<subject>` with its report; the identity makes it once only. The text is
+        outside error text as far as the store knows: redacted before it is stored (store/redaction.py)."""
+        text = redaction.error_detail(text)
         result = await self.admit_answered(
             Occurrence(f"notice:{kind}:{subject}", f"notice:{kind}", text, WorkKind.NOTICE, destination),
             lambda tx, work_id: ReportDraft(text, destination=destination))

@@ -5,10 +5,11 @@ given, so a producer can admit inside its own transaction together with its curs
 """
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from . import outbox, shop
+from . import outbox, redaction, shop
 from .clock import from_text
 from .errors import NotClaimed
 from .records import Admission, AdmitResult, Claim, FinishOutcome, Occurrence, WorkItem, WorkKind, WorkState
@@ -79,6 +80,8 @@ def admit_answered(conn: sqlite3.Connection, occurrence: Occurrence, now: str,
         return result
     assert result.work_id is not None
     draft = answer(result.work_id)
+    if occurrence.kind is WorkKind.NOTICE:    # a notice carries outside error text (an outcome, a fault)
+        draft = dataclasses.replace(draft, body=redaction.error_detail(draft.body))
     conn.execute("UPDATE work SET state = 'running' WHERE work_id = ?", (result.work_id,))
     report_id = outbox.insert_report(conn, [result.work_id], draft, now, run_id=None)
     conn.execute("UPDATE work SET state = ?, ended_at = ? WHERE work_id = ?",
@@ -170,7 +173,7 @@ def _end_run(conn: sqlite3.Connection, run_id: str, now: str, outcome: str, *, r
         "UPDATE runs SET ended_at = ?, outcome = ?, report_id = ?, stop_reason = ?, "
         "model_calls = model_calls + ?, input_tokens = input_tokens + ?, output_tokens = output_tokens + ? "
         "WHERE run_id = ?",
-        (now, outcome, report_id, stop_reason, *usage, run_id))
+        (now, outcome, report_id, redaction.error_detail(stop_reason), *usage, run_id))
 
 
 def finish(conn: sqlite3.Connection, claim: Claim, draft: outbox.ReportDraft | Callable[[], outbox.ReportDraft],

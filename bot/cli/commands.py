@@ -43,7 +43,7 @@ def load_config(args: argparse.Namespace) -> config_module.Config:
 async def open_store(cfg: config_module.Config, *, create: bool = True, migrate: bool = False) -> Store:
     return await Store.open(cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode), capacity=cfg.capacity,
                             debounce_ms=cfg.debounce_ms, attempt_cap=cfg.attempt_cap, create=create,
-                            migrate=migrate, max_pages=cfg.db_max_pages)
+                            migrate=migrate, max_pages=cfg.db_max_pages, secrets=cfg.secrets())
 
 
 def with_store(args: argparse.Namespace, fn: Callable[[Store], Any], *, create: bool = False) -> Any:
