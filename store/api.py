@@ -5,6 +5,7 @@ tests) without any change above store/. Each method is one short transaction; no
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sqlite3
 import uuid
@@ -16,7 +17,7 @@ from typing import Any
 from . import actions, inbox, invariants, journal, migrations, outbox, recovery, redaction, shop, stats
 from .clock import Clock, from_text, to_text
 from .connection import Database
-from .errors import SchemaTooOld
+from .errors import SchemaTooOld, StoreError
 from .outbox import ReportDraft
 from .records import (
     Admission,
@@ -32,6 +33,7 @@ from .records import (
 )
 from .signals import Signals
 from .status import read_reports, read_status
+from .tallies import FLUSH_S, Tallies
 from .transaction import Transaction
 
 DEFAULT_CAPACITY = 100
@@ -47,6 +49,11 @@ class Store:
         self.debounce = timedelta(milliseconds=debounce_ms)
         self.attempt_cap = attempt_cap
         self.signals = Signals()
+        self.tallies = Tallies()
+        db.hooks = self.tallies
+        self._flush: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None
+        self._loop = asyncio.get_running_loop()
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     @classmethod
@@ -76,6 +83,15 @@ class Store:
         return cls(db, clock, capacity=capacity, debounce_ms=debounce_ms, attempt_cap=attempt_cap)
 
     async def close(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        if self._flushing is not None:
+            await asyncio.gather(self._flushing, return_exceptions=True)
+        try:
+            await self.flush_counts()
+        except StoreError:
+            pass         # a database that cannot be written loses these counts, as a crash would
         await self.db.close()
 
     @property
@@ -128,6 +144,44 @@ class Store:
     async def count(self, kind: str, by: int = 1) -> int:
         now = self.now()
         return await self.db.write(lambda conn: inbox.count(conn, now, kind, by))
+
+    def tally(self, kind: str, by: int = 1) -> None:
+        """C1: count a refusal (bad till token, stranger, malformed update) in memory, no commit. The counts ride
+        along with the next commit that writes anyway, or are flushed at most once a second (store/tallies.py). Safe
+        to call from inside a transaction's function (the connection thread)."""
+        self.tallies.add(self.now(), kind, by)
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._arm_flush()
+        else:
+            self._loop.call_soon_threadsafe(self._arm_flush)
+
+    def _arm_flush(self) -> None:
+        if self._flush is None and (self._flushing is None or self._flushing.done()):
+            self._flush = self._loop.call_later(FLUSH_S, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._flush = None
+        self._flushing = self._loop.create_task(self._flush_quietly())
+
+    async def _flush_quietly(self) -> None:
+        try:
+            await self.flush_counts()
+        except StoreError:
+            self._arm_flush()      # the database is busy or full: the counts wait for the next try
+
+    async def flush_counts(self) -> int:
+        """Write the counts held in memory now (one commit, only when there are any). Returns the kinds written."""
+        if not self.tallies:
+            return 0
+        def flush(conn: sqlite3.Connection) -> int:
+            kinds = len(self.tallies.pending())
+            self.tallies.before_commit(conn)    # Database sees the change and completes the hook at commit
+            return kinds
+        return await self.db.write(flush)
 
     async def atomic(self, fn: Callable[[Transaction], Any]) -> Any:
         """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2)."""
@@ -372,7 +426,10 @@ class Store:
     async def status(self, window_seconds: float = 3600.0) -> dict:
         now_dt = self.clock.now()
         window = await self.stats(now_dt - timedelta(seconds=window_seconds), now_dt)
-        return await self.db.read(lambda conn: read_status(conn, now_dt, window))
+        status = await self.db.read(lambda conn: read_status(conn, now_dt, window))
+        for kind, n in self.tallies.pending().items():        # counted in memory, not yet flushed
+            status["counters"][kind] = status["counters"].get(kind, 0) + n
+        return status
 
     async def reports(self, limit: int = 20) -> list[dict]:
         return await self.db.read(read_reports, limit)

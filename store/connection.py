@@ -13,7 +13,7 @@ import asyncio
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 
@@ -79,12 +79,22 @@ def configure(conn: sqlite3.Connection, max_pages: int | None = None) -> None:
     conn.row_factory = sqlite3.Row
 
 
+class CommitHooks(Protocol):
+    def before_commit(self, conn: sqlite3.Connection) -> None: ...
+
+    def committed(self) -> None: ...
+
+    def rolled_back(self) -> None: ...
+
+
 class Database:
     """The process's single connection. `write` runs a function inside BEGIN IMMEDIATE ... COMMIT."""
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
+        self.commits = 0          # write transactions that changed the database (each a durable, fsynced commit)
+        self.hooks: CommitHooks | None = None
 
     @classmethod
     async def open(cls, path: Path, *, max_pages: int | None = None,
@@ -125,14 +135,28 @@ class Database:
             raise translate(exc) from exc
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(raw, *args)` inside BEGIN IMMEDIATE ... COMMIT. When it changed anything, `hooks.before_commit` adds
+        its own writes to the same commit (the in-memory counters ride along: store/api.py `tally`)."""
         def transaction(raw: sqlite3.Connection) -> T:
             raw.execute("BEGIN IMMEDIATE")
+            before = raw.total_changes
+            hooked = False
             try:
                 result = fn(raw, *args)
+                if self.hooks is not None and raw.total_changes != before:
+                    hooked = True
+                    self.hooks.before_commit(raw)
+                raw.execute("COMMIT")
             except BaseException:
-                raw.execute("ROLLBACK")
+                if raw.in_transaction:
+                    raw.execute("ROLLBACK")
+                if hooked and self.hooks is not None:
+                    self.hooks.rolled_back()
                 raise
-            raw.execute("COMMIT")
+            if raw.total_changes != before:
+                self.commits += 1
+            if hooked and self.hooks is not None:
+                self.hooks.committed()
             return result
         return await self._call(transaction)
 

@@ -56,6 +56,11 @@ class Transaction:
     def count(self, kind: str, by: int = 1) -> int:
         return inbox.count(self.conn, self.now, kind, by)
 
+    def tally(self, kind: str, by: int = 1) -> None:
+        """Count a refusal in memory (C1): it rides along with this transaction's commit if the transaction writes
+        anything else, and otherwise costs no commit at all (`Store.tally`)."""
+        self._store.tally(kind, by)
+
     def admit_answered(self, occurrence: Occurrence, answer: Callable[[Transaction, int], ReportDraft]) -> AdmitResult:
         return inbox.admit_answered(self.conn, occurrence, self.now, lambda work_id: answer(self, work_id))
 

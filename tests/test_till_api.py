@@ -102,14 +102,18 @@ async def test_a_full_queue_answers_503_with_retry_after(till, store, raw):
     {"Authorization": "Bearer"},
     {"Authorization": f"Bearer {TOKENS['1']}x"},
 ])
-async def test_a_wrong_or_missing_token_is_401_and_changes_nothing(till, raw, headers):
+async def test_a_wrong_or_missing_token_is_401_and_changes_nothing(till, store, raw, headers):
     before = raw.execute("SELECT count(*) FROM work").fetchone()[0]
+    commits = store.db.commits
     post = await till.post("/till/counts", json={"request_id": "r-1", "counts": {"vanilla": 3}}, headers=headers)
     error_shape(post, 401, "unauthorized", None)
     assert post.headers["WWW-Authenticate"] == "Bearer"
     got = await till.get("/till/counts/r-1", headers=headers)
     error_shape(got, 401, "unauthorized", None)
     assert raw.execute("SELECT count(*) FROM work").fetchone()[0] == before == 0
+    assert store.db.commits == commits                     # nothing durable: counted in memory (C1)
+    assert (await store.status())["counters"]["till_unauthorized"] == 2
+    await store.flush_counts()
     assert raw.execute("SELECT sum(count) FROM counters WHERE kind = 'till_unauthorized'").fetchone()[0] == 2
 
 
