@@ -52,13 +52,19 @@ async def client(url: str, rate: float) -> None:
                 except TimeoutError:
                     pass
                 continue
+            if len(tasks) >= 100:                   # the server is behind: never more than 100 in flight
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                continue
             task = asyncio.create_task(one(sent))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             sent += 1
+        for task in tasks:
+            task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     elapsed = time.monotonic() - start
-    print(f"sent {sent} in {elapsed:.1f} s ({sent / elapsed:.0f}/s) statuses {statuses}", flush=True)
+    answered = sum(n for status, n in statuses.items() if status == 401)
+    print(f"{answered} refused (401) in {elapsed:.1f} s: {answered / elapsed:.0f}/s; statuses {statuses}", flush=True)
 
 
 async def phase(messages: int, chats: int, rate: float) -> tuple[list[float], int, str]:
