@@ -60,10 +60,12 @@ MUTATIONS: list[Mutation] = [
     M("C3", "producers/till.py", "            if hmac.compare_digest(candidate, token):",
       "            if True:", ("tests/test_till_api.py",), "any till token is accepted"),
     # C4 work state machine (the trigger; the code path is also guarded)
-    M("C4", "store/migrations/0001_core.sql",
-      "    OR (OLD.state = 'running' AND NEW.state IN ('finished', 'failed', 'pending')))",
-      "    OR (OLD.state = 'running' AND NEW.state IN ('finished', 'failed', 'pending'))"
-      " OR OLD.state = 'finished')", ("tests/test_inbox.py",), "finished work may move again"),
+    # (finished and failed are terminal under two triggers, work_terminal_fixed and work_state_machine: breaking
+    # one alone is not visible by design, the other refuses the same move; the mutation below breaks the one rule
+    # only work_state_machine holds)
+    M("C4", "store/migrations/0001_core.sql", "       (OLD.state = 'pending' AND NEW.state IN ('running', 'failed'))",
+      "       (OLD.state = 'pending' AND NEW.state IN ('running', 'failed', 'finished'))", ("tests/test_inbox.py",),
+      "pending work may become finished without running"),
     # C5 claim
     M("C5", "store/inbox.py", 'DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now)',
       'DUE = ("(w.admitted_at <= :now OR w.admitted_at > :now)', ("tests/test_inbox.py", "tests/test_clock_steps.py"),
@@ -115,7 +117,8 @@ MUTATIONS: list[Mutation] = [
     # C12 forget
     M("C12", "store/inbox.py", '    deleted = conn.execute("DELETE FROM history WHERE session = ?", (session,))'
       '.rowcount', '    deleted = conn.execute("DELETE FROM history WHERE session = ? AND 0", (session,)).rowcount',
-      ("tests/test_inbox.py", "tests/test_cli.py::test_forget_cancels_waiting_work"), "history is kept"),
+      ("tests/test_inbox.py", "tests/test_cli.py::test_forget_cancels_waiting_work",
+       "tests/test_rules_caught.py::test_forget_deletes_the_history_the_conversation_had"), "history is kept"),
     # C13 numbers from records
     M("C13", "worker/figures.py", "        return token if value is not None and value in allowed else DASH",
       "        return token", ("tests/test_worker.py", "tests/test_figures.py"), "a narrated number is kept"),

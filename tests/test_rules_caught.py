@@ -153,3 +153,16 @@ async def test_littles_law_holds_on_a_real_run_of_the_queue(db_path):
     assert stats.holds, stats                                         # |L - λW| <= 5 % of L
     sampled = sum(samples) / len(samples)
     assert abs(sampled - stats.lam_w) <= 0.2 * stats.lam_w, (sampled, stats)
+
+
+# ---- C12: forgetting deletes the history that existed (found by bench/mutations.py: no test had any) ----------
+
+async def test_forget_deletes_the_history_the_conversation_had(store, raw):
+    await store.admit(Occurrence("tg:1:1", "tg:1", "how much vanilla", WorkKind.AGENT, "tg:1"))
+    claim = await store.claim("w1")
+    await store.finish(claim, ReportDraft("2 tubs", destination="tg:1"), user_text="how much vanilla")
+    assert await store.history("tg:1") == [("user", "how much vanilla"), ("assistant", "2 tubs")]   # there is some
+    deleted, cancelled = await store.forget("tg:1", "owner 1")
+    assert (deleted, cancelled) == (2, 0)
+    assert await store.history("tg:1") == []
+    assert raw.execute("SELECT count(*) FROM history").fetchone()[0] == 0

@@ -61,6 +61,17 @@ async def test_formerly_bug_a_model_key_echoed_in_a_401_is_stored_and_sent_nowhe
             assert_nowhere(MODEL_KEY, run, seen_in_db="SELECT 1 FROM reports WHERE body LIKE '%Incorrect API key%'")
 
 
+async def test_a_model_key_echoed_in_a_refusal_is_not_in_the_error_report():
+    """A 400 is a refusal of one request: the turn fails with an error report carrying the detail (no notice, no
+    reason column: the report's own redaction is what keeps the key out)."""
+    async with FakeModelServer([openai_error(400, f"invalid request for key {MODEL_KEY}")] * 5) as model:
+        async with local_product({**FAST, "SHOPBOT_MODEL": "openai:gpt-test", "SHOPBOT_MODEL_API_KEY": MODEL_KEY,
+                                  "SHOPBOT_MODEL_BASE_URL": model.openai_base_url}) as run:
+            await settled(run, "the model refused this request")
+            assert_nowhere(MODEL_KEY, run, seen_in_db="SELECT 1 FROM reports WHERE is_error = 1 AND body LIKE "
+                                                      "'%invalid request for key ****%'")
+
+
 async def test_formerly_bug_a_supplier_token_echoed_in_a_401_is_stored_and_sent_nowhere():
     async with local_product(FAST) as run:
         shown = await proposals_shown(run)
