@@ -36,8 +36,28 @@ def empty_sqlite(tmp: Path) -> Path:
     return db
 
 
-@pytest.mark.parametrize("make", [foreign_text, foreign_sqlite, damaged_page, empty_sqlite],
-                         ids=["text file", "another program's database", "fails integrity_check", "empty database"])
+def inconsistent_index(tmp: Path) -> Path:
+    """A shopbot database that opens and reads without an error, but whose index disagrees with its table: only
+    `PRAGMA integrity_check` sees it."""
+    db = tmp / "inconsistent.sqlite3"
+    assert shopbot("admit", "--source", "till:1:x", "--session", "till:1", "--text", "a", db=db).returncode == 0
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.execute("INSERT INTO history (session, role, text, created_at) VALUES ('tg:1', 'user', 'x', '2027')")
+    conn.execute("PRAGMA writable_schema=ON")
+    conn.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX history_session ON history (role, entry_id)' "
+                 "WHERE name = 'history_session'")
+    conn.close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok"
+    assert sources(db) == ["till:1:x"]
+    conn.close()
+    return db
+
+
+@pytest.mark.parametrize("make", [foreign_text, foreign_sqlite, damaged_page, inconsistent_index, empty_sqlite],
+                         ids=["text file", "another program's database", "damaged pages", "fails integrity_check",
+                              "empty database"])
 def test_formerly_bug_restore_refuses_a_file_that_is_not_a_sound_shopbot_database(tmp_path, make):
     db = live(tmp_path)
     bad = make(tmp_path)
