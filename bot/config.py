@@ -46,8 +46,9 @@ KEYS: dict[str, tuple[str, str]] = {
     "TELEGRAM_BOT_TOKEN": ("", "the bot token from @BotFather (secret); empty runs without Telegram"),
     "TELEGRAM_API_BASE_URL": ("https://api.telegram.org",
                               "Bot API server root; the bot calls <root>/bot<token>/<method>"),
-    "SHOPBOT_OWNER_IDS": ("", "comma-separated Telegram user ids allowed to use the bot"),
-    "SHOPBOT_OWNER_CHAT_ID": ("", "chat for briefs, stock checks and notices; default the first owner id"),
+    "SHOPBOT_OWNER_IDS": ("", "comma-separated Telegram user ids allowed to use the bot (positive, ASCII digits; "
+                              "required with a bot token)"),
+    "SHOPBOT_OWNER_CHAT_ID": ("", "chat for briefs, stock checks and notices: one of the owner ids; default the first"),
     "SHOPBOT_WEBHOOK_URL": ("", "public HTTPS URL of /telegram/webhook; empty uses long polling"),
     "SHOPBOT_WEBHOOK_SECRET": ("", "secret token Telegram sends with each webhook call (secret, 1-256 of A-Za-z0-9_-)"),
     "SHOPBOT_HTTP_HOST": ("127.0.0.1", "address of the HTTP server (webhook, till, health)"),
@@ -238,8 +239,6 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     model_base_url = c.url("SHOPBOT_MODEL_BASE_URL")
     supplier_url = c.url("SHOPBOT_SUPPLIER_URL").rstrip("/")
     telegram_base = c.url("TELEGRAM_API_BASE_URL").rstrip("/")
-    if not telegram_base:
-        c.fail("TELEGRAM_API_BASE_URL", "", "an absolute http or https URL such as https://api.telegram.org")
     webhook_url = c.url("SHOPBOT_WEBHOOK_URL", https_only=True)
 
     token = env.get("TELEGRAM_BOT_TOKEN", "")
