@@ -54,6 +54,7 @@ class Store:
         self._flush: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
+        self._closed = False
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     @classmethod
@@ -83,11 +84,16 @@ class Store:
         return cls(db, clock, capacity=capacity, debounce_ms=debounce_ms, attempt_cap=attempt_cap)
 
     async def close(self) -> None:
+        self._closed = True              # no new flush is armed; the last counts are written below
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
-        if self._flushing is not None:
-            await asyncio.gather(self._flushing, return_exceptions=True)
+        flushing = self._flushing
+        if flushing is not None:
+            await asyncio.gather(flushing, return_exceptions=True)
+        if self._flush is not None:      # re-armed by the flush that just ended
+            self._flush.cancel()
+            self._flush = None
         try:
             await self.flush_counts()
         except StoreError:
@@ -160,7 +166,7 @@ class Store:
             self._loop.call_soon_threadsafe(self._arm_flush)
 
     def _arm_flush(self) -> None:
-        if self._flush is None and (self._flushing is None or self._flushing.done()):
+        if self._flush is None and self._flushing is None and not self._closed:
             self._flush = self._loop.call_later(FLUSH_S, self._start_flush)
 
     def _start_flush(self) -> None:
@@ -171,7 +177,11 @@ class Store:
         try:
             await self.flush_counts()
         except StoreError:
-            self._arm_flush()      # the database is busy or full: the counts wait for the next try
+            pass                   # the database is busy or full: the counts wait for the next try
+        finally:
+            self._flushing = None
+        if self.tallies:           # counted while this flush ran, or not written: flushed a second from now
+            self._arm_flush()
 
     async def flush_counts(self) -> int:
         """Write the counts held in memory now (one commit, only when there are any). Returns the kinds written."""
