@@ -149,7 +149,7 @@ MUTATIONS: list[Mutation] = [
       ("tests/test_restore.py",), "a backup failing integrity_check is restored"),
     M("restore", "store/backup.py", "                old.rename(Path(str(replaced) + suffix))",
       "                old.unlink()", ("tests/test_restore.py",), "the replaced database is deleted"),
-    M("till ids", "producers/till_request.py", ' and text.strip(".") != ""', "",
+    M("till-ids", "producers/till_request.py", ' and text.strip(".") != ""', "",
       ("tests/test_till_request.py", "tests/test_till_api.py"), "a request id of dots is valid"),
     M("DST", "producers/schedule.py", "    gaps = [t for t in _gap_fires(schedule, after, until) if t not in result]",
       "    gaps = []", ("tests/test_schedule.py",), "a time in the spring gap does not fire"),
