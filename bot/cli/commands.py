@@ -231,8 +231,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def local_config() -> config_module.Config:
     """The demo and chat print a conversation: their log stays at WARNING unless SHOPBOT_LOG_LEVEL says otherwise."""
+    from bot.sandbox.local_setup import OWNER_ID
     env = config_module.environment()
     env.setdefault("SHOPBOT_LOG_LEVEL", "WARNING")
+    env["SHOPBOT_OWNER_IDS"] = str(OWNER_ID)     # the local setup's owner, whatever the real .env says
+    env.pop("SHOPBOT_OWNER_CHAT_ID", None)
     return config_module.load(env)
 
 
