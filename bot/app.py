@@ -6,9 +6,10 @@ before anything else and held for the life of the process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
 from bot.relays.telegram import Relay, RelaySettings, RelayStopped
+from bot.relays.typing import TypingIndicator
 from bot.shop_file import ShopSpec, load_shop
 from producers.clock import ClockProducer
 from producers.scheduler import ProducerScheduler, producer_scheduler
@@ -49,6 +51,7 @@ class Parts:
     health: Health
     actions: ActionRelay | None = None
     producers: ProducerScheduler | None = None
+    typing: TypingIndicator | None = None
 
 
 class StartAborted(Exception):
@@ -93,12 +96,14 @@ class App:
         log.info("recovery: %d released, %d failed, %d deliveries now unknown", len(summary.released),
                  len(summary.failed), len(summary.unknown_deliveries))
         owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
-        sender = bot = None
+        sender = bot = typing = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
             await self._initialize(bot)
             self._stack.push_async_callback(bot.shutdown)
             sender = TelegramSender(bot)
+            typing = TypingIndicator(sender.typing)
+            self._stack.push_async_callback(typing.aclose)     # before the Bot's client closes
         model = load_model(cfg.model, base_url=cfg.model_base_url or None, api_key=str(cfg.model_api_key) or None)
         clock_producer = ClockProducer(store, shop.schedules, owner_chat)
         watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
@@ -119,8 +124,8 @@ class App:
         rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination)
         health = Health()
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(
-            chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s)) \
-            if sender else None
+            chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s, chat_burst=cfg.chat_burst,
+            global_burst=cfg.global_burst)) if sender else None
         ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules) \
             if bot and sender else None
         routes = [health_route(store, health)]
@@ -128,7 +133,7 @@ class App:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
         routes += TillApi(store, parse_till_tokens(str(cfg.till_tokens))).routes()
         http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
-        self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler)
+        self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler, typing)
         return self
 
     async def _initialize(self, bot: Any) -> None:
@@ -162,10 +167,11 @@ class App:
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
 
-    async def _typing(self, claim: Claim) -> None:
-        assert self.parts and self.parts.sender
-        if claim.destination and claim.destination.startswith("tg:"):
-            await self.parts.sender.typing(int(claim.destination[3:]))
+    def _typing(self, claim: Claim) -> AbstractAsyncContextManager[object]:
+        """"typing…" in the reply's chat while the model runs, never awaited on the reply's path (relays/typing.py)."""
+        if self.parts and self.parts.typing and claim.destination and claim.destination.startswith("tg:"):
+            return self.parts.typing.during(int(claim.destination[3:]))
+        return contextlib.nullcontext()
 
     async def _telegram_setup(self) -> None:
         p = self.parts

@@ -47,9 +47,12 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_WEBHOOK_SECRET": ("", "secret token Telegram sends with each webhook call (secret, 1-256 of A-Za-z0-9_-)"),
     "SHOPBOT_HTTP_HOST": ("127.0.0.1", "address of the HTTP server (webhook, till, health)"),
     "SHOPBOT_HTTP_PORT": ("8080", "port of the HTTP server; 0 picks a free port; -1 disables the server"),
-    "SHOPBOT_CHAT_PACE_MS": ("1000", "least time between two messages to one chat (Telegram allows about 1/s)"),
-    "SHOPBOT_GLOBAL_PACE_PER_S": ("30",
-                                  "most messages per second over all chats (Telegram allows about 30); 0: no limit"),
+    "SHOPBOT_CHAT_PACE_MS": ("1000", "a chat's bucket refills one message per this many ms once its burst is spent "
+                                     "(Telegram allows about 1/s); 0: no per-chat pacing"),
+    "SHOPBOT_CHAT_BURST": ("3", "messages one chat may get at once (a reply in parts) before its pace applies"),
+    "SHOPBOT_GLOBAL_PACE_PER_S": ("30", "messages per second over all chats once the global burst is spent "
+                                        "(Telegram allows about 30); 0: no limit"),
+    "SHOPBOT_GLOBAL_BURST": ("30", "messages over all chats at once before the global rate applies"),
     "SHOPBOT_LOG_LEVEL": ("INFO", "DEBUG | INFO | WARNING | ERROR"),
     "SHOPBOT_LOG_FILE": ("", "also write the log to this file"),
     "SHOPBOT_CLOCK": ("system", "system | accelerated:<start ISO-8601>:<factor> (test mode only)"),
@@ -127,7 +130,9 @@ class Config:
     http_host: str
     http_port: int
     chat_pace_ms: int
+    chat_burst: int
     global_pace_per_s: int
+    global_burst: int
     log_level: str
     log_file: Path | None
     clock: str
@@ -203,7 +208,9 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         http_host=text("SHOPBOT_HTTP_HOST"),
         http_port=_int(env, "SHOPBOT_HTTP_PORT", -1),
         chat_pace_ms=_int(env, "SHOPBOT_CHAT_PACE_MS", 0),
+        chat_burst=_int(env, "SHOPBOT_CHAT_BURST", 1),
         global_pace_per_s=_int(env, "SHOPBOT_GLOBAL_PACE_PER_S", 0),
+        global_burst=_int(env, "SHOPBOT_GLOBAL_BURST", 1),
         log_level=level,
         log_file=Path(env["SHOPBOT_LOG_FILE"]) if env.get("SHOPBOT_LOG_FILE") else None,
         clock=text("SHOPBOT_CLOCK"),

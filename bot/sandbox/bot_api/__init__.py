@@ -13,8 +13,9 @@ set, and a long poll is terminated with 409 by a newer `getUpdates` as Telegram 
 sends), from JSON bodies and from the query string.
 
 The user side (`post_message`, `post_callback`, `post_edit`, `post_raw_update`, `redeliver`), the records of what
-the bot did (`sent`, `chat_actions`, ...) and fault injection (`inject`, `refuse`, `accept`) are Python methods; in
-process mode (`serve`, `python -m bot.sandbox.bot_api`) the same operations are offered over HTTP under `/_control/`.
+the bot did (`sent`, `chat_actions`, `timeline`: every call's arrival and answer in order, ...) and fault injection
+(`inject`, `refuse`, `accept`) are Python methods; in process mode (`serve`, `python -m bot.sandbox.bot_api`) the
+same operations are offered over HTTP under `/_control/`.
 
 Fault semantics (each `inject` applies to the next `count` calls of one method, or of any method with "*"):
 

@@ -324,8 +324,11 @@ class LocalBotApi(ApiState):
         if not secrets.compare_digest(token.encode(), self._token.encode()):
             return _err(401, "Unauthorized")
         self.calls[api_method] = self.calls.get(api_method, 0) + 1
+        self.timeline.append(("call", api_method))
         try:
-            return await self._call_api(api_method.lower(), params)
+            response = await self._call_api(api_method.lower(), params)
+            self.timeline.append(("answer", api_method))
+            return response
         finally:
             self._notify()
 
