@@ -18,6 +18,7 @@ from bot.relays.sender import TelegramSender
 from bot.relays.telegram import Relay, RelaySettings
 from bot.relays.typing import TypingIndicator
 from bot.sandbox.bot_api import LocalBotApi
+from bot.sandbox.bot_api.faults import FloodLimit
 from bot.sandbox.local_setup import OWNER_ID, local_product
 from producers.telegram.client import make_bot
 from store import ManualClock, Store
@@ -139,6 +140,17 @@ def test_bad_pacing_settings_are_refused():
         PacingSettings(chat_burst=0)
     with pytest.raises(ValueError):
         PacingSettings(global_per_s=-1)
+
+
+def test_the_fake_bot_apis_flood_limit_refuses_what_overflows_its_bucket():
+    now = [0.0]
+    flood = FloodLimit(30, clock=lambda: now[0])
+    assert all(flood.admit() for _ in range(30))
+    assert not flood.admit() and flood.refused == 1          # the 31st at the same instant: 429
+    now[0] = 1 / 30
+    assert flood.admit() and not flood.admit()               # one more per 1/30 s
+    now[0] = 10.0
+    assert sum(flood.admit() for _ in range(40)) == 30 and flood.refused == 12
 
 
 # ---- the relay's decisions, through real HTTP ---------------------------------------------------------------------

@@ -30,6 +30,10 @@ Fault semantics (each `inject` applies to the next `count` calls of one method, 
 | 500 / 502_html     | 500 JSON error / 502 with an nginx HTML page         | no                         |
 | 409                | "Conflict: terminated by other getUpdates request"  | no                         |
 
+Flood control: with `flood_per_s` (`--flood-per-s`) sendMessage is answered 429 (`retry_after` 1) when it would
+overflow a bucket of `flood_burst` calls (`--flood-burst`, default one second's worth) draining at that rate over all
+chats (Telegram's limit as python-telegram-bot models it); `state()["flood_refused"]` counts them. Off by default.
+
 Persistence: with `state_path` (a SQLite file owned by the server) every update (pending and confirmed), the
 confirmed offset, sent messages, message-id counters, callback queries, webhook, commands and the logs survive a
 kill -9 of the server; each change commits before the HTTP reply that reveals it is written.
