@@ -61,12 +61,17 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float) -
         await api.wait_for(lambda: api.offsets_requested != [], timeout=10)    # start-up (and its chat action) done
         api.inject("sendChatAction", "slow", delay=typing_delay, count=10 * (messages + WARM_UP))
         commits = 0
+        write_ms: list[float] = []
         write = store.db.write
 
         async def counting(fn, *args):  # type: ignore[no-untyped-def]
             nonlocal commits
             commits += 1
-            return await write(fn, *args)
+            began = time.perf_counter()
+            try:
+                return await write(fn, *args)
+            finally:
+                write_ms.append((time.perf_counter() - began) * 1000)
         store.db.write = counting  # type: ignore[method-assign] - counting commits is the measurement
         reader = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True)
         gap = 1.0 / rate
@@ -103,7 +108,8 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float) -
     shortest = min((b - a for ts in per_chat.values() for a, b in zip(ts, ts[1:], strict=False)), default=float("inf"))
     return {"latencies": latencies, "most_per_s": most_in_one_second([t for t, _ in arrivals]),
             "shortest_chat_gap_s": shortest, "typing_calls": typing_calls, "confirm_lags": confirm_lags,
-            "commits_per_message": commits_counted / messages, "messages": messages}
+            "commits_per_message": commits_counted / messages, "messages": messages,
+            "write_p50_ms": percentile(write_ms, 50)}
 
 
 def main() -> None:
@@ -130,7 +136,8 @@ def main() -> None:
               f"two replies to one chat {r['shortest_chat_gap_s']:.2f} s | {r['typing_calls']} sendChatAction calls"
               f" | each reply confirmed by itself, {percentile(r['confirm_lags'], 50):.1f} ms (p50) after its "
               f"sendMessage arrived | "
-              f"{r['commits_per_message']:.2f} commits per owner message")
+              f"{r['commits_per_message']:.2f} commits per owner message, each {r['write_p50_ms']:.2f} ms (p50, "
+              f"queue and fsync included)")
     print(f"median of {args.repeats} runs: p50 {statistics.median(p50s):.2f} ms (target <= 10)  "
           f"p99 {statistics.median(p99s):.2f} ms (target <= 50)  {statistics.median(commit_counts):.2f} commits per "
           "owner message")
