@@ -133,7 +133,7 @@ async def over_http(directory: Path, items: int, *, paced: bool, flood_burst: fl
             app.stop()
             await run
         result = {"rate": items / elapsed, "bot_cpu": bot_cpu / elapsed, "server_cpu": server_cpu / elapsed,
-                  "refused": state["flood_refused"], "calls": state["calls"].get("sendMessage", 0)}
+                  "refused": state.get("flood_refused", 0), "calls": state["calls"].get("sendMessage", 0)}
         # the steady rate once the global burst is spent: from the first sample at 60 sent (past the first second:
         # 30 at once, 30 more as the bucket refills) to the end
         after = next(((t, n) for t, n in samples if n >= 60), None)
