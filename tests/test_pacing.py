@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bot import config
 from bot.relays.pacing import Pacer, PacingSettings, TokenBucket
 from bot.relays.sender import TelegramSender
 from bot.relays.telegram import Relay, RelaySettings
@@ -140,6 +141,11 @@ def test_bad_pacing_settings_are_refused():
         PacingSettings(chat_burst=0)
     with pytest.raises(ValueError):
         PacingSettings(global_per_s=-1)
+    for key in ("SHOPBOT_CHAT_BURST", "SHOPBOT_GLOBAL_BURST"):
+        with pytest.raises(config.ConfigError, match=key):
+            config.load({key: "0"})
+    cfg = config.load({})
+    assert (cfg.chat_pace_ms, cfg.chat_burst, cfg.global_pace_per_s, cfg.global_burst) == (1000, 3, 30, 30)
 
 
 def test_the_fake_bot_apis_flood_limit_refuses_what_overflows_its_bucket():
