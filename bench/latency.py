@@ -14,6 +14,7 @@ shortest gap between two replies to one chat), typing calls, how long after its 
 per owner message.
 
     python -m bench.latency [--messages 1000] [--chats 100] [--rate 20] [--typing-delay-ms 150] [--repeats 3]
+                            [--no-typing]
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def most_in_one_second(times: list[float]) -> int:
     return most
 
 
-async def one_run(messages: int, chats: int, rate: float, typing_delay: float) -> dict:
+async def one_run(messages: int, chats: int, rate: float, typing_delay: float, typing: bool = True) -> dict:
     owners = [5000 + i for i in range(chats)]
     overrides = {"SHOPBOT_OWNER_IDS": ",".join(map(str, owners)), "SHOPBOT_DEBOUNCE_MS": "0",
                  "SHOPBOT_CHAT_PACE_MS": "1000", "SHOPBOT_CHAT_BURST": "3", "SHOPBOT_GLOBAL_PACE_PER_S": "30",
@@ -60,6 +61,8 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float) -
         api, store = run.api, run.app.parts.store
         await api.wait_for(lambda: api.offsets_requested != [], timeout=10)    # start-up (and its chat action) done
         api.inject("sendChatAction", "slow", delay=typing_delay, count=10 * (messages + WARM_UP))
+        if not typing:                                   # --no-typing: the comparison without any typing call
+            run.app.parts.worker.on_turn = None
         commits = 0
         write_ms: list[float] = []
         write = store.db.write
@@ -119,12 +122,14 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="owner messages per second at most (default 20)")
     parser.add_argument("--typing-delay-ms", type=float, default=150.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-typing", action="store_true", help="send no typing indicator (for comparison)")
     args = parser.parse_args()
     for key, value in machine().items():
         print(f"{key}: {value}")
     p50s, p99s, commit_counts = [], [], []
     for repeat in range(args.repeats):
-        r = asyncio.run(one_run(args.messages, args.chats, args.rate, args.typing_delay_ms / 1000))
+        r = asyncio.run(one_run(args.messages, args.chats, args.rate, args.typing_delay_ms / 1000,
+                                not args.no_typing))
         values = r["latencies"]
         p50, p99 = percentile(values, 50), percentile(values, 99)
         p50s.append(p50)
