@@ -8,9 +8,11 @@ checked once a second; an idle worker does nothing else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -109,7 +111,7 @@ class WorkerSettings:
 
 class Worker:
     def __init__(self, store: Store, model: Model, settings: WorkerSettings | None = None, *,
-                 on_turn: Callable[[Claim], Awaitable[None]] | None = None,
+                 on_turn: Callable[[Claim], AbstractAsyncContextManager[object]] | None = None,
                  on_stock_change: Callable[[], Awaitable[object]] | None = None) -> None:
         self.store = store
         self.model = _K4Model(model)
@@ -117,7 +119,7 @@ class Worker:
         self.registry = shop_registry()
         for tool in insight_tools():
             self.registry.register(tool)
-        self.on_turn = on_turn            # e.g. the Telegram "typing" action: best effort, never the outbox
+        self.on_turn = on_turn            # around the model call, e.g. "typing…": best effort, never the outbox
         self.on_stock_change = on_stock_change   # the stock watcher checks after every stock change
         self.turns_done = 0
         self._consecutive_transient = 0
@@ -266,12 +268,12 @@ class Worker:
         shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
         system, context_figures = build_system(shop,
                                                await self.store.shop_items(), self.store.clock.now())
-        if self.on_turn is not None:
-            await self.on_turn(claim)
+        around = self.on_turn(claim) if self.on_turn is not None else contextlib.nullcontext()
         try:
-            result = await run_agent(model=self.model, registry=self.registry, system=system, history=history,
-                                     user_text=user_text, journal=_StoreJournal(self.store, ctx), context=ctx,
-                                     limits=self.settings.limits, fmt=fmt, context_figures=context_figures)
+            async with around:          # entered and left without waiting for anything (bot/relays/typing.py)
+                result = await run_agent(model=self.model, registry=self.registry, system=system, history=history,
+                                         user_text=user_text, journal=_StoreJournal(self.store, ctx), context=ctx,
+                                         limits=self.settings.limits, fmt=fmt, context_figures=context_figures)
         except ModelTransient as exc:
             await self._transient(claim, exc)
             return
