@@ -32,11 +32,13 @@ class ShopSpec:
     items: tuple[ItemSpec, ...]
     schedules: tuple[Schedule, ...]
     source: str
+    aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (item, its other names), for items that have some
 
 
 TOP = {"name", "timezone", "currency", "locale", "hours", "count_tolerance", "supplier", "limits", "stock_watch",
        "items", "schedule"}
-ITEM = {"unit", "on_hand", "reorder_point", "target", "unit_cost_cents", "max_order"}
+ITEM = {"unit", "on_hand", "reorder_point", "target", "unit_cost_cents", "max_order", "aliases"}
+MAX_ALIASES = 10
 _ITEM_NAME = re.compile(r"^[a-z0-9][a-z0-9 _-]{0,39}$")
 
 
@@ -67,6 +69,22 @@ def _table(value: object, where: str) -> dict:
     if not isinstance(value, dict):
         raise ShopFileError(f"{where} must be a table")
     return value
+
+
+def _aliases(value: object, where: str) -> tuple[str, ...]:
+    """An item's other names (`aliases = ["vainilla"]`): lowercase names like item names, each at most once."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_ALIASES:
+        raise ShopFileError(f"{where} must be a list of at most {MAX_ALIASES} names, got {value!r}"[:300])
+    out: list[str] = []
+    for alias in value:
+        if not isinstance(alias, str) or not _ITEM_NAME.fullmatch(alias):
+            raise ShopFileError(f"{where}: each alias is 1-40 lowercase letters, digits, spaces, - or _, "
+                                f"got {alias!r}"[:300])
+        if alias not in out:
+            out.append(alias)
+    return tuple(out)
 
 
 def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
@@ -109,6 +127,7 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     if not items_table:
         raise ShopFileError("the shop needs at least one [items.<name>] table")
     items = []
+    aliases: list[tuple[str, tuple[str, ...]]] = []
     for name, raw in items_table.items():
         where = f"items.{name}"
         if not _ITEM_NAME.fullmatch(name):
@@ -119,6 +138,9 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
             if required not in raw:
                 raise ShopFileError(f"{where}.{required} is required")
         max_order = raw.get("max_order")
+        names = _aliases(raw.get("aliases"), f"{where}.aliases")
+        if names:
+            aliases.append((name, names))
         items.append(ItemSpec(
             item=name, unit=_text(raw.get("unit"), f"{where}.unit", "units"),
             on_hand=_int(raw["on_hand"], f"{where}.on_hand"),
@@ -126,6 +148,13 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
             target=_int(raw["target"], f"{where}.target"),
             unit_cost_cents=_int(raw["unit_cost_cents"], f"{where}.unit_cost_cents"),
             max_order=_int(max_order, f"{where}.max_order", 1) if max_order is not None else None))
+    owners: dict[str, str] = {}
+    for item, names in aliases:
+        for alias in names:
+            other = alias if alias in items_table else owners.get(alias)
+            if other is not None and other != item:
+                raise ShopFileError(f"items.{item}.aliases: {alias!r} already names {other}")
+            owners[alias] = item
     schedules_raw = data.get("schedule", [])
     if not isinstance(schedules_raw, list):
         raise ShopFileError("schedule must be an array of tables: [[schedule]]")
@@ -145,7 +174,7 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
         day_max_cents=_int(limits["day_max_cents"], "limits.day_max_cents") if "day_max_cents" in limits else None,
         count_tolerance=_int(data.get("count_tolerance", 0), "count_tolerance"),
         stock_cron=stock_cron, items=tuple(items), schedules=tuple(schedules),
-        source=source)
+        source=source, aliases=tuple(aliases))
 
 
 def load_shop(path: Path) -> ShopSpec:

@@ -6,7 +6,7 @@ from worker.agent_loop import Limits, run_agent
 from worker.figures import DASH
 from worker.models import OfflineModel, load_model
 from worker.models.base import Message
-from worker.models.offline import HELP, NOT_UNDERSTOOD
+from worker.models.offline import GREETING, HELP, HELP_ES, NOT_UNDERSTOOD, NOT_UNDERSTOOD_ES
 from worker.tools.registry import ToolRegistry
 
 
@@ -128,13 +128,22 @@ async def test_reorder_every_low_item_then_nothing_left_to_reorder():
     assert again.prose.startswith("Nothing to reorder")
 
 
-async def test_unknown_text_gets_the_help_list():
+async def test_a_greeting_gets_one_line_and_no_tool():
     shop = FakeShop()
     result = await ask(shop, "hello there")
-    assert result.prose == f"{NOT_UNDERSTOOD}\n\n{HELP}"
+    assert result.prose == GREETING["en"] and "\n" not in result.prose
     assert runs(shop) == [] and result.model_calls == 1
     assert (await ask(shop, "help")).prose == HELP
+    assert (await ask(shop, "ayuda")).prose == HELP_ES
     assert DASH not in result.text
+
+
+async def test_text_it_does_not_understand_gets_one_short_line():
+    shop = FakeShop()
+    result = await ask(shop, "the weather is nice")
+    assert result.prose == NOT_UNDERSTOOD and "\n" not in result.prose and len(result.prose) < 100
+    assert runs(shop) == [("list_stock", {})]     # it first checks the line names no item, even misspelt
+    assert (await ask(shop, "el tiempo está raro")).prose == NOT_UNDERSTOOD_ES
 
 
 async def test_several_messages_in_one_turn_each_answered_once():

@@ -27,6 +27,15 @@ class TurnContext:
     current_call: str | None = None
     policy: Policy | None = None                              # the shop's rules, checked before the owner sees it
     timezone: str = "UTC"                                     # the shop's time zone (dates the tools give)
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)   # item -> the shop file's other names
+
+    def resolve(self, name: str) -> str:
+        """An item's name from a name or one of its aliases (lowercase, trimmed); other text as it is."""
+        key = name.strip().lower()
+        for item, names in self.aliases.items():
+            if key in names:
+                return item
+        return key
 
 
 class NoArgs(BaseModel):
@@ -49,13 +58,16 @@ class OrderArgs(BaseModel):
     quantity: int = Field(gt=0, le=100000, description="how many units")
 
 
-def _public(item: dict) -> dict:
-    return {key: item[key] for key in ("item", "on_hand", "reorder_point", "target", "unit_cost_cents", "unit",
-                                       "open_proposal")}
+def _public(item: dict, ctx: TurnContext) -> dict:
+    out = {key: item[key] for key in ("item", "on_hand", "reorder_point", "target", "unit_cost_cents", "unit",
+                                      "open_proposal")}
+    if ctx.aliases.get(item["item"]):
+        out["aliases"] = list(ctx.aliases[item["item"]])
+    return out
 
 
 async def _item(ctx: TurnContext, name: str) -> dict:
-    item = await ctx.store.shop_item(name.strip().lower())
+    item = await ctx.store.shop_item(ctx.resolve(name))
     if item is None:
         known = ", ".join(i["item"] for i in await ctx.store.shop_items())
         raise ToolError(f"unknown item {name!r}; the shop has: {known}")
@@ -70,11 +82,11 @@ def _need(item: dict) -> dict:
 
 
 async def list_stock(args: NoArgs, ctx: TurnContext) -> dict:
-    return {"items": [_public(i) for i in await ctx.store.shop_items()], "currency": ctx.currency}
+    return {"items": [_public(i, ctx) for i in await ctx.store.shop_items()], "currency": ctx.currency}
 
 
 async def get_item(args: ItemArgs, ctx: TurnContext) -> dict:
-    return _public(await _item(ctx, args.item))
+    return _public(await _item(ctx, args.item), ctx)
 
 
 async def reorder_need(args: NeedArgs, ctx: TurnContext) -> dict:
@@ -111,8 +123,8 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict:
 
 def shop_registry() -> ToolRegistry:
     return ToolRegistry([
-        Tool("list_stock", "Every item with stock on hand, reorder point, target and unit cost.", NoArgs, list_stock,
-             "read"),
+        Tool("list_stock", "Every item with stock on hand, reorder point, target, unit cost and the other names "
+             "(aliases) the owner uses for it.", NoArgs, list_stock, "read"),
         Tool("get_item", "One item's stock on hand, reorder point, target and unit cost.", ItemArgs, get_item, "read"),
         Tool("reorder_need", "Quantity and cost to bring an item to its target; without an item, every item below "
              "its reorder point and the total cost.", NeedArgs, reorder_need, "read"),
