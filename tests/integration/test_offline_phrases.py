@@ -14,8 +14,8 @@ from worker.models.offline_understand import Catalogue, understand
 from worker.money import ShopFormat
 from worker.prompts import now_block
 from worker.tools.insight import insight_tools
-from worker.tools.shop import TurnContext, shop_registry
-from worker.worker import Worker
+from worker.tools.shop import ItemArgs, NoArgs, TurnContext, get_item, list_stock, shop_registry
+from worker.worker import Worker, WorkerSettings
 
 DAY = 86400
 ITEMS = [ItemSpec("vanilla", "tubs", 20, 8, 20, 300), ItemSpec("chocolate", "tubs", 10, 6, 12, 250),
@@ -135,3 +135,62 @@ async def test_the_phrase_check_catches_a_wrong_number(store, clock):
     assert "does not show" in await asker.miss("how much vanilla", Phrase("x", "stock", "vanilla", ("99",)))
     assert "item" in await asker.miss("how much vanilla", Phrase("x", "stock", "chocolate", ("7",)))
     assert "language" in await asker.miss("how much vanilla", Phrase("x", "stock", "vanilla", ("7",), "es"))
+
+
+async def ask_worker(store, text: str, settings: WorkerSettings) -> str:
+    """One owner message through the real worker (offline model, real tools, real renderer); its report's text."""
+    ask_worker.n = getattr(ask_worker, "n", 0) + 1
+    await store.admit(Occurrence(f"tg:7:{ask_worker.n}", "tg:7", text, destination="tg:7"))
+    await Worker(store, OfflineModel(), settings).drain()
+    rows = await store.reports(limit=5)
+    return next(r["body"] for r in rows if f"tg:7:{ask_worker.n}" in r["sources"])
+
+
+async def test_the_shop_files_aliases_reach_the_model_and_the_tools_through_the_worker(store, clock):
+    await seeded(store, clock)
+    settings = WorkerSettings(aliases=tuple(ALIASES.items()))
+    body = await ask_worker(store, "¿cuánta vainilla hay?", settings)
+    assert body.startswith("vanilla: 7 tubs en existencia.")
+    # a real model may name the alias too: the tools resolve it
+    ctx = TurnContext(store, "run-x", "supplier", aliases=ALIASES)
+    assert (await get_item(ItemArgs(item="Vainilla"), ctx))["item"] == "vanilla"
+    listed = {i["item"]: i for i in (await list_stock(NoArgs(), ctx))["items"]}
+    assert listed["vanilla"]["aliases"] == ["vainilla"] and "aliases" not in listed["peach"]
+    assert (await ask_worker(store, "hay menta?", settings)).startswith("mint chip: 12 tubs en existencia.")
+    # without the aliases "menta" is far from every name: the tool's error, nothing guessed
+    body = await ask_worker(store, "cuánta menta hay", WorkerSettings())
+    assert "unknown item 'menta'" in body
+
+
+async def test_order_more_goes_through_the_shops_policy_and_says_why_it_cannot(store, clock):
+    await seeded(store, clock)
+    body = await ask_worker(store, "order more vanilla", WorkerSettings(order_max_cents=1000))
+    assert "The vanilla order was not accepted" in body and "$10.00" in body and DASH not in body
+    assert (await store.open_proposals()) == []
+    body = await ask_worker(store, "order more vanilla", WorkerSettings())
+    assert body.startswith("Proposed: vanilla 13 tubs for $39.00, awaiting your approval.")
+    body = await ask_worker(store, "order more vainilla", WorkerSettings(aliases=tuple(ALIASES.items())))
+    assert body.startswith("vanilla already has an open proposal awaiting your approval.")
+    assert len(await store.open_proposals()) == 1
+
+
+async def test_whats_low_counts_what_is_on_order(store, clock):
+    await seeded(store, clock)
+    await ask_worker(store, "order more strawberry", WorkerSettings())
+    (proposal,) = await store.open_proposals()
+    await store.atomic(lambda tx: tx.approve_proposal(proposal["proposal_id"], "owner", day="2027-03-08",
+                                                      day_max_cents=None, destination="supplier:supplier"))
+    body = await ask_worker(store, "what's low?", WorkerSettings())
+    assert body.startswith("Running low: vanilla 7 tubs (reorder point 8).\n"
+                           "Low, but already on order: strawberry 3 tubs + 7 on order.\n")
+    assert DASH not in body
+
+
+async def test_cover_without_sales_history_says_so(store, clock):
+    await store.seed_shop(ITEMS, "test")           # seeded just now: no history to take a rate from
+    body = await ask_worker(store, "enough vanilla for the weekend?", WorkerSettings())
+    assert body.startswith("vanilla: 20 tubs on hand, but there is too little stock history for a sales rate yet, "
+                           "so I cannot say how long it lasts.")
+    body = await ask_worker(store, "¿alcanza la vainilla para el fin de semana?",
+                            WorkerSettings(aliases=tuple(ALIASES.items())))
+    assert "hay muy poco historial" in body and DASH not in body

@@ -5,22 +5,24 @@ and the tool results after it are what it has learnt so far. Each call replays i
 results; the first results it still lacks become the next tool calls (several at once when they do not
 depend on each other, which exercises parallel calls), and when nothing is missing it answers in prose.
 
-Understood, case-insensitively, anywhere in a line (a turn may hold several messages, one per line; each line
-is read on its own, repeated requests are answered once):
+Each line of a request is read on its own (repeated requests are answered once) by `understand`
+(worker/models/offline_understand.py: items with typos, plurals and aliases, periods, English or Spanish), and
+answered in the language of its line:
 
-* `brief` — the opening brief. When `reorder_need` may be called without an item (its schema says so), one
-  call gives every item below its reorder point and the total cost, and the brief states that total. Otherwise:
-  `list_stock`, then `reorder_need` for each item below its reorder point, and no total (no tool computed one).
-* `reorder` — for every item below its reorder point with no open proposal: `reorder_need`, `draft_order`,
-  `propose_order` (a proposal only: the owner approves it, C11).
-* `stock`, `how much`, `how many`, `count` — with an item named in the line: `get_item` for each item named;
-  with another word after the keyword: `get_item(word)` (an unknown item comes back as the tool's error);
-  with nothing after it: the whole stock from `list_stock`.
-* `help` — what it can do. Anything else gets the same list with a "did not understand".
+* stock of one item (`get_item`, after `list_stock` gave the names) or of all (`list_stock`);
+* what is low: `list_stock` and `on_order` (when the shop has it): stock plus on order below the reorder point;
+* cover for a period: `days_of_cover` per item (or for all), with a verdict for the period (the weekend, a
+  weekday, tomorrow, N days, a week) when the stock has a rate, and its basis; no history is said plainly;
+* `order more X`: `reorder_need` (or the quantity given), `draft_order`, `propose_order` (a proposal only: the
+  owner approves it, C11; the shop's policy may refuse it, and its reason is told);
+* `reorder`: the same for every item below its reorder point with no open proposal (only the items named, when
+  the line names some: a stock watcher's check names its item);
+* the brief: `reorder_need` without an item when its schema allows (one call, with the total), else
+  `list_stock` then `reorder_need` per low item and no total (no tool computed one);
+* greetings, thanks, help, an ambiguous typo (which one?) and a line it does not understand: one line each.
 
-Item names are learnt from `list_stock`, never hard-coded. Every number in its prose is copied from a tool
-result (on_hand, quantity, cost, total: money as the tools show it, e.g. `$6.00`), so C13 keeps them;
-it never states a number it computed itself (a total is stated only when a tool returned it).
+Every number in its prose is copied from a tool result (money as the tools show it, e.g. `$6.00`), so C13 keeps
+them; it never states a number it computed itself (a verdict compares, it does not print the period's length).
 """
 from __future__ import annotations
 
