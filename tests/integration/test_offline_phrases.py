@@ -168,9 +168,9 @@ async def test_order_more_goes_through_the_shops_policy_and_says_why_it_cannot(s
     assert "The vanilla order was not accepted" in body and "$10.00" in body and DASH not in body
     assert (await store.open_proposals()) == []
     body = await ask_worker(store, "order more vanilla", WorkerSettings())
-    assert body.startswith("Proposed: vanilla 13 tubs for $39.00, awaiting your approval.")
+    assert "Proposed: vanilla 13 tubs for $39.00, awaiting your approval." in body
     body = await ask_worker(store, "order more vainilla", WorkerSettings(aliases=tuple(ALIASES.items())))
-    assert body.startswith("vanilla already has an open proposal awaiting your approval.")
+    assert "vanilla already has an open proposal awaiting your approval." in body
     assert len(await store.open_proposals()) == 1
 
 
@@ -181,7 +181,7 @@ async def test_whats_low_counts_what_is_on_order(store, clock):
     await store.atomic(lambda tx: tx.approve_proposal(proposal["proposal_id"], "owner", day="2027-03-08",
                                                       day_max_cents=None, destination="supplier:supplier"))
     body = await ask_worker(store, "what's low?", WorkerSettings())
-    assert body.startswith("Running low: vanilla 7 tubs (reorder point 8).\n"
+    assert body.startswith("Low: vanilla 7 tubs (reorder point 8).\n"
                            "Low, but already on order: strawberry 3 tubs + 7 on order.\n")
     assert DASH not in body
 

@@ -203,7 +203,7 @@ async def test_cover_needs_the_sales_tools_and_says_so_without_them():
 async def test_whats_low_without_an_on_order_tool_uses_the_stock_alone():
     shop = FakeShop()
     result = await ask(shop, "what's low?")
-    assert result.prose == ("Running low: vanilla 2 tubs (reorder point 8), strawberry 1 tubs (reorder point 5).\n"
+    assert result.prose == ("Low: vanilla 2 tubs (reorder point 8), strawberry 1 tubs (reorder point 5).\n"
                             'Send "order more vanilla" to propose an order.')
     assert runs(shop) == [("list_stock", {})] and DASH not in result.text
 
@@ -215,7 +215,7 @@ async def test_order_more_of_an_item_with_an_open_proposal_proposes_nothing():
     assert result.prose == "vanilla already has an open proposal awaiting your approval."
     assert runs(shop, "propose_order") == []
     result = await ask(shop, "order more chocolate")     # 12 on hand, target 12
-    assert result.prose.startswith("chocolate is at its target (12 tubs): nothing to order.")
+    assert result.prose.startswith("chocolate needs no order: 12 tubs, reorder point 6.")
     result = await ask(shop, "order 3 chocolate")
     assert result.prose == "Proposed: chocolate 3 tubs for $7.50, awaiting your approval."
 

@@ -134,10 +134,19 @@ def _items(stock: _Res) -> list[dict] | None:
 
 
 def _low(item: dict) -> bool:
+    """Below the reorder point by the stock position (on hand plus on order) when the tool gives it."""
     try:
-        return item["on_hand"] < item["reorder_point"]
+        return item.get("position", item["on_hand"]) < item["reorder_point"]
     except (KeyError, TypeError):
         return False
+
+
+def _on_order(data: dict, lang: str = "en") -> str:
+    """`, 6 tubs on order` when the tool says something is on order."""
+    quantity = data.get("on_order")
+    if not isinstance(quantity, int) or isinstance(quantity, bool) or not quantity:
+        return ""
+    return f", {quantity}{_unit(data)} " + ("pedidos" if lang == "es" else "on order")
 
 
 def _unit(data: dict, fallback: str = "") -> str:
@@ -152,7 +161,8 @@ def _stock_error(stock: _Res, lang: str = "en") -> str:
 
 def _stock_summary(items: list[dict], lang: str = "en") -> str:
     below = " (bajo el punto de pedido)" if lang == "es" else " (below reorder point)"
-    parts = [f"{i['item']} {i.get('on_hand')}{_unit(i)}" + (below if _low(i) else "") for i in items]
+    parts = [f"{i['item']} {i.get('on_hand')}{_unit(i)}" + _on_order(i, lang).replace(",", " +", 1)
+             + (below if _low(i) else "") for i in items]
     if lang == "es":
         return "Existencias: " + (", ".join(parts) if parts else "ningún artículo") + "."
     return "Stock: " + (", ".join(parts) if parts else "no items") + "."
@@ -163,8 +173,8 @@ def _one_item(name: str, answer: _Res, lang: str) -> str:
         return (f"No pude consultar {name}: {answer.error}." if lang == "es"
                 else f"I could not check {name}: {answer.error}.")
     d = answer.data
-    where = " en existencia." if lang == "es" else " on hand."
-    return f"{d.get('item', name)}: {d.get('on_hand')}{_unit(d)}{where}"
+    where = " en existencia" if lang == "es" else " on hand"
+    return f"{d.get('item', name)}: {d.get('on_hand')}{_unit(d)}{where}{_on_order(d, lang)}."
 
 
 def _stock(u: Understood, results: _Results, names: list[str]) -> str:
@@ -196,12 +206,15 @@ def _orders_by_item(results: _Results) -> dict[str, list[dict]]:
 
 def _what_is_low(lang: str, results: _Results, items: list[dict]) -> str:
     """Below the reorder point counting what is on order (the position); on order and open proposals shown."""
-    orders = _orders_by_item(results)
+    orders = {} if all("position" in i for i in items) else _orders_by_item(results)
     low, covered = [], []
     for item in items:
-        incoming = orders.get(item["item"], [])
+        if "position" in item:
+            incoming = [{"quantity": item["on_order"]}] if item.get("on_order") else []
+        else:
+            incoming = orders.get(item["item"], [])
         try:
-            position = item["on_hand"] + sum(o["quantity"] for o in incoming)
+            position = item.get("position", item["on_hand"] + sum(o["quantity"] for o in incoming))
             below = position < item["reorder_point"]
         except (KeyError, TypeError):
             continue
@@ -211,10 +224,10 @@ def _what_is_low(lang: str, results: _Results, items: list[dict]) -> str:
         if below:
             rp = (f" (punto de pedido {item['reorder_point']})" if lang == "es"
                   else f" (reorder point {item['reorder_point']})")
-            waiting = ((", con una propuesta esperando tu aprobación" if lang == "es"
-                        else ", a proposal awaits your approval") if item.get("open_proposal") else "")
-            low.append(text + rp + waiting)
-        elif _low(item):
+            waiting = (("; propuesta esperando tu aprobación" if lang == "es" else "; proposal awaiting approval")
+                       if item.get("open_proposal") else "")
+            low.append(text + rp[:-1] + waiting + ")")
+        elif incoming and item["on_hand"] < item["reorder_point"]:
             covered.append(text)
     if lang == "es":
         lines = ["Se está acabando: " + ", ".join(low) + "." if low
@@ -224,7 +237,7 @@ def _what_is_low(lang: str, results: _Results, items: list[dict]) -> str:
         if low:
             lines.append(f"Escribe «pide más {low[0].split(' ')[0]}» para proponer un pedido.")
         return "\n".join(lines)
-    lines = ["Running low: " + ", ".join(low) + "." if low
+    lines = ["Low: " + ", ".join(low) + "." if low
              else "Nothing is low: every item is at or above its reorder point."]
     if covered:
         lines.append("Low, but already on order: " + ", ".join(covered) + ".")
@@ -465,15 +478,25 @@ def _order(u: Understood, results: _Results, items: list[dict]) -> str:
                 lines.append(f"I could not work out how much {item['item']} to order: {need.error}.")
             elif isinstance(quantity, int) and quantity > 0:
                 to_draft.append((item, quantity))
-            elif u.lang == "es":
-                lines.append(f"{item['item']} ya está en su objetivo ({need.data.get('target')}{_unit(item)}): no "
-                             f"hace falta pedir. Escribe «pide <cantidad> {item['item']}» para una cantidad.")
             else:
-                lines.append(f"{item['item']} is at its target ({need.data.get('target')}{_unit(item)}): nothing to "
-                             f"order. Send \"order <quantity> {item['item']}\" for a set amount.")
+                position = item.get("position", item.get("on_hand"))
+                counting = (" contando lo pedido" if lang_es(u) else " counting what is on order") \
+                    if item.get("on_order") else ""
+                if lang_es(u):
+                    lines.append(f"{item['item']} no necesita pedido: {position}{_unit(item)}{counting}, punto de "
+                                 f"pedido {item.get('reorder_point')}. Escribe «pide <cantidad> {item['item']}» para "
+                                 "una cantidad.")
+                else:
+                    lines.append(f"{item['item']} needs no order: {position}{_unit(item)}{counting}, reorder point "
+                                 f"{item.get('reorder_point')}. Send \"order <quantity> {item['item']}\" for a set "
+                                 "amount.")
     lines += _propose(results, to_draft, u.lang)
     lines += [_already(i, u.lang) for i in waiting]
     return "\n".join(lines)
+
+
+def lang_es(u: Understood) -> bool:
+    return u.lang == "es"
 
 
 def _answer(u: Understood, results: _Results) -> str:
