@@ -108,3 +108,19 @@ def test_bad_aliases_are_refused_with_the_field(extra, message):
     with pytest.raises(ShopFileError, match=message) as caught:
         parse_shop(SHOP_FILE.format(extra=extra))
     assert "items.vanilla.aliases" in str(caught.value)
+
+
+@pytest.mark.parametrize("text,intent", [("hi", "greet"), ("Hello there!", "greet"), ("good morning", "greet"),
+                                         ("buenos días", "greet"), ("thank you so much", "thanks"),
+                                         ("muchas gracias", "thanks"), ("good vanilla", "stock")])
+def test_a_greeting_or_thanks_alone(text, intent):
+    assert understand(text, SHOP).intent == intent
+
+
+def test_a_greeting_or_thanks_before_a_question_answers_the_question():
+    assert understand("hi, what's low?", SHOP).intent == "low"
+    assert understand("hi, what's low?", None).needs_items      # the stock's names first, as for any question
+    read = understand("thanks! how much vanila", SHOP)
+    assert (read.intent, read.item) == ("stock", "vanilla")
+    assert understand("hola, ¿cuánta vainilla hay?", SHOP).lang == "es"
+    assert understand("thanks, lovely", SHOP).intent == "thanks"     # nothing else asked

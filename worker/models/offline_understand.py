@@ -50,6 +50,21 @@ _WEEKDAYS = {"monday": 0, "mon": 0, "tuesday": 1, "tue": 1, "wednesday": 2, "wed
              "lunes": 0, "martes": 1, "miercoles": 2, "jueves": 3, "viernes": 4, "sabado": 5, "domingo": 6}
 
 
+_COURTESY = _GREET | _THANKS | {"you", "there", "so", "very", "much", "lot", "a", "all", "everyone", "again",
+                                 "mate", "team", "de", "nada", "muchas", "dias", "tardes", "noches", "day",
+                                 "morning", "afternoon", "evening", "good"}
+
+
+def _courtesy(words: list[str]) -> str | None:
+    """"greet" or "thanks" when the line starts with one."""
+    first, second = words[0], words[1] if len(words) > 1 else ""
+    if first in _THANKS or (first == "muchas" and second == "gracias"):
+        return "thanks"
+    if first == "good":
+        return "greet" if second in {"morning", "afternoon", "evening", "day"} else None
+    return "greet" if first in _GREET else None
+
+
 def fold(text: str) -> str:
     """Lowercase without accents: `¿Cuánta VAINILLA?` -> `¿cuanta vainilla?`."""
     decomposed = unicodedata.normalize("NFKD", text.lower())
@@ -252,13 +267,16 @@ def understand(line: str, catalogue: Catalogue | None, today: date | None = None
     if re.search(r"\breorder(s|ing)?\b", text) and not _LOW.search(text):
         named = () if catalogue is None else tuple(match_items(words, catalogue).items)
         return Understood("reorder", named, lang=lang, needs_items=catalogue is None)
-    short = len(words) <= 4
-    if short and (words[0] in _THANKS or "thank" in words or text.startswith("muchas gracias")):
-        return Understood("thanks", lang=lang)
-    if short and (words[0] in _GREET and (words[0] != "good" or (len(words) > 1 and words[1] in {
-            "morning", "afternoon", "evening", "day"})) or text.startswith(("buenos dias", "buenas tardes"))):
-        if catalogue is None or not match_items(words[1:], catalogue).items:
-            return Understood("greet", lang=lang)
+    courteous = _courtesy(words)
+    if courteous:
+        if all(w in _COURTESY for w in words):
+            return Understood(courteous, lang=lang)
+        # "thanks, how much vanilla": the question is answered; the courtesy alone when the rest says nothing
+        lead = re.match(r"^\W*(?:(?:" + "|".join(sorted(_COURTESY, key=len, reverse=True)) + r")\b\W*)+", text)
+        rest = understand(text[lead.end():] if lead else text, catalogue, today)
+        if rest.intent == "unknown" and not rest.needs_items:
+            return Understood(courteous, lang=lang)
+        return rest
     if _HELP.search(text):
         return Understood("help", lang=lang)
     if catalogue is None:
