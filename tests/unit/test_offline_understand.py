@@ -124,3 +124,10 @@ def test_a_greeting_or_thanks_before_a_question_answers_the_question():
     assert (read.intent, read.item) == ("stock", "vanilla")
     assert understand("hola, ¿cuánta vainilla hay?", SHOP).lang == "es"
     assert understand("thanks, lovely", SHOP).intent == "thanks"     # nothing else asked
+
+
+@pytest.mark.parametrize("text,intent", [("order what we need", "reorder"), ("pide lo que falta", "reorder"),
+                                         ("what do I need to order", "low"), ("¿qué hay que pedir?", "low"),
+                                         ("order more vanilla", "order")])
+def test_an_order_without_an_item_reorders_what_is_low_and_a_question_lists_it(text, intent):
+    assert understand(text, SHOP).intent == intent

@@ -293,6 +293,8 @@ def understand(line: str, catalogue: Catalogue | None, today: date | None = None
         return Understood("order", items, lang=lang, quantity=quantity if quantity and quantity > 0 else None)
     if items and _COVER.search(text):
         return Understood("cover", items, lang=lang, period=_period(text, words, today))
+    if not items and re.match(r"^\W*(please\s+)?(order|pide|pedir|encarga|compra|buy)\b", text):
+        return Understood("reorder", lang=lang)               # "order what we need", "pide lo que falta"
     if not items and re.search(r"\b(enough|suficiente|suficientes|alcanza)\b", text):
         return Understood("cover", (), lang=lang, period=_period(text, words, today))
     if not items and _LOW.search(text):
