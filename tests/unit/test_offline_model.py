@@ -226,3 +226,11 @@ async def test_greetings_and_thanks_answer_in_the_owners_language_in_one_line():
     assert (await ask(shop, "thanks!")).prose == "You're welcome!"
     assert (await ask(shop, "gracias")).prose == "¡De nada!"
     assert runs(shop) == []
+
+
+async def test_is_an_item_low_answers_against_its_reorder_point():
+    assert (await ask(FakeShop(), "is vanilla low?")).prose == "vanilla: 2 tubs on hand (below its reorder point of 8)."
+    # "running out" of a named item is a cover question: the sales tools answer it (none in this fake shop)
+    assert (await ask(FakeShop(), "is chocolate running out")).prose.startswith("I cannot work out cover here")
+    result = await ask(FakeShop(), "¿está baja la chocolate? queda poco?")
+    assert result.prose == "chocolate: 12 tubs en existencia (en o sobre su punto de pedido de 6)."

@@ -168,19 +168,29 @@ def _stock_summary(items: list[dict], lang: str = "en") -> str:
     return "Stock: " + (", ".join(parts) if parts else "no items") + "."
 
 
-def _one_item(name: str, answer: _Res, lang: str) -> str:
+def _against_reorder_point(d: dict, lang: str) -> str:
+    """` (below its reorder point of 8)` / ` (at or above ...)`, counting what is on order when the tool gives it."""
+    if not isinstance(d.get("reorder_point"), int):
+        return ""
+    if lang == "es":
+        return f" ({'bajo' if _low(d) else 'en o sobre'} su punto de pedido de {d['reorder_point']})"
+    return f" ({'below' if _low(d) else 'at or above'} its reorder point of {d['reorder_point']})"
+
+
+def _one_item(name: str, answer: _Res, lang: str, asks_low: bool = False) -> str:
     if not answer.ok:
         return (f"No pude consultar {name}: {answer.error}." if lang == "es"
                 else f"I could not check {name}: {answer.error}.")
     d = answer.data
     where = " en existencia" if lang == "es" else " on hand"
-    return f"{d.get('item', name)}: {d.get('on_hand')}{_unit(d)}{where}{_on_order(d, lang)}."
+    level = _against_reorder_point(d, lang) if asks_low else ""
+    return f"{d.get('item', name)}: {d.get('on_hand')}{_unit(d)}{where}{_on_order(d, lang)}{level}."
 
 
 def _stock(u: Understood, results: _Results, names: list[str]) -> str:
     if u.items:
         answers = results.get_all([("get_item", {"item": n}) for n in u.items])
-        return "\n".join(_one_item(n, r, u.lang) for n, r in zip(u.items, answers))
+        return "\n".join(_one_item(n, r, u.lang, u.asks_low) for n, r in zip(u.items, answers))
     answer = results.get("get_item", item=u.word)
     if answer.ok:
         return _one_item(u.word, answer, u.lang)

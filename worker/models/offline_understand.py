@@ -149,6 +149,7 @@ class Understood:
     word: str = ""                          # an unknown word after a stock question (the tool says it is unknown)
     quantity: int | None = None             # "order 10 vanilla"
     needs_items: bool = False               # understood only once the item names are known
+    asks_low: bool = False                  # "is vanilla low?": the answer says how it stands to its reorder point
 
     @property
     def item(self) -> str | None:
@@ -239,7 +240,8 @@ def _period(text: str, words: list[str], today: date | None) -> Period | None:
 
 
 _LOW = re.compile(r"\b(low|running out|run out|runs out|short|se esta acabando|acabando|se acaba|falta|faltan|"
-                  r"bajo|bajos|poco stock|need to (re)?order|should i (re)?order|what to (re)?order|"
+                  r"bajo|bajos|baja|bajas|poco stock|queda poco|quedan pocos|quedan pocas|"
+                  r"need to (re)?order|should i (re)?order|what to (re)?order|"
                   r"hay que pedir|tengo que pedir)\b")
 _COVER = re.compile(r"\b(enough|last|lasts|how long|run out|runs out|running out|suficiente|suficientes|alcanza|"
                     r"alcanzara|dura|durara|hasta cuando)\b")
@@ -300,7 +302,7 @@ def understand(line: str, catalogue: Catalogue | None, today: date | None = None
     if not items and _LOW.search(text):
         return Understood("low", lang=lang)
     if items:
-        return Understood("stock", items, lang=lang)
+        return Understood("stock", items, lang=lang, asks_low=bool(_LOW.search(text)))
     if _STOCK_ALL.search(text):
         return Understood("stock_all", lang=lang)
     stock = _STOCK.search(text)
