@@ -99,6 +99,7 @@ class WorkerSettings:
     order_max_cents: int | None = None
     day_max_cents: int | None = None
     proposal_expiry_s: float = 24 * 3600
+    aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # the shop file's other names per item
 
     def fmt(self) -> ShopFormat:
         return ShopFormat(self.currency, self.locale, self.shop_timezone)
@@ -263,7 +264,8 @@ class Worker:
                               self.settings.history_tokens)
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
-                          policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone)
+                          policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone,
+                          aliases=dict(self.settings.aliases))
         fmt = self.settings.fmt()
         shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
         system, context_figures = build_system(shop,
