@@ -25,7 +25,7 @@ from bot.ops_page import OpsPage
 from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
-from bot.relays.telegram import Relay, RelaySettings, RelayStopped
+from bot.relays.telegram import Relay, RelaySettings
 from bot.relays.typing import TypingIndicator
 from bot.shop_file import ShopSpec, load_shop
 from bot.till_openapi import openapi_route
@@ -34,13 +34,13 @@ from producers.scheduler import ProducerScheduler, producer_scheduler
 from producers.stock_watch import StockWatcher
 from producers.telegram.client import make_bot
 from producers.telegram.owner import COMMANDS, ApprovalRules
-from producers.telegram.polling import Ingress, IngressStopped
+from producers.telegram.polling import Ingress
 from producers.telegram.routing import ALLOWED_UPDATES
 from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
-from store import Claim, InstanceLock, Store, StoreError, faults, open_store, parse_clock
+from store import Claim, InstanceLock, PartStopped, Store, StoreError, faults, open_store, parse_clock
 from worker.models import ModelConfigFault, load_model
-from worker.worker import Worker, WorkerSettings, WorkerStopped
+from worker.worker import Worker, WorkerSettings
 
 log = logging.getLogger("shopbot.app")
 RETENTION_EVERY_S = 86400.0
@@ -244,7 +244,7 @@ class App:
         assert self.parts
         try:
             await coro
-        except (WorkerStopped, RelayStopped, IngressStopped) as exc:
+        except PartStopped as exc:
             log.critical("%s stopped: %s", name, exc)
             self.parts.health.fail(name, str(exc))
             if self.cfg.owner_chat_id:

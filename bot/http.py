@@ -41,6 +41,9 @@ def public_reason(text: str) -> str:
     return _PATH.sub("<path>", redact(text))[:300]
 
 
+HEALTH_WAIT_S = 2.0
+
+
 def health_route(store: Store, health: Health) -> Route:
     """`GET /healthz`: always a JSON object. 200 `{"ok": true, "database": "writable", "schema": N}` while a write
     can commit and no part stopped; otherwise 503 `{"ok": false, "problems": [...], ...}`, each problem a sentence
@@ -49,10 +52,14 @@ def health_route(store: Store, health: Health) -> Route:
         problems: list[str] = []
         body: dict = {}
         try:
-            body["schema"] = await store.schema_version()
-            unwritable = await store.writable(health.probe_interval_s)
+            # answered within HEALTH_WAIT_S even when writes queue on the store's connection behind a foreign lock
+            body["schema"] = await asyncio.wait_for(store.schema_version(), HEALTH_WAIT_S)
+            unwritable = await asyncio.wait_for(store.writable(health.probe_interval_s), HEALTH_WAIT_S)
         except StoreError as exc:
             unwritable = f"the database cannot be read ({type(exc).__name__})"
+        except TimeoutError:
+            unwritable = (f"the database is busy: this check waited over {HEALTH_WAIT_S:g} s for it (another "
+                          "connection may hold its write lock)")
         body["database"] = unwritable or "writable"
         if unwritable:
             problems.append(unwritable)

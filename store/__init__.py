@@ -10,6 +10,7 @@ from .errors import (
     InstanceLocked,
     NotClaimed,
     NotShopbotDatabase,
+    PartStopped,
     RestoreRefused,
     SchemaTooNew,
     SchemaTooOld,
@@ -89,8 +90,8 @@ __all__ = [
     # time
     "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text",
     # errors
-    "ShopbotError", "IllegalTransition", "InstanceLocked", "NotClaimed", "NotShopbotDatabase", "RestoreRefused",
-    "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError", "StoreUnavailable", "UnknownTarget",
+    "ShopbotError", "IllegalTransition", "InstanceLocked", "NotClaimed", "NotShopbotDatabase", "PartStopped",
+    "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError", "StoreUnavailable", "UnknownTarget",
     # records
     "Action", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState", "FinishOutcome",
     "ItemSpec", "Occurrence", "Policy", "Prompt", "RecoverySummary", "ReportDraft", "Stats", "Violation", "WorkItem",

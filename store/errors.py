@@ -7,6 +7,15 @@ class ShopbotError(Exception):
     """Root of every error shopbot raises on purpose; the other packages' errors derive from it."""
 
 
+class PartStopped(ShopbotError):
+    """A part of the bot (the worker, the relay, ingestion) stopped on a fault of the bot's own configuration that an
+    operator must fix (a refused token, a bad model key, a second poller): its work was left where it was."""
+
+    def __init__(self, part: str, reason: str) -> None:
+        self.part, self.reason = part, reason
+        super().__init__(reason)
+
+
 class StoreError(ShopbotError):
     """Root of every error the store raises."""
 

@@ -81,17 +81,17 @@ class Limits:
 
 
 class Journal(Protocol):
-    async def started(self, call_id: str, tool: str, arguments: dict, effect: str) -> None: ...
+    async def started(self, call_id: str, tool: str, arguments: dict[str, Any], effect: str) -> None: ...
 
-    async def finished(self, call_id: str, status: Literal["done", "failed"], result: dict) -> None: ...
+    async def finished(self, call_id: str, status: Literal["done", "failed"], result: dict[str, Any]) -> None: ...
 
 
 @dataclass(frozen=True)
 class ToolResult:
     call_id: str
     tool: str
-    arguments: dict
-    result: dict
+    arguments: dict[str, Any]
+    result: dict[str, Any]
     ok: bool
     effect: str
 
@@ -107,7 +107,7 @@ class AgentResult:
     output_tokens: int
 
 
-def _tool_message(call_id: str, payload: dict, *, is_error: bool) -> Message:
+def _tool_message(call_id: str, payload: dict[str, Any], *, is_error: bool) -> Message:
     text = json.dumps(payload, ensure_ascii=False, default=str)
     return Message(role="tool", text=text, tool_call_id=call_id, is_error=is_error)
 

@@ -42,7 +42,7 @@ class Money:
 
     @property
     def major(self) -> float:
-        return self.cents / 10 ** self.exponent
+        return float(self.cents / 10 ** self.exponent)
 
 
 def language(locale: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, time
+from typing import Any
 
 from worker.figures import Figure
 from worker.models.base import Message, SystemPrompt
@@ -28,11 +29,11 @@ class ShopContext:
     schedules: tuple[tuple[str, str], ...] = ()  # (name, cron) of the shop file's schedules (the opening brief)
 
 
-def _items_line(items: Iterable[dict]) -> str:
+def _items_line(items: Iterable[dict[str, Any]]) -> str:
     return ", ".join(f"{i['item']} ({i['unit']})" for i in items) or "none yet"
 
 
-def system_text(shop: ShopContext, items: Iterable[dict]) -> str:
+def system_text(shop: ShopContext, items: Iterable[dict[str, Any]]) -> str:
     fmt = shop.fmt
     symbol = SYMBOLS.get(fmt.currency, fmt.currency)
     lines = [
@@ -86,7 +87,8 @@ def now_block(now: datetime, fmt: ShopFormat) -> tuple[str, list[Figure]]:
     return text, [Figure("today", local.date()), Figure("now", local)]
 
 
-def build_system(shop: ShopContext, items: Sequence[dict], now: datetime) -> tuple[SystemPrompt, list[Figure]]:
+def build_system(shop: ShopContext, items: Sequence[dict[str, Any]],
+                 now: datetime) -> tuple[SystemPrompt, list[Figure]]:
     """The two-block system prompt and the figures of the context (today, now, opening hours, daily schedules)."""
     turn, figures = now_block(now, shop.fmt)
     return SystemPrompt(system_text(shop, items), turn), [*figures, *_hours_figures(shop)]

@@ -5,8 +5,10 @@ then the turn's answer and its figures, with Approve and Reject under it (one pa
 """
 from __future__ import annotations
 
+from typing import Any
 
-def proposal_line(proposal: dict) -> str:
+
+def proposal_line(proposal: dict[str, Any]) -> str:
     """`Order proposal #2 to Dairy Direct: vanilla 6 × 300 cents = 1800 cents.` or the rules' rejection."""
     pid, item, quantity = proposal["proposal_id"], proposal["item"], proposal["quantity"]
     cost = f"{item} {quantity} × {proposal['unit_cost_cents']} cents = {proposal['total_cents']} cents"
@@ -16,7 +18,7 @@ def proposal_line(proposal: dict) -> str:
     return f"Order proposal #{pid} to {proposal['supplier']}: {cost}."
 
 
-def proposal_message(proposal: dict) -> tuple[str, list | None]:
+def proposal_message(proposal: dict[str, Any]) -> tuple[str, list[list[tuple[str, str]]] | None]:
     """One proposal on its own (a turn whose answer does not go to a Telegram chat tells the owner's chat this)."""
     line = proposal_line(proposal)
     if proposal["state"] == "rejected_by_policy":
@@ -24,7 +26,7 @@ def proposal_message(proposal: dict) -> tuple[str, list | None]:
     return f"{line}\nApprove sends it to the supplier; Reject drops it.", None
 
 
-def card_body(proposals: list[dict], answer: str) -> str:
+def card_body(proposals: list[dict[str, Any]], answer: str) -> str:
     """The turn's one message: its proposals first, then the answer with its figures."""
     lines = [proposal_line(p) for p in proposals]
     if any(p["state"] != "rejected_by_policy" for p in proposals):

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from store import (
     Claim,
     NotClaimed,
     Occurrence,
+    PartStopped,
     Policy,
     ReportDraft,
     Store,
@@ -46,10 +49,6 @@ DEFAULT_BACKOFF = (30.0, 120.0, 600.0)   # seconds before attempt 2, 3, ... of a
 PAUSE_AFTER = 3                          # consecutive transient model failures before claiming pauses
 
 
-class WorkerStopped(Exception):
-    """The worker stopped on a fault of the configuration; work was left where it was."""
-
-
 class _K4Model:
     """Wraps the model so that the fault point K4 sits inside the model call."""
 
@@ -70,11 +69,11 @@ class _StoreJournal:
     def __init__(self, store: Store, ctx: TurnContext) -> None:
         self.store, self.ctx = store, ctx
 
-    async def started(self, call_id: str, tool: str, arguments: dict, effect: str) -> None:
+    async def started(self, call_id: str, tool: str, arguments: dict[str, Any], effect: str) -> None:
         await self.store.op_started(self.ctx.run_id, call_id, tool, arguments, effect)
         self.ctx.current_call = call_id
 
-    async def finished(self, call_id: str, status: str, result: dict) -> None:
+    async def finished(self, call_id: str, status: str, result: dict[str, Any]) -> None:
         if call_id not in self.ctx.completed_calls:   # an external tool completes its operation itself (C11)
             await self.store.op_finished(self.ctx.run_id, call_id, status, result)
         faults.reached("K5")
@@ -133,9 +132,9 @@ class Worker:
 
     # ---- loops -----------------------------------------------------------------------------------------------
     async def run(self) -> None:
-        """Run until `stop()`; raises WorkerStopped on a configuration fault."""
+        """Run until `stop()`; raises PartStopped on a configuration fault."""
         loop = asyncio.get_running_loop()
-        active: dict[int, asyncio.Task] = {}      # slot -> its chain of turns
+        active: dict[int, asyncio.Task[None]] = {}      # slot -> its chain of turns
         look = True                               # claim only when something may have changed
         failures = 0
         try:
@@ -165,11 +164,12 @@ class Worker:
         except TimeoutError:
             pass
 
-    async def _step(self, loop: asyncio.AbstractEventLoop, active: dict[int, asyncio.Task], look: bool) -> bool:
+    async def _step(self, loop: asyncio.AbstractEventLoop, active: dict[int, asyncio.Task[None]],
+                    look: bool) -> bool:
         """One pass of the worker loop: collect finished chains, claim while there is room, wait for a reason to
         look again (an admission, a finished turn, a due time, another process's commit)."""
         for slot in [s for s, t in active.items() if t.done()]:
-            active.pop(slot).result()      # re-raises WorkerStopped and bugs: loud, never silent
+            active.pop(slot).result()      # re-raises PartStopped and bugs: loud, never silent
             look = True
         paused = self._paused_until is not None and loop.time() < self._paused_until
         if self._paused_until is not None and not paused:
@@ -196,10 +196,11 @@ class Worker:
     async def _chain(self, claim: Claim | None) -> None:
         """Run turns one after another: each finish claims the next due turn in its own commit."""
         while claim is not None and not self._stop.is_set() and self._paused_until is None:
+            current = claim
             try:
-                claim = await self.run_turn(claim)
+                claim = await self.run_turn(current)
             except StoreError as exc:
-                await self._give_back(claim, exc)
+                await self._give_back(current, exc)
                 return
         if claim is not None:   # claimed by the last finish, but we stop or pause: give it back, attempt not counted
             await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="worker stopping", refund=True))
@@ -278,7 +279,7 @@ class Worker:
                                          limits=self.settings.limits, fmt=fmt, context_figures=context_figures)
         except ModelTransient as exc:
             await self._transient(claim, exc)
-            return
+            return None
         except ModelRefused as exc:
             log.warning("model refused run_id=%s status=%s", claim.run_id, exc.status)
             text = (f"Sorry, the model refused this request ({exc.detail}). It will not be retried; please rephrase it."
@@ -287,11 +288,11 @@ class Worker:
                     "not be retried; /forget starts the conversation afresh, or lower SHOPBOT_HISTORY_TOKENS.")
             await self.store.fail(claim, ReportDraft(text, destination=claim.destination, is_error=True),
                                   stop_reason="model refused")
-            return
+            return None
         except ModelConfigFault as exc:
             await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="model configuration fault",
                                                     refund=True))
-            raise WorkerStopped(f"the model rejected the configuration (status {exc.status}): {exc.detail}. "
+            raise PartStopped("worker", f"the model rejected the configuration (status {exc.status}): {exc.detail}. "
                                 "Fix SHOPBOT_MODEL / SHOPBOT_MODEL_API_KEY and restart; work is kept pending.") from exc
         except asyncio.CancelledError:
             # Shutdown abandons the model call: the turn goes back without counting this attempt.
@@ -312,7 +313,7 @@ class Worker:
         records, go in its report (one message, the card) with Approve / Reject for each one awaiting approval; one
         rejected by policy is shown with the reason (C11)."""
         destination = claim.destination
-        found: list[dict] = []
+        found: list[dict[str, Any]] = []
         rows: list[list[tuple[str, str]]] = []
 
         def apply(tx: Transaction) -> None:
@@ -351,8 +352,7 @@ class Worker:
                 tx.admit_answered(
                     Occurrence(f"notice:proposal:{proposal['proposal_id']}", "notice:proposal", text, WorkKind.NOTICE,
                                destination),
-                    lambda t, work_id, body=text, rows=buttons: ReportDraft(body, destination=destination,
-                                                                            buttons=rows))
+                    functools.partial(_card, body=text, rows=buttons, destination=destination))
         return after
 
     async def _transient(self, claim: Claim, exc: ModelTransient) -> None:
@@ -377,3 +377,9 @@ class Worker:
         if self.settings.notice_destination is not None:
             await self.store.notice(kind, f"{self.store.clock.now().astimezone(UTC):%Y-%m-%dT%H:%M}", text,
                                     self.settings.notice_destination)
+
+
+def _card(tx: Transaction, work_id: int, *, body: str, rows: list[list[tuple[str, str]]] | None,
+          destination: str) -> ReportDraft:
+    """A proposal's own message in the owner's chat: the record rendered, with its buttons."""
+    return ReportDraft(body, destination=destination, buttons=rows)

@@ -12,32 +12,30 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from bot.relays.notices import announce_unknowns
 from bot.relays.pacing import Pacer, PacingSettings
 from bot.relays.render import render_part
 from bot.relays.sender import SendOutcome
-from store import Delivery, Store, StoreError, faults
+from store import Delivery, PartStopped, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.relay")
 
 
-class RelayStopped(Exception):
-    """Telegram refused the bot's own configuration (InvalidToken): deliveries were left where they were."""
+Buttons = list[list[tuple[str, str]]] | None
 
 
-class Transport:
-    """What the relay needs from Telegram: one send, one HTTP request, never retried inside."""
+class Transport(Protocol):
+    """What the relay needs from Telegram: one send, one HTTP request, never retried inside (`TelegramSender` is
+    one; the benchmarks and tests bring their own)."""
 
-    async def send(self, chat_id: int, text: str, buttons=None, *,  # type: ignore[no-untyped-def]
+    async def send(self, chat_id: int, text: str, buttons: Buttons = None, *,
                    reply_to: int | None = None) -> SendOutcome:
         """`text` is HTML (bot/relays/render.py); `reply_to` the owner's message it answers."""
-        raise NotImplementedError
 
-    async def edit(self, chat_id: int, message_id: int, text: str,  # type: ignore[no-untyped-def]
-                   buttons=None) -> SendOutcome:
+    async def edit(self, chat_id: int, message_id: int, text: str, buttons: Buttons = None) -> SendOutcome:
         """Replace a message the bot sent (a card) in place: one request, the same outcomes as `send`."""
-        raise NotImplementedError
 
 
 @dataclass
@@ -190,6 +188,6 @@ class Relay:
             await announce_unknowns(self.store)
         elif outcome.kind == "config_fault":
             await self.store.mark_not_sent(delivery.delivery_id, outcome.reason)
-            raise RelayStopped(f"Telegram refused the bot token ({outcome.reason}); fix TELEGRAM_BOT_TOKEN and "
+            raise PartStopped("relay", f"Telegram refused the bot token ({outcome.reason}); fix TELEGRAM_BOT_TOKEN and "
                                "restart. Deliveries are kept.")
         return outcome.kind

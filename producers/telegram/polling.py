@@ -14,17 +14,13 @@ from typing import Protocol
 from telegram import Bot, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter
 
-from store import Store, StoreError, faults
+from store import PartStopped, Store, StoreError, faults
 
 from . import owner
 from .client import retry_after_seconds
 from .routing import ALLOWED_UPDATES, BatchResult, Router, parse
 
 log = logging.getLogger("shopbot.ingress")
-
-
-class IngressStopped(Exception):
-    """Ingestion stopped for a reason an operator must fix (another poller on the token, a bad token)."""
 
 
 class PressAnswers(Protocol):
@@ -80,11 +76,12 @@ class Ingress:
             try:
                 parsed = await self.fetch(offset, 0 if drain else self.poll_timeout)
             except Conflict as exc:
-                raise IngressStopped(
+                raise PartStopped(
+                    "ingestion",
                     "Telegram says another program is polling this bot token (409 Conflict). shopbot never fights "
                     "it: stop the other poller (only one may run per token), then start shopbot again.") from exc
             except InvalidToken as exc:
-                raise IngressStopped("Telegram refused the bot token: check TELEGRAM_BOT_TOKEN.") from exc
+                raise PartStopped("ingestion", "Telegram refused the bot token: check TELEGRAM_BOT_TOKEN.") from exc
             except RetryAfter as exc:        # flood control on getUpdates: wait as told, nothing was confirmed
                 delay = retry_after_seconds(exc)
                 log.warning("getUpdates flood control: waiting %.1f s", delay)

@@ -83,7 +83,10 @@ async def test_healthz_is_503_while_another_connection_holds_the_write_lock_and_
         try:
             other.execute("BEGIN IMMEDIATE")
             body = await health_until(run, 503)
-            assert body["problems"] == ["the database is write-locked by another connection"]
+            # the probe's own finding, or (when writes queue behind the lock on a loaded machine) the check's deadline
+            assert body["problems"] in (["the database is write-locked by another connection"],
+                                        ["the database is busy: this check waited over 2 s for it (another "
+                                         "connection may hold its write lock)"]), body
             no_path_no_secret(body, run)
         finally:
             other.execute("ROLLBACK")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from store import Occurrence
+from store import Occurrence, PartStopped
 from tests.integration.test_worker import SHOP
 from tests.support import ROOT
 from tests.support.fake_model_servers import (
@@ -25,7 +25,7 @@ from worker.agent_loop import NOTICE_CONTENT_FILTER, NOTICE_CONTEXT_WINDOW, NOTI
 from worker.figures import DASH
 from worker.models import load_model
 from worker.models.openai_chat import OpenAIChatModel
-from worker.worker import Worker, WorkerSettings, WorkerStopped
+from worker.worker import Worker, WorkerSettings
 
 NOW = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)          # already 2 March on Kiritimati (UTC+14)
 SETTINGS = dict(shop_timezone="Pacific/Kiritimati", shop_name="Lucy's Ice Cream", locale="en_GB")
@@ -124,7 +124,7 @@ async def test_a_base_url_without_a_key_starts_and_answers(shop_store, raw, monk
 @pytest.mark.parametrize("name", ["openai", "anthropic"])
 async def test_a_bad_key_stops_the_worker_with_the_work_left_pending(shop_store, raw, name):
     error = openai_error if name == "openai" else anthropic_error
-    with pytest.raises(WorkerStopped, match="status 401"):
+    with pytest.raises(PartStopped, match="status 401"):
         await run_turns(shop_store, name, [error(401, "invalid x-api-key")])
     assert tuple(raw.execute("SELECT state, attempts FROM work WHERE work_id = 1").fetchone()) == ("pending", 0)
     assert raw.execute("SELECT count(*) FROM reports").fetchone()[0] == 0

@@ -6,12 +6,12 @@ import json
 import pytest
 
 from bot.shop_file import load_shop
-from store import Occurrence, SqliteStore
+from store import Occurrence, PartStopped, SqliteStore
 from tests.support import ROOT
 from worker.models.base import ModelConfigFault, ModelRefused, ModelTransient, ModelTurn, ToolCall
 from worker.models.offline import OfflineModel
 from worker.models.scripted import ScriptedModel
-from worker.worker import Worker, WorkerSettings, WorkerStopped
+from worker.worker import Worker, WorkerSettings
 
 SHOP = load_shop(ROOT / "shop.example.toml")
 
@@ -107,7 +107,7 @@ async def test_refusal_fails_at_once_and_config_fault_stops_with_work_pending(sh
     await Worker(shop_store, ScriptedModel([ModelRefused("bad request", status=400)])).drain()
     assert raw.execute("SELECT state FROM work WHERE work_id = 1").fetchone()[0] == "failed"
     await shop_store.admit(message(2, "stock"))
-    with pytest.raises(WorkerStopped, match="SHOPBOT_MODEL"):
+    with pytest.raises(PartStopped, match="SHOPBOT_MODEL"):
         await Worker(shop_store, ScriptedModel([ModelConfigFault("bad key", status=401)])).drain()
     assert tuple(raw.execute("SELECT state, attempts FROM work WHERE work_id = 2").fetchone()) == ("pending", 0)
 

@@ -37,7 +37,7 @@ EMPTY = "(empty)"  # the API refuses empty text blocks
 CONTINUED = "(conversation continues)"
 
 
-def _input(arguments: str) -> dict:
+def _input(arguments: str) -> dict[str, Any]:
     try:
         value = json.loads(arguments or "{}")
     except ValueError:

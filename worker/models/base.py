@@ -10,7 +10,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class SystemPrompt(str):
 class ToolSpec:
     name: str
     description: str
-    parameters: dict  # JSON schema of the arguments object
+    parameters: dict[str, Any]  # JSON schema of the arguments object
 
 
 StopKind = Literal["end", "tool_calls", "length", "content_filter", "refusal", "context_window"]

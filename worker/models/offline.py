@@ -51,7 +51,7 @@ _TODAY = re.compile(r"Today is [^(\n]*\((\d{4}-\d{2}-\d{2})\)")
 
 
 class _Need(Exception):
-    def __init__(self, calls: list[tuple[str, dict]]) -> None:
+    def __init__(self, calls: list[tuple[str, dict[str, Any]]]) -> None:
         super().__init__(calls)
         self.calls = calls
 
@@ -59,18 +59,18 @@ class _Need(Exception):
 @dataclass(frozen=True)
 class _Res:
     ok: bool
-    data: dict
+    data: dict[str, Any]
 
     @property
     def error(self) -> str:
         return str(self.data.get("error", "failed"))
 
 
-def _key(name: str, args: dict) -> tuple[str, str]:
+def _key(name: str, args: dict[str, Any]) -> tuple[str, str]:
     return name, json.dumps(args, sort_keys=True)
 
 
-def _parse_args(text: str) -> dict:
+def _parse_args(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text or "{}")
     except ValueError:
@@ -112,7 +112,7 @@ class _Results:
     def get(self, name: str, **args: Any) -> _Res:
         return self.get_all([(name, args)])[0]
 
-    def get_all(self, calls: list[tuple[str, dict]]) -> list[_Res]:
+    def get_all(self, calls: list[tuple[str, dict[str, Any]]]) -> list[_Res]:
         missing = [
             (name, args) for name, args in calls
             if name in self.available and _key(name, args) not in self.done
@@ -126,22 +126,22 @@ class _Results:
         ]
 
 
-def _items(stock: _Res) -> list[dict] | None:
+def _items(stock: _Res) -> list[dict[str, Any]] | None:
     items = stock.data.get("items") if stock.ok else None
     if not isinstance(items, list) or not all(isinstance(i, dict) and "item" in i for i in items):
         return None
     return items
 
 
-def _low(item: dict) -> bool:
+def _low(item: dict[str, Any]) -> bool:
     """Below the reorder point by the stock position (on hand plus on order) when the tool gives it."""
     try:
-        return item.get("position", item["on_hand"]) < item["reorder_point"]
+        return bool(item.get("position", item["on_hand"]) < item["reorder_point"])
     except (KeyError, TypeError):
         return False
 
 
-def _on_order(data: dict, lang: str = "en") -> str:
+def _on_order(data: dict[str, Any], lang: str = "en") -> str:
     """`, 6 tubs on order` when the tool says something is on order."""
     quantity = data.get("on_order")
     if not isinstance(quantity, int) or isinstance(quantity, bool) or not quantity:
@@ -149,7 +149,7 @@ def _on_order(data: dict, lang: str = "en") -> str:
     return f", {quantity}{_unit(data)} " + ("pedidos" if lang == "es" else "on order")
 
 
-def _unit(data: dict, fallback: str = "") -> str:
+def _unit(data: dict[str, Any], fallback: str = "") -> str:
     unit = data.get("unit", fallback)
     return f" {unit}" if isinstance(unit, str) and unit else ""
 
@@ -159,7 +159,7 @@ def _stock_error(stock: _Res, lang: str = "en") -> str:
     return f"No pude leer las existencias: {reason}." if lang == "es" else f"I could not read the stock: {reason}."
 
 
-def _stock_summary(items: list[dict], lang: str = "en") -> str:
+def _stock_summary(items: list[dict[str, Any]], lang: str = "en") -> str:
     below = " (bajo el punto de pedido)" if lang == "es" else " (below reorder point)"
     parts = [f"{i['item']} {i.get('on_hand')}{_unit(i)}" + _on_order(i, lang).replace(",", " +", 1)
              + (below if _low(i) else "") for i in items]
@@ -168,7 +168,7 @@ def _stock_summary(items: list[dict], lang: str = "en") -> str:
     return "Stock: " + (", ".join(parts) if parts else "no items") + "."
 
 
-def _against_reorder_point(d: dict, lang: str) -> str:
+def _against_reorder_point(d: dict[str, Any], lang: str) -> str:
     """` (below its reorder point of 8)` / ` (at or above ...)`, counting what is on order when the tool gives it."""
     if not isinstance(d.get("reorder_point"), int):
         return ""
@@ -201,20 +201,20 @@ def _stock(u: Understood, results: _Results, names: list[str]) -> str:
     return f"I could not find {u.word}: {answer.error}.{known}"
 
 
-def _orders_by_item(results: _Results) -> dict[str, list[dict]]:
+def _orders_by_item(results: _Results) -> dict[str, list[dict[str, Any]]]:
     """Approved orders not yet received, per item (none when the shop has no on_order tool)."""
     if "on_order" not in results.available:
         return {}
     answer = results.get("on_order")
     orders = answer.data.get("orders") if answer.ok else None
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for order in orders if isinstance(orders, list) else []:
         if isinstance(order, dict) and isinstance(order.get("item"), str) and isinstance(order.get("quantity"), int):
             out.setdefault(order["item"], []).append(order)
     return out
 
 
-def _what_is_low(lang: str, results: _Results, items: list[dict]) -> str:
+def _what_is_low(lang: str, results: _Results, items: list[dict[str, Any]]) -> str:
     """Below the reorder point counting what is on order (the position); on order and open proposals shown."""
     orders = {} if all("position" in i for i in items) else _orders_by_item(results)
     low, covered = [], []
@@ -277,7 +277,7 @@ def _period_words(period: Period, lang: str) -> str:
     return ""
 
 
-def _verdict(row: dict, period: Period | None, lang: str) -> str:
+def _verdict(row: dict[str, Any], period: Period | None, lang: str) -> str:
     cover = row.get("days_of_cover")
     if period is None or not isinstance(cover, (int, float)):
         return ""
@@ -295,7 +295,7 @@ def _verdict(row: dict, period: Period | None, lang: str) -> str:
     return verdict.strip() + ". "   # not a dash: "—" is what C13 puts for a number without a figure
 
 
-def _cover_line(row: dict, window: object, period: Period | None, lang: str) -> str:
+def _cover_line(row: dict[str, Any], window: object, period: Period | None, lang: str) -> str:
     item, unit = row.get("item"), _unit(row)
     head = f"{item}: {row.get('on_hand')}{unit}" + (" en existencia" if lang == "es" else " on hand")
     incoming = row.get("on_order") if isinstance(row.get("on_order"), int) else 0
@@ -410,7 +410,7 @@ def _brief(results: _Results, lang: str = "en") -> str:
     return head + ", ".join(parts) + "."
 
 
-def _propose(results: _Results, to_draft: list[tuple[dict, int]], lang: str) -> list[str]:
+def _propose(results: _Results, to_draft: list[tuple[dict[str, Any], int]], lang: str) -> list[str]:
     """draft_order then propose_order for each (item, quantity): the usual policy decides (C11)."""
     lines: list[str] = []
     drafts = results.get_all([("draft_order", {"item": i["item"], "quantity": q}) for i, q in to_draft])
@@ -440,12 +440,12 @@ def _propose(results: _Results, to_draft: list[tuple[dict, int]], lang: str) -> 
     return lines
 
 
-def _already(item: dict, lang: str) -> str:
+def _already(item: dict[str, Any], lang: str) -> str:
     return (f"{item['item']} ya tiene una propuesta esperando tu aprobación." if lang == "es"
             else f"{item['item']} already has an open proposal awaiting your approval.")
 
 
-def _reorder(results: _Results, items: list[dict], named: tuple[str, ...] = (), lang: str = "en") -> str:
+def _reorder(results: _Results, items: list[dict[str, Any]], named: tuple[str, ...] = (), lang: str = "en") -> str:
     """Every low item without an open proposal; only the items named, when some are (a stock watcher's check
     names its item)."""
     low = [i for i in items if _low(i) and (not named or i["item"] in named)]
@@ -471,13 +471,13 @@ def _reorder(results: _Results, items: list[dict], named: tuple[str, ...] = (), 
     return "\n".join(lines)
 
 
-def _order(u: Understood, results: _Results, items: list[dict]) -> str:
+def _order(u: Understood, results: _Results, items: list[dict[str, Any]]) -> str:
     """"order more X": the quantity the owner gave, else what brings X to its target; through the policy."""
     rows = [i for i in items if i["item"] in u.items]
     lines: list[str] = []
     waiting = [i for i in rows if i.get("open_proposal")]
     rows = [i for i in rows if not i.get("open_proposal")]
-    to_draft: list[tuple[dict, int]] = []
+    to_draft: list[tuple[dict[str, Any], int]] = []
     if u.quantity is not None:
         to_draft = [(i, u.quantity) for i in rows]
     else:
@@ -589,7 +589,7 @@ class OfflineModel:
         if not known and not waiting:
             return ModelTurn(text=NOT_UNDERSTOOD_ES if lang == "es" else NOT_UNDERSTOOD, tool_calls=())
         answers: list[str] = []
-        needed: list[tuple[str, dict]] = [("list_stock", {})] if waiting else []
+        needed: list[tuple[str, dict[str, Any]]] = [("list_stock", {})] if waiting else []
         for u in known:
             try:
                 answers.append(_answer(u, results))
@@ -604,7 +604,7 @@ class OfflineModel:
         return ModelTurn(text="\n\n".join(a for a in answers if a), tool_calls=())
 
     @staticmethod
-    def _calls(needed: list[tuple[str, dict]], results: _Results) -> ModelTurn:
+    def _calls(needed: list[tuple[str, dict[str, Any]]], results: _Results) -> ModelTurn:
         calls = tuple(
             ToolCall(id=f"offline-{results.issued + n}", name=name, arguments=json.dumps(args))
             for n, (name, args) in enumerate(needed)

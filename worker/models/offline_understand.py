@@ -17,6 +17,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from typing import Any
 
 INTENTS = ("stock", "stock_all", "low", "cover", "order", "reorder", "brief", "greet", "thanks", "help",
            "ambiguous", "unknown")
@@ -119,7 +120,7 @@ class Catalogue:
     aliases: tuple[tuple[str, str], ...] = ()      # (alias, item)
 
     @classmethod
-    def of(cls, rows: list[dict]) -> Catalogue:
+    def of(cls, rows: list[dict[str, Any]]) -> Catalogue:
         items = tuple(str(r["item"]) for r in rows)
         aliases = tuple((fold(str(a)), str(r["item"])) for r in rows
                         for a in (r.get("aliases") or []) if isinstance(a, str) and a.strip())
@@ -190,16 +191,16 @@ def match_items(words: list[str], catalogue: Catalogue) -> _Match:
             used.add(pos)
     ambiguous: tuple[str, ...] = ()
     if not found:                                              # typos: the closest single-word name, if unique
-        singles = [(name[0], item) for name, item in names if len(name) == 1]
+        singles = [(parts[0], item) for parts, item in names if len(parts) == 1]
         for pos, word in enumerate(words):
             if word in _STOP or len(word) < 3 or word.isdigit():
                 continue
             best, closest = (99, 99), set()
-            for name, item in singles:
-                limit = allowed_distance(name)
+            for single, item in singles:
+                limit = allowed_distance(single)
                 # the distance, then how much of a plural ending it took: `peaces` is closer to peach (`peace`)
                 # than to pear (`peac`)
-                d = min((distance(form, name, limit), len(word) - len(form)) for form in singulars(word))
+                d = min((distance(form, single, limit), len(word) - len(form)) for form in singulars(word))
                 if d[0] <= limit and d < best:
                     best, closest = d, {item}
                 elif d[0] <= limit and d == best:
@@ -307,8 +308,8 @@ def understand(line: str, catalogue: Catalogue | None, today: date | None = None
         return Understood("stock_all", lang=lang)
     stock = _STOCK.search(text)
     if stock:
-        rest = [w for w in words_of(text[stock.end():]) if w not in _STOP and not w.isdigit()]
-        if rest:
-            return Understood("stock", lang=lang, word=rest[0])
+        after = [w for w in words_of(text[stock.end():]) if w not in _STOP and not w.isdigit()]
+        if after:
+            return Understood("stock", lang=lang, word=after[0])
         return Understood("stock_all", lang=lang)
     return Understood("unknown", lang=lang)

@@ -144,8 +144,9 @@ class OpenAIChatModel:
         )
 
 
-def _stop(finish_reason: str | None, refusal: str | None, calls: list) -> StopKind:
+def _stop(finish_reason: str | None, refusal: str | None, calls: list[Any]) -> StopKind:
     if refusal:
         return "refusal"
-    return {"length": "length", "content_filter": "content_filter", "tool_calls": "tool_calls",
-            "function_call": "tool_calls"}.get(finish_reason or "", "tool_calls" if calls else "end")
+    stops: dict[str, StopKind] = {"length": "length", "content_filter": "content_filter", "tool_calls": "tool_calls",
+                                  "function_call": "tool_calls"}
+    return stops.get(finish_reason or "", "tool_calls" if calls else "end")

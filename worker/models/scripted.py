@@ -44,10 +44,11 @@ class ScriptedModel:
         step = self._turns[index]
         if isinstance(step, BaseException) or (isinstance(step, type) and issubclass(step, BaseException)):
             raise step
-        if callable(step):
-            step = step(tuple(messages))
-            if inspect.isawaitable(step):
-                step = await step
-        if not isinstance(step, ModelTurn):
-            raise TypeError(f"{self.name}: step {index} gave {type(step).__name__}, not a ModelTurn")
-        return step
+        produced: object = step
+        if callable(step) and not isinstance(step, type):
+            produced = step(tuple(messages))
+            if inspect.isawaitable(produced):
+                produced = await produced
+        if not isinstance(produced, ModelTurn):
+            raise TypeError(f"{self.name}: step {index} gave {type(produced).__name__}, not a ModelTurn")
+        return produced

@@ -10,6 +10,7 @@ recorded"), never an infinite one. Every number of a result becomes a figure thr
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,10 +51,10 @@ async def _item_name(ctx: TurnContext, name: str | None) -> str | None:
     if item is None:
         known = ", ".join(i["item"] for i in await ctx.store.shop_items())
         raise ToolError(f"unknown item {name!r}; the shop has: {known}")
-    return item["item"]
+    return str(item["item"])
 
 
-def _rate(row: dict, since: datetime, now: datetime) -> tuple[float | None, float, datetime | None]:
+def _rate(row: dict[str, Any], since: datetime, now: datetime) -> tuple[float | None, float, datetime | None]:
     """(units sold per day, unrounded, or None; the basis in days; where the basis starts)."""
     if row["first_record_at"] is None:
         return None, 0.0, None
@@ -64,7 +65,7 @@ def _rate(row: dict, since: datetime, now: datetime) -> tuple[float | None, floa
     return row["sold"] / basis_days, basis_days, start
 
 
-async def _sales(ctx: TurnContext, item: str | None, days: int) -> list[dict]:
+async def _sales(ctx: TurnContext, item: str | None, days: int) -> list[dict[str, Any]]:
     now = ctx.store.clock.now()
     since = now - timedelta(days=days)
     zone = ZoneInfo(ctx.timezone)
@@ -83,7 +84,7 @@ async def _sales(ctx: TurnContext, item: str | None, days: int) -> list[dict]:
     return rows
 
 
-async def sales_rate(args: WindowArgs, ctx: TurnContext) -> dict:
+async def sales_rate(args: WindowArgs, ctx: TurnContext) -> dict[str, Any]:
     rows = await _sales(ctx, args.item, args.days)
     for row in rows:
         row.pop("on_hand")
@@ -91,7 +92,7 @@ async def sales_rate(args: WindowArgs, ctx: TurnContext) -> dict:
     return {"window_days": args.days, "items": rows}
 
 
-async def days_of_cover(args: WindowArgs, ctx: TurnContext) -> dict:
+async def days_of_cover(args: WindowArgs, ctx: TurnContext) -> dict[str, Any]:
     rows = await _sales(ctx, args.item, args.days)
     ordered: dict[str, int] = {}
     for order in await ctx.store.on_order(await _item_name(ctx, args.item)):
@@ -117,20 +118,20 @@ async def days_of_cover(args: WindowArgs, ctx: TurnContext) -> dict:
     return {"window_days": args.days, "items": out}
 
 
-async def on_order(args: ItemFilter, ctx: TurnContext) -> dict:
+async def on_order(args: ItemFilter, ctx: TurnContext) -> dict[str, Any]:
     orders = await ctx.store.on_order(await _item_name(ctx, args.item))
     return {"orders": [{"proposal_id": o["proposal_id"], "item": o["item"], "unit": o["unit"] or "",
                         "quantity": o["quantity"], "total_cents": o["total_cents"], "approved_at": o["decided_at"],
                         "delivery": o["action_state"] or "waiting for the supplier"} for o in orders]}
 
 
-async def recent_counts(args: CountsArgs, ctx: TurnContext) -> dict:
+async def recent_counts(args: CountsArgs, ctx: TurnContext) -> dict[str, Any]:
     counts = await ctx.store.recent_counts(await _item_name(ctx, args.item), args.limit)
     return {"counts": [{"item": c["item"], "unit": c["unit"], "before": c["old_on_hand"], "counted": c["new_on_hand"],
                         "at": c["created_at"], "till_request": c["source"]} for c in counts]}
 
 
-async def open_proposals(args: NoArgs, ctx: TurnContext) -> dict:
+async def open_proposals(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
     rows = await ctx.store.open_proposals()
     return {"proposals": [{"proposal_id": p["proposal_id"], "item": p["item"], "unit": p["unit"] or "",
                            "quantity": p["quantity"], "total_cents": p["total_cents"], "proposed_at": p["created_at"],

@@ -41,7 +41,7 @@ class ToolError(Exception):
 
 
 @functools.cache   # schema generation costs ~0.2 ms a tool; every turn asks for every spec
-def _flat_schema(args_model: type[pydantic.BaseModel]) -> dict:
+def _flat_schema(args_model: type[pydantic.BaseModel]) -> dict[str, Any]:
     schema = args_model.model_json_schema()
     if "$defs" in schema or "$ref" in str(schema):
         raise ValueError(
@@ -63,7 +63,7 @@ class Tool:
     name: str
     description: str
     args_model: type[pydantic.BaseModel]
-    fn: Callable[[pydantic.BaseModel, Any], Awaitable[dict]]
+    fn: Callable[[Any, Any], Awaitable[dict[str, Any]]]   # (its args_model's instance, the turn's context)
     effect: Effect
 
     def __post_init__(self) -> None:
@@ -127,7 +127,7 @@ def _unit_for(key: str, unit: str) -> str:
     return unit
 
 
-def typed_result(result: dict, fmt: ShopFormat) -> tuple[dict, list[Figure]]:
+def typed_result(result: dict[str, Any], fmt: ShopFormat) -> tuple[dict[str, Any], list[Figure]]:
     """What the model is shown for a tool's result, and every number in it as a figure (see the module docstring)."""
     figures: list[Figure] = []
 

@@ -58,7 +58,7 @@ class OrderArgs(BaseModel):
     quantity: int = Field(gt=0, le=100000, description="how many units")
 
 
-def _public(item: dict, ctx: TurnContext, orders: list[dict] | None = None) -> dict:
+def _public(item: dict[str, Any], ctx: TurnContext, orders: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """What the model sees of an item: stock on hand, what is on order (approved orders not yet received), the
     position (on hand plus on order), which is what reorder decisions look at, and the shop file's other names for
     it (aliases) when it has some."""
@@ -71,7 +71,7 @@ def _public(item: dict, ctx: TurnContext, orders: list[dict] | None = None) -> d
     return public
 
 
-async def _item(ctx: TurnContext, name: str) -> dict:
+async def _item(ctx: TurnContext, name: str) -> dict[str, Any]:
     item = await ctx.store.shop_item(ctx.resolve(name))
     if item is None:
         known = ", ".join(i["item"] for i in await ctx.store.shop_items())
@@ -79,7 +79,7 @@ async def _item(ctx: TurnContext, name: str) -> dict:
     return item
 
 
-def _need(item: dict) -> dict:
+def _need(item: dict[str, Any]) -> dict[str, Any]:
     """What brings the item's position (on hand plus on order) to its target; nothing while its position is at or
     above the reorder point (an order on order is never proposed twice)."""
     low = item["position"] < item["reorder_point"]
@@ -90,17 +90,17 @@ def _need(item: dict) -> dict:
             "below_reorder_point": low, "unit": item["unit"]}
 
 
-async def list_stock(args: NoArgs, ctx: TurnContext) -> dict:
+async def list_stock(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
     orders = await ctx.store.open_orders()
     return {"items": [_public(i, ctx, orders) for i in await ctx.store.shop_items()], "currency": ctx.currency}
 
 
-async def get_item(args: ItemArgs, ctx: TurnContext) -> dict:
+async def get_item(args: ItemArgs, ctx: TurnContext) -> dict[str, Any]:
     item = await _item(ctx, args.item)
     return _public(item, ctx, await ctx.store.open_orders(item["item"]))
 
 
-async def reorder_need(args: NeedArgs, ctx: TurnContext) -> dict:
+async def reorder_need(args: NeedArgs, ctx: TurnContext) -> dict[str, Any]:
     if args.item:
         return _need(await _item(ctx, args.item))
     needs = [_need(i) for i in await ctx.store.shop_items() if i["position"] < i["reorder_point"]]
@@ -113,13 +113,13 @@ def _check_allowed(ctx: TurnContext, item: str) -> None:
                         f"it cannot order {item}")
 
 
-async def draft_order(args: OrderArgs, ctx: TurnContext) -> dict:
+async def draft_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
     item = (await _item(ctx, args.item))["item"]
     _check_allowed(ctx, item)
     return await ctx.store.record_draft(ctx.run_id, item, args.quantity)
 
 
-async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict:
+async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
     item = (await _item(ctx, args.item))["item"]
     _check_allowed(ctx, item)
     assert ctx.current_call is not None
