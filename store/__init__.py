@@ -56,17 +56,28 @@ from .sqlite import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, 
 async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
                      debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
                      create: bool = True, migrate: bool = False, max_pages: int | None = None) -> Store:
-    """Open the store at `location` (a SQLite file path). A missing database is created at the current schema
-    (when `create`); an older one is refused with the command that migrates it (unless `migrate`); a newer one is
-    refused before anything changes."""
+    """Open the store at `location`: a `postgresql://` (or `postgres://`) URL opens the PostgreSQL store
+    (store/postgres, the `postgres` extra); anything else is a SQLite file path. A missing database is created at
+    the current schema (when `create`); an older one is refused with the command that migrates it (unless
+    `migrate`); a newer one is refused before anything changes."""
+    if is_database_url(location):
+        from .postgres import PostgresStore  # imported only when asked for: psycopg is an optional extra
+        return await PostgresStore.open(str(location), clock, capacity=capacity, debounce_ms=debounce_ms,
+                                        attempt_cap=attempt_cap, create=create, migrate=migrate,
+                                        max_pages=max_pages)
     return await SqliteStore.open(location, clock, capacity=capacity, debounce_ms=debounce_ms,
                                   attempt_cap=attempt_cap, create=create, migrate=migrate, max_pages=max_pages)
+
+
+def is_database_url(location: object) -> bool:
+    """A PostgreSQL URL (never taken for a file path)."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
 
 
 __all__ = [
     # the ports and the way to open an implementation
     "Store", "Transaction", "Inbox", "Journal", "Outbox", "ActionOutbox", "ShopRecords", "Insights",
-    "ChangeNotification", "Admin", "ProducerRecords", "open_store",
+    "ChangeNotification", "Admin", "ProducerRecords", "open_store", "is_database_url",
     # the SQLite implementation's own operator moves (the instance lock, restore of a backup file)
     "SqliteStore", "InstanceLock", "restore",
     # the named fault points (kill points) the drills arm

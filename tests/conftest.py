@@ -49,3 +49,18 @@ def raw(db_path: Path, store):
     conn.row_factory = sqlite3.Row
     yield conn
     conn.close()
+
+
+@pytest.fixture(scope="session")
+def pg_template():
+    """A migrated PostgreSQL template database (tests/support/postgres.py); skipped without a server."""
+    from tests.support.postgres import make_template
+    yield from make_template()
+
+
+@pytest.fixture
+def pg_url(pg_template: str):
+    """A fresh PostgreSQL database for one test, copied from the template."""
+    from tests.support.postgres import fresh_database, server_or_skip
+    server_or_skip()
+    yield from fresh_database(pg_template)
