@@ -23,16 +23,11 @@ from typing import Any
 
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
 from ..sqlite import actions, inbox, invariants, producer_state
-from ..sqlite.inbox import OPEN_AGENT, work_item
+from ..sqlite.inbox import work_item
 from .connection import PgConnection
 
 ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
 SPEND_LOCK = 0x5_0B07_0003       # advisory lock namespace: one spending day
-
-
-def open_agent_work(conn: PgConnection, cap: int) -> int:
-    return int(conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {OPEN_AGENT} LIMIT ?) AS open",
-                            (cap,)).fetchone()[0])
 
 
 def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:
@@ -55,7 +50,7 @@ def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
             open_count = []
         if not open_count:             # once per transaction: lock, then count what every committed admitter left
             conn.execute("SELECT pg_advisory_xact_lock(?)", (ADMISSION_LOCK,))
-            open_count.append(open_agent_work(conn, capacity))
+            open_count.append(inbox.open_agent_work(conn, capacity))  # type: ignore[arg-type]
         if open_count[0] >= capacity:
             inbox.count(conn, now, "refused_capacity")   # type: ignore[arg-type]
             return AdmitResult(Admission.REFUSED)

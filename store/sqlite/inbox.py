@@ -45,7 +45,8 @@ def open_agent_work(conn: sqlite3.Connection, cap: int | None = None) -> int:
     the queue is full, and counting a long queue is the costly part of an admission)."""
     if cap is None:
         return conn.execute(f"SELECT count(*) FROM work WHERE {OPEN_AGENT}").fetchone()[0]
-    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {OPEN_AGENT} LIMIT ?)", (cap,)).fetchone()[0]
+    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {OPEN_AGENT} LIMIT ?) AS open",
+                        (cap,)).fetchone()[0]
 
 
 def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: int,
