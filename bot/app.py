@@ -11,6 +11,7 @@ import signal
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC
+from pathlib import Path
 from typing import Any
 
 from telegram.error import InvalidToken, NetworkError, RetryAfter
@@ -82,7 +83,8 @@ class App:
         cfg = self.cfg
         self._install_signals()        # from the first moment: a stop during start-up is clean too
         faults.arm(cfg.fault)
-        self._stack.enter_context(InstanceLock(cfg.db.resolve()))
+        if isinstance(cfg.db, Path):       # the instance lock is SQLite's (one process per file, C10)
+            self._stack.enter_context(InstanceLock(cfg.db.resolve()))
         shop = load_shop(cfg.shop_file)
         clock = parse_clock(cfg.clock, test_mode=cfg.test_mode)
         store = await open_store(cfg.db, clock, capacity=cfg.capacity, debounce_ms=cfg.debounce_ms,

@@ -25,7 +25,7 @@ class Secret(str):
 
 # key -> (default, help). The order is the order of .env.example.
 KEYS: dict[str, tuple[str, str]] = {
-    "SHOPBOT_DB": ("./shopbot.sqlite3", "path of the SQLite database"),
+    "SHOPBOT_DB": ("./shopbot.sqlite3", "path of the SQLite database, or a postgresql:// URL (the postgres extra)"),
     "SHOPBOT_CAPACITY": ("100", "most open agent work (pending + running) before new work is refused"),
     "SHOPBOT_DEBOUNCE_MS": ("300", "a session is claimed this long after its oldest pending item arrived; 0 disables"),
     "SHOPBOT_ATTEMPT_CAP": ("3", "attempts per work item before it fails with an error report"),
@@ -107,9 +107,14 @@ def _ids(env: Mapping[str, str], key: str) -> tuple[int, ...]:
         raise ConfigError(f"{key} must be comma-separated Telegram user ids, got {raw!r}") from None
 
 
+def _database(value: str) -> Path | str:
+    from store import is_database_url
+    return value if is_database_url(value) else Path(value)
+
+
 @dataclass(frozen=True)
 class Config:
-    db: Path
+    db: Path | str                # a SQLite file path, or a postgresql:// URL (kept as text, never a path)
     capacity: int
     debounce_ms: int
     attempt_cap: int
@@ -188,7 +193,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return Config(
-        db=Path(text("SHOPBOT_DB")),
+        db=_database(text("SHOPBOT_DB")),
         capacity=_int(env, "SHOPBOT_CAPACITY", 1),
         debounce_ms=_int(env, "SHOPBOT_DEBOUNCE_MS", 0),
         attempt_cap=_int(env, "SHOPBOT_ATTEMPT_CAP", 1),

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 
 from ..clock import Clock, SystemClock, to_text
-from ..errors import SchemaTooOld
+from ..errors import SchemaTooOld, StoreError
 from ..records import Claim, Decision
 from ..sqlite import inbox, outbox
 from ..sqlite.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
@@ -141,7 +141,7 @@ class PostgresStore(SqliteStore):
             lambda conn: conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()[0]))
 
     async def backup(self, target: str) -> None:
-        raise NotImplementedError(
+        raise StoreError(
             "a PostgreSQL store is backed up with PostgreSQL's own tools: "
             f"pg_dump --format=custom --file={target} '<SHOPBOT_DB>' (restore with pg_restore into an empty "
             "database, then `shopbot migrate`); point-in-time recovery needs WAL archiving on the server")
