@@ -109,6 +109,8 @@ CREATE TABLE runs (
     report_id     text COLLATE "C"
 );
 CREATE INDEX runs_open ON runs (run_id) WHERE ended_at IS NULL;
+-- T2 as a constraint (PostgreSQL only: no global writer serialises the claims): one open run per session.
+CREATE UNIQUE INDEX runs_one_open_per_session ON runs (session) WHERE ended_at IS NULL;
 
 -- The operations journal: one row per tool call, started before it acts, finished after (C10, C11).
 CREATE TABLE operations (

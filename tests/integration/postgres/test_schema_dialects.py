@@ -90,3 +90,15 @@ async def test_a_planted_delivery_resend_without_a_decision_is_refused_c8(pg_url
         with pytest.raises(psycopg.Error) as caught:
             conn.execute("UPDATE deliveries SET state = 'pending', resends = resends + 1")
     assert str(translate(caught.value)).startswith("C8: an unknown delivery is resent only")
+
+
+async def test_postgresql_schema_sql_builds_the_same_catalog_as_the_migrations(pg_url):
+    from tests.support.postgres import empty_database
+    text = (Path(__file__).resolve().parents[3] / "store/postgres/schema.sql").read_text()
+    for url in empty_database():
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(text.encode())
+        built = postgres_schema(url)
+    migrated = postgres_schema(pg_url)
+    assert built[0] == {t: c for t, c in migrated[0].items() if t != "schema_migrations"}
+    assert built[2] == migrated[2]
