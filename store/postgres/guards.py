@@ -6,7 +6,8 @@ Under READ COMMITTED two transactions may both read, then both write. Each spot 
 - capacity (C1): `pg_advisory_xact_lock(ADMISSION_LOCK)` before agent work is counted, so N admitters see each
   other's inserts (SKIP LOCKED is the wrong tool for a global budget);
 - duplicate identity (C1): `INSERT ... ON CONFLICT (source) DO NOTHING RETURNING`; no row back means another
-  transaction admitted it: read it and answer duplicate or conflict;
+  transaction admitted it: read it and answer duplicate or conflict (a control or notice item, answered in its
+  admission, locks its identity first);
 - claim (C5, T2): the anchor (oldest open item of a due session) `FOR UPDATE SKIP LOCKED`, the turn is exactly the
   rows the UPDATE moved, and a unique index allows one open run per session;
 - forget against claim and finish (C12): forget locks the session row and its pending rows; finish and release read
@@ -27,7 +28,8 @@ from ..sqlite.inbox import work_item
 from .connection import PgConnection
 
 ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
-SPEND_LOCK = 0x5_0B07_0003       # advisory lock namespace: one spending day
+SPEND_LOCK = 0x50B_0703          # advisory lock namespace (int4, with a hashed key): one spending day
+IDENTITY_LOCK = 0x50B_0704       # advisory lock namespace (int4, with a hashed key): one occurrence identity
 
 
 def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:
@@ -66,6 +68,14 @@ def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
     if occurrence.kind is WorkKind.AGENT and open_count:
         open_count[0] += 1
     return AdmitResult(Admission.ACCEPTED, row[0])
+
+
+def admit_answered(conn: PgConnection, occurrence: Occurrence, now: str, answer: Any) -> AdmitResult:
+    """A control or notice item with its report (store/sqlite/inbox.py), with its identity locked first: the same
+    item admitted by two connections at once is one accepted and one duplicate, never a unique violation (its
+    report is built between the identity check and the insert, so ON CONFLICT alone cannot cover it)."""
+    conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (IDENTITY_LOCK, occurrence.source))
+    return inbox.admit_answered(conn, occurrence, now, answer)  # type: ignore[arg-type]
 
 
 def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
@@ -121,7 +131,7 @@ def lock_for_forget(conn: PgConnection, session: str) -> None:
 def approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
             destination: str) -> Decision:
     """C11: the proposal locked, and the day's spending behind its advisory lock, then SQLite's approval."""
-    conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (SPEND_LOCK >> 8, day))
+    conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (SPEND_LOCK, day))
     conn.execute("SELECT 1 FROM proposals WHERE proposal_id = ? FOR UPDATE", (proposal_id,))
     return actions.approve(conn, proposal_id, by, now, day, day_max_cents, destination)  # type: ignore[arg-type]
 

@@ -60,6 +60,7 @@ class PostgresStore(SqliteStore):
     """`store.ports.Store` on PostgreSQL (psycopg 3, a connection pool, READ COMMITTED with explicit guards)."""
 
     _admit = staticmethod(guards.admit)         # type: ignore[assignment]
+    _admit_answered = staticmethod(guards.admit_answered)  # type: ignore[assignment]
     _claim = staticmethod(guards.claim)         # type: ignore[assignment]
     _finish = staticmethod(_finish)             # type: ignore[assignment]
     _release = staticmethod(_release)           # type: ignore[assignment]

@@ -58,6 +58,7 @@ class SqliteStore:
     # The statements whose text or guards differ by dialect (store/postgres/store.py overrides them); everything
     # else is the SQL of this package's modules, shared.
     _admit = staticmethod(inbox.admit)
+    _admit_answered = staticmethod(inbox.admit_answered)
     _claim = staticmethod(inbox.claim)
     _finish = staticmethod(inbox.finish)
     _release = staticmethod(inbox.release)

@@ -58,7 +58,7 @@ class SqliteTransaction:
 
     def admit_answered(self, occurrence: Occurrence,
                        answer: Callable[[SqliteTransaction, int], ReportDraft]) -> AdmitResult:
-        return inbox.admit_answered(self._conn, occurrence, self._now, lambda work_id: answer(self, work_id))
+        return self._store._admit_answered(self._conn, occurrence, self._now, lambda work_id: answer(self, work_id))
 
     def unknown_reports(self) -> list[dict[str, Any]]:
         """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from store import Admission, ManualClock, Occurrence, StoreError, WorkKind, open_store
+from store import Admission, IllegalTransition, ManualClock, Occurrence, ReportDraft, StoreError, WorkKind, open_store
 from store.postgres import PostgresStore, guards
-from store.sqlite import actions, inbox
+from store.postgres.connection import PgConnection
+from store.sqlite import actions, inbox, outbox
 
 NOW = "2027-03-01T09:00:00.000000Z"
 BARRIER_WAIT_S = 0.5
@@ -115,3 +116,127 @@ async def test_without_the_spending_lock_both_approvals_pass_the_daily_limit(pg,
     barrier_after(monkeypatch, actions, "reserved_on", 2)
     results = _approve_both(pg, actions.approve)
     assert [r.ok for r in results] == [True, True]                          # 120 cents approved against 100
+
+
+# ---- races at a statement: a transaction pauses just before a named statement ---------------------------------
+def pause_before(monkeypatch: pytest.MonkeyPatch, statement: str, wait: Callable[[], None]) -> None:
+    """Every transaction calls `wait()` just before executing a statement that starts with `statement`."""
+    original = PgConnection.execute
+
+    def execute(self: PgConnection, sql: str, params: Any = ()) -> Any:
+        if sql.startswith(statement):
+            wait()
+        return original(self, sql, params)
+    monkeypatch.setattr(PgConnection, "execute", execute)
+
+
+def barrier_wait(barrier: threading.Barrier) -> Callable[[], None]:
+    def wait() -> None:
+        try:
+            barrier.wait(BARRIER_WAIT_S)
+        except threading.BrokenBarrierError:
+            pass
+    return wait
+
+
+def _pending(pg: PostgresStore, *sources: str) -> None:
+    for source in sources:
+        pg.db.run_write(lambda conn, s=source: guards.admit(conn, Occurrence(s, "tg:1", s, WorkKind.AGENT, "tg:1"),
+                                                            NOW, 10))
+
+
+async def test_two_workers_claiming_at_once_take_one_turn_between_them(pg, monkeypatch):
+    _pending(pg, "tg:1:1", "tg:1:2")
+    pause_before(monkeypatch, "UPDATE work SET state = 'running'", barrier_wait(threading.Barrier(2)))
+    results = race(pg, 2, lambda conn, i: guards.claim(conn, f"w{i}", f"run{i}", NOW, NOW))
+    claims = [r for r in results if r is not None]
+    assert len(claims) == 1 and [item.source for item in claims[0].items] == ["tg:1:1", "tg:1:2"]
+
+
+async def test_without_skip_locked_the_second_claimer_of_a_session_breaks(pg, monkeypatch):
+    _pending(pg, "tg:1:1", "tg:1:2")
+    pause_before(monkeypatch, "UPDATE work SET state = 'running'", barrier_wait(threading.Barrier(2)))
+    with pytest.raises(ValueError):         # it moved no rows: its "turn" has no items
+        race(pg, 2, lambda conn, i: inbox.claim(conn, f"w{i}", f"run{i}", NOW, NOW))
+
+
+def _resolve_race(pg: PostgresStore, monkeypatch: pytest.MonkeyPatch, resolve: Callable[..., Any]) -> list[Any]:
+    _pending(pg, "tg:1:1")
+    claim = pg.db.run_write(lambda conn: guards.claim(conn, "w", "run", NOW, NOW))
+    pg.db.run_write(lambda conn: inbox.finish(conn, claim, ReportDraft("hi", destination="tg:1"), NOW))
+    for move in (outbox.mark_sending, outbox.mark_unknown):
+        pg.db.run_write(lambda conn, m=move: m(conn, 1, *(("lost",) if m is outbox.mark_unknown else ()), NOW))
+    pause_before(monkeypatch, "INSERT INTO resolutions", barrier_wait(threading.Barrier(2)))
+    return race(pg, 2, lambda conn, i: resolve(conn, "r1.1", "resend", f"owner {i}", NOW))
+
+
+async def test_two_resend_decisions_at_once_resend_the_part_once(pg, monkeypatch):
+    from store.postgres.store import _resolve
+    results = _resolve_race(pg, monkeypatch, _resolve)
+    assert sum(isinstance(r, IllegalTransition) for r in results) == 1
+    assert pg.db.run_write(lambda conn: conn.execute("SELECT resends FROM deliveries").fetchone()[0]) == 1
+
+
+async def test_without_the_lock_two_resend_decisions_count_two_resends(pg, monkeypatch):
+    _resolve_race(pg, monkeypatch, outbox.resolve)
+    assert pg.db.run_write(lambda conn: conn.execute("SELECT resends FROM deliveries").fetchone()[0]) == 2
+
+
+def _forget_during_finish(pg: PostgresStore, monkeypatch: pytest.MonkeyPatch, finish: Callable[..., Any],
+                          forget: Callable[..., Any]) -> list[Any]:
+    """The finish pauses before writing history until the forget has committed (at most 1 s); the forget starts once
+    the finish has read the epoch."""
+    _pending(pg, "tg:1:1")
+    claim = pg.db.run_write(lambda conn: guards.claim(conn, "w", "run", NOW, NOW))
+    finish_ready, forget_done = threading.Event(), threading.Event()
+
+    def wait() -> None:
+        finish_ready.set()
+        forget_done.wait(1.0)
+    pause_before(monkeypatch, "INSERT INTO history", wait)
+
+    def body(conn: Any, i: int) -> Any:
+        if i == 0:
+            return finish(conn, claim, ReportDraft("answer", destination="tg:1"), NOW, user_text="question")
+        finish_ready.wait(5.0)
+        return forget(conn, "tg:1", "owner", NOW)
+
+    def one(i: int) -> Any:
+        result = pg.db.run_write(body, i)
+        if i == 1:
+            forget_done.set()
+        return result
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(one, range(2)))
+
+
+def _history(pg: PostgresStore) -> list[Any]:
+    return pg.db.run_write(lambda conn: conn.execute("SELECT role FROM history").fetchall())
+
+
+async def test_a_forget_during_a_finish_leaves_no_history_c12(pg, monkeypatch):
+    from store.postgres.store import _finish, _forget
+    _forget_during_finish(pg, monkeypatch, _finish, _forget)
+    assert _history(pg) == []
+
+
+async def test_without_the_epoch_share_lock_a_forgotten_conversation_keeps_its_history(pg, monkeypatch):
+    _forget_during_finish(pg, monkeypatch, inbox.finish, inbox.forget)
+    assert len(_history(pg)) == 2                 # written after the forget committed: C12 broken
+
+
+def _notice(conn: Any, i: int, admit_answered: Callable[..., Any]) -> Any:
+    occ = Occurrence("notice:restart:1", "notice:restart", "restarted", WorkKind.NOTICE, "tg:1")
+    return admit_answered(conn, occ, NOW, lambda work_id: ReportDraft("restarted", destination="tg:1"))
+
+
+async def test_one_notice_admitted_by_two_connections_at_once_is_one_accepted_and_one_duplicate(pg, monkeypatch):
+    pause_before(monkeypatch, "INSERT INTO work", barrier_wait(threading.Barrier(2)))
+    results = race(pg, 2, lambda conn, i: _notice(conn, i, guards.admit_answered))
+    assert sorted(r.outcome.value for r in results) == ["accepted", "duplicate"]
+
+
+async def test_without_the_identity_lock_the_second_notice_is_an_error(pg, monkeypatch):
+    pause_before(monkeypatch, "INSERT INTO work", barrier_wait(threading.Barrier(2)))
+    results = race(pg, 2, lambda conn, i: _notice(conn, i, inbox.admit_answered))
+    assert any(isinstance(r, StoreError) for r in results)
