@@ -16,6 +16,8 @@ from .errors import (
     StoreUnavailable,
     UnknownTarget,
 )
+from .locations import describe as describe_location
+from .locations import is_database_url
 from .ports import (
     ActionOutbox,
     Admin,
@@ -69,15 +71,10 @@ async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFA
                                   attempt_cap=attempt_cap, create=create, migrate=migrate, max_pages=max_pages)
 
 
-def is_database_url(location: object) -> bool:
-    """A PostgreSQL URL (never taken for a file path)."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
-
-
 __all__ = [
     # the ports and the way to open an implementation
     "Store", "Transaction", "Inbox", "Journal", "Outbox", "ActionOutbox", "ShopRecords", "Insights",
-    "ChangeNotification", "Admin", "ProducerRecords", "open_store", "is_database_url",
+    "ChangeNotification", "Admin", "ProducerRecords", "open_store", "is_database_url", "describe_location",
     # the SQLite implementation's own operator moves (the instance lock, restore of a backup file)
     "SqliteStore", "InstanceLock", "restore",
     # the named fault points (kill points) the drills arm

@@ -18,6 +18,7 @@ from store import (
     Store,
     StoreError,
     WorkKind,
+    describe_location,
     open_store,
     parse_clock,
     restore,
@@ -220,7 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import logging
 
     from telegram.error import InvalidToken
-    logging.getLogger("shopbot").info("starting with database %s", cfg.db.resolve())
+    logging.getLogger("shopbot").info("starting with database %s", describe_location(cfg.db))
     from bot.app import StartAborted
     try:
         return asyncio.run(main())

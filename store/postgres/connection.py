@@ -23,6 +23,7 @@ from psycopg.adapt import Loader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import IllegalTransition, StoreBusy, StoreError, StoreUnavailable
+from ..locations import redact
 from ..sqlite.connection import _trigger_table
 
 T = TypeVar("T")
@@ -171,12 +172,6 @@ class Database:
             except psycopg.Error as exc:
                 raise translate(exc) from exc
         return await asyncio.to_thread(call)
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages and `shopbot status` (no secret is ever shown)."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
-
 
 
 class LastRowCursor(psycopg.ClientCursor[Any]):

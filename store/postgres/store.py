@@ -22,11 +22,12 @@ import psycopg
 
 from ..clock import Clock, SystemClock, to_text
 from ..errors import SchemaTooOld, StoreError
+from ..locations import redact
 from ..records import Claim, Decision
 from ..sqlite import inbox, outbox
 from ..sqlite.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
 from . import guards, migrations
-from .connection import Database, PgConnection, redact
+from .connection import Database, PgConnection
 
 OFFSET_REFRESH_S = 60.0
 
