@@ -240,3 +240,29 @@ async def test_without_the_identity_lock_the_second_notice_is_an_error(pg, monke
     pause_before(monkeypatch, "INSERT INTO work", barrier_wait(threading.Barrier(2)))
     results = race(pg, 2, lambda conn, i: _notice(conn, i, inbox.admit_answered))
     assert any(isinstance(r, StoreError) for r in results)
+
+
+def _advance_cursor(producer_state: type, conn: Any, i: int) -> None:
+    """A producer's step: read the schedule's cursor, then move it on by i+1 hours."""
+    from datetime import timedelta
+    state = producer_state(conn, NOW)
+    cursor, _ = state.get_cursor("daily")
+    state.set_cursor("daily", cursor + timedelta(hours=i + 1), None)
+
+
+def _cursor_race(pg: PostgresStore, monkeypatch: pytest.MonkeyPatch, producer_state: type) -> Any:
+    from datetime import UTC, datetime
+    pg.db.run_write(lambda conn: producer_state(conn, NOW).set_cursor("daily", datetime(2027, 3, 1, tzinfo=UTC),
+                                                                       None))
+    pause_before(monkeypatch, "INSERT INTO schedule_cursors", barrier_wait(threading.Barrier(2)))
+    race(pg, 2, lambda conn, i: _advance_cursor(producer_state, conn, i))
+    return pg.db.run_write(lambda conn: producer_state(conn, NOW).get_cursor("daily"))[0]
+
+
+async def test_two_producers_moving_one_cursor_at_once_both_count(pg, monkeypatch):
+    assert _cursor_race(pg, monkeypatch, guards.ProducerState).hour == 3      # 1 h then 2 h, in turn
+
+
+async def test_without_the_cursor_lock_one_producer_step_is_lost(pg, monkeypatch):
+    from store.sqlite.producer_state import ProducerState
+    assert _cursor_race(pg, monkeypatch, ProducerState).hour in (1, 2)        # both moved on from the same reading
