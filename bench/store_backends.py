@@ -2,7 +2,7 @@
 per item through admit -> claim -> finish with report -> sending -> confirmed, with the worker and the relay running
 concurrently and an in-process transport (bench/throughput.py's `pipeline`), alternating the two stores.
 
-SQLite is a file with WAL and synchronous=FULL; PostgreSQL is a fresh database on the server at SHOPBOT_BENCH_PG_DSN
+SQLite is a file with WAL and synchronous=FULL; PostgreSQL is a fresh database on the server at SHOPBOT_TEST_PG_DSN
 (default postgresql://postgres@127.0.0.1:5432/postgres), dropped afterwards.
 
     python -m bench.store_backends [--items 1000] [--repeats 3]
@@ -25,7 +25,7 @@ from store import SqliteStore, SystemClock, open_store
 from .common import machine
 from .throughput import pipeline
 
-DSN = os.environ.get("SHOPBOT_BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+DSN = os.environ.get("SHOPBOT_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 async def on_sqlite(directory: Path, items: int) -> tuple[float, float]:

@@ -107,6 +107,14 @@ def _ids(env: Mapping[str, str], key: str) -> tuple[int, ...]:
         raise ConfigError(f"{key} must be comma-separated Telegram user ids, got {raw!r}") from None
 
 
+def _url_password(db: Path | str) -> str:
+    """The password inside a postgresql:// URL ('' for a file or a URL without one)."""
+    if isinstance(db, Path):
+        return ""
+    from urllib.parse import urlsplit
+    return urlsplit(db).password or ""
+
+
 def _database(value: str) -> Path | str:
     from store import is_database_url
     return value if is_database_url(value) else Path(value)
@@ -114,7 +122,8 @@ def _database(value: str) -> Path | str:
 
 @dataclass(frozen=True)
 class Config:
-    db: Path | str                # a SQLite file path, or a postgresql:// URL (kept as text, never a path)
+    # A SQLite file path, or a postgresql:// URL (kept as text, never a path; out of repr: it may hold a password).
+    db: Path | str = field(repr=False)
     capacity: int
     debounce_ms: int
     attempt_cap: int
@@ -152,6 +161,7 @@ class Config:
         """Every secret value, for log redaction (each till token on its own)."""
         values = [str(v) for v in (self.model_api_key, self.telegram_token, self.webhook_secret, self.supplier_token)]
         values += [pair.partition(":")[2] for pair in str(self.till_tokens).split(",")]
+        values.append(_url_password(self.db))
         return [v for v in values if v]
 
     def redacted(self) -> dict[str, str]:
@@ -159,13 +169,20 @@ class Config:
         for f in fields(self):
             value = getattr(self, f.name)
             shown[f.name] = "****" if isinstance(value, Secret) and value else str(value)
+            if f.name == "db":
+                from store import describe_location
+                shown[f.name] = describe_location(value)     # a URL's password is never shown
         return shown
+
+
+# Read by the test suite and the benchmarks, never by the bot: allowed in the environment, not settings of shopbot.
+HARNESS_KEYS = {"SHOPBOT_TEST_PG_DSN": "the PostgreSQL server the tests and bench.store_backends use"}
 
 
 def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] | None = None) -> Config:
     env = dict(environment() if env is None else env)
     env.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    unknown = sorted(k for k in env if k.startswith("SHOPBOT_") and k not in KEYS)
+    unknown = sorted(k for k in env if k.startswith("SHOPBOT_") and k not in KEYS and k not in HARNESS_KEYS)
     if unknown:
         raise ConfigError(f"unknown setting {', '.join(unknown)}: see .env.example for the known keys")
 
