@@ -64,3 +64,10 @@ def pg_url(pg_template: str):
     from tests.support.postgres import fresh_database, server_or_skip
     server_or_skip()
     yield from fresh_database(pg_template)
+
+
+@pytest.fixture
+def pg_empty_url():
+    """An empty PostgreSQL database (no schema), for the migration tests; skipped without a server."""
+    from tests.support.postgres import empty_database
+    yield from empty_database()

@@ -28,8 +28,13 @@ def test_the_operator_commands_work_against_postgresql(pg_url: str, tmp_path: Pa
     assert status["work"]["pending"] == 1
     checked = shopbot("check", url=pg_url, cwd=tmp_path)
     assert checked.returncode == 0 and "invariants hold" in checked.stdout
-    assert shopbot("reports", "--json", url=pg_url, cwd=tmp_path).returncode == 0
     assert shopbot("actions", url=pg_url, cwd=tmp_path).returncode == 0
+    refused = shopbot("resolve", "r9.1", "--resend", url=pg_url, cwd=tmp_path)
+    assert refused.returncode != 0 and "no report r9.1" in refused.stderr
+    forgot = shopbot("forget", "--session", "tg:5", url=pg_url, cwd=tmp_path)
+    assert forgot.returncode == 0 and "1 pending item(s) cancelled" in forgot.stdout
+    reports = json.loads(shopbot("reports", "--json", url=pg_url, cwd=tmp_path).stdout)
+    assert reports[0]["is_error"] and "forgotten" in reports[0]["body"]
     backup = shopbot("backup", str(tmp_path / "b"), url=pg_url, cwd=tmp_path)
     assert backup.returncode != 0 and "pg_dump" in backup.stderr
     assert not (tmp_path / "b").exists()

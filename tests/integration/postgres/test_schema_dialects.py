@@ -92,13 +92,34 @@ async def test_a_planted_delivery_resend_without_a_decision_is_refused_c8(pg_url
     assert str(translate(caught.value)).startswith("C8: an unknown delivery is resent only")
 
 
-async def test_postgresql_schema_sql_builds_the_same_catalog_as_the_migrations(pg_url):
-    from tests.support.postgres import empty_database
+async def test_postgresql_schema_sql_builds_the_same_catalog_as_the_migrations(pg_url, pg_empty_url):
     text = (Path(__file__).resolve().parents[3] / "store/postgres/schema.sql").read_text()
-    for url in empty_database():
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(text.encode())
-        built = postgres_schema(url)
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        conn.execute(text.encode())
+    built = postgres_schema(pg_empty_url)
     migrated = postgres_schema(pg_url)
     assert built[0] == {t: c for t, c in migrated[0].items() if t != "schema_migrations"}
     assert built[2] == migrated[2]
+
+
+def test_two_processes_migrating_one_empty_database_at_once_apply_each_migration_once(pg_empty_url):
+    import threading
+
+    from store.postgres import migrations
+    from store.postgres.connection import PgConnection, configure
+    applied: list[list[int]] = []
+    start = threading.Barrier(2)
+
+    def migrate() -> None:
+        with psycopg.connect(pg_empty_url, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+            configure(conn)
+            start.wait(5)
+            applied.append(migrations.migrate(PgConnection(conn), "test", NOW))
+    threads = [threading.Thread(target=migrate) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(v for versions in applied for v in versions) == list(range(1, migrations.LATEST + 1))
+    with psycopg.connect(pg_empty_url) as conn:
+        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == migrations.LATEST
