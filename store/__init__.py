@@ -63,7 +63,11 @@ async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFA
     the current schema (when `create`); an older one is refused with the command that migrates it (unless
     `migrate`); a newer one is refused before anything changes."""
     if is_database_url(location):
-        from .postgres import PostgresStore  # imported only when asked for: psycopg is an optional extra
+        try:
+            from .postgres import PostgresStore  # imported only when asked for: psycopg is an optional extra
+        except ModuleNotFoundError as exc:
+            raise StoreUnavailable(f"SHOPBOT_DB is a PostgreSQL URL but its driver is not installed ({exc.name}): "
+                                   "pip install 'shopbot[postgres]'") from exc
         return await PostgresStore.open(str(location), clock, capacity=capacity, debounce_ms=debounce_ms,
                                         attempt_cap=attempt_cap, create=create, migrate=migrate,
                                         max_pages=max_pages)

@@ -120,6 +120,11 @@ class Database:
     @classmethod
     async def open(cls, url: str, *, max_size: int = 8) -> Database:
         def connect() -> ConnectionPool[Any]:
+            try:                      # one direct attempt first: a refused or failed login is reported at once
+                psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
+            except psycopg.Error as exc:
+                reason = str(exc).replace(url, redact(url)).strip().splitlines()[0]
+                raise StoreUnavailable(f"cannot connect to PostgreSQL at {redact(url)}: {reason}") from None
             pool: ConnectionPool[Any] = ConnectionPool(
                 url, min_size=1, max_size=max_size, open=False, configure=configure, timeout=CONNECT_TIMEOUT_S,
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,

@@ -1,4 +1,5 @@
-"""On PostgreSQL the store stamps times from the database server's clock when its clock is the system clock, so
+"""The PostgreSQL server as the store sees it: an unreachable one is StoreUnavailable (never showing the password),
+and its clock is the store's: with the system clock the store stamps times from the database server's clock, so
 processes whose own clocks disagree still agree on admission, debounce and not-before (C5's one clock)."""
 from __future__ import annotations
 
@@ -25,3 +26,12 @@ async def test_a_process_with_a_fast_clock_stamps_the_database_time(pg_url):
         assert await store.claim("w") is not None                          # and debounce is judged on one clock
     finally:
         await store.close()
+
+
+async def test_an_unreachable_server_is_store_unavailable_without_the_password():
+    import pytest
+
+    from store import StoreUnavailable
+    with pytest.raises(StoreUnavailable) as caught:
+        await open_store("postgresql://shop:s3cret@127.0.0.1:1/shop", SystemClock())
+    assert "127.0.0.1" in str(caught.value) and "s3cret" not in str(caught.value)
