@@ -10,7 +10,8 @@ Time. The triggers, leases and guards never read a clock. The times the contract
 not-before, report and delivery times) are the store's text times, taken from `Clock`; with the system clock that
 is the database server's clock: the offset between this process and the server is measured when the store opens
 and every minute after (half a round trip of error), so processes on machines whose clocks disagree still stamp
-and compare on one clock (C5). Any other clock (ManualClock in the tests) is used as it is.
+and compare on one clock (C5); the wake-up times (next claim, delivery, action) are handed back on the process's
+clock, which is what its waits use. Any other clock (ManualClock in the tests) is used as it is.
 """
 from __future__ import annotations
 
@@ -126,6 +127,19 @@ class PostgresStore(SqliteStore):
 
     def now_dt(self) -> datetime:
         return self.clock.now() + self._offset
+
+    # The wake-up times, handed to callers that wait on `clock` (the process's clock): moved back by the offset.
+    async def next_claim_time(self) -> datetime | None:
+        due = await super().next_claim_time()
+        return due - self._offset if due else None
+
+    async def next_delivery_time(self) -> datetime | None:
+        due = await super().next_delivery_time()
+        return due - self._offset if due else None
+
+    async def next_action_time(self) -> datetime | None:
+        due = await super().next_action_time()
+        return due - self._offset if due else None
 
     async def database_now(self) -> datetime:
         """The server's clock (what the store stamps with when its clock is the system clock)."""

@@ -35,3 +35,14 @@ async def test_an_unreachable_server_is_store_unavailable_without_the_password()
     with pytest.raises(StoreUnavailable) as caught:
         await open_store("postgresql://shop:s3cret@127.0.0.1:1/shop", SystemClock())
     assert "127.0.0.1" in str(caught.value) and "s3cret" not in str(caught.value)
+
+
+async def test_a_wake_up_time_is_given_on_the_process_clock(pg_url):
+    store = await open_store(pg_url, SkewedClock(), debounce_ms=60_000)
+    try:
+        await store.admit(Occurrence("tg:1:1", "tg:1", "hi", WorkKind.AGENT, "tg:1"))
+        due = await store.next_claim_time()
+        assert due is not None
+        assert abs((due - SkewedClock().now()) - timedelta(seconds=60)) < timedelta(seconds=2)   # a minute to wait
+    finally:
+        await store.close()
