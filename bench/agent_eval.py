@@ -32,7 +32,7 @@ from pathlib import Path
 from bench.eval_model_server import EvalModel, EvalServer, Span, Turn
 from bot.sandbox.local_setup import OWNER_ID, local_product
 from bot.shop_file import load_shop
-from store import ManualClock, Occurrence, Store
+from store import ManualClock, Occurrence, SqliteStore
 from worker.models.base import ModelTurn, ToolCall
 from worker.models.scripted import ScriptedModel
 from worker.worker import Worker, WorkerSettings
@@ -139,7 +139,7 @@ QUESTIONS: list[tuple[str, str, int]] = [
 async def seed(db: Path, shop_path: Path, now: datetime) -> None:
     """Two weeks of till counts, then the stock watcher's episodes answered, an approved order and an open proposal."""
     clock = ManualClock(now - timedelta(days=13))
-    store = await Store.open(db, clock, debounce_ms=0)
+    store = await SqliteStore.open(db, clock, debounce_ms=0)
     try:
         shop = load_shop(shop_path)
         await store.seed_shop(shop.items, str(shop_path))

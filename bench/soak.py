@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.sandbox.bot_api import LocalBotApi  # noqa: E402
 from bot.sandbox.supplier import LocalSupplier  # noqa: E402
-from tests.audit import audit as full_audit  # noqa: E402
+from tests.support.audit import audit as full_audit  # noqa: E402
 
 UTC = UTC
 TOKEN = "777:soak-token"

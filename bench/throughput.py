@@ -41,9 +41,12 @@ class InstantTransport:
     def __init__(self) -> None:
         self.sent = 0
 
-    async def send(self, chat_id, text, buttons=None) -> SendOutcome:  # type: ignore[no-untyped-def]
+    async def send(self, chat_id, text, buttons=None, *, reply_to=None) -> SendOutcome:  # type: ignore[no-untyped-def]
         self.sent += 1
         return SendOutcome("confirmed", receipt=str(self.sent))
+
+    async def edit(self, chat_id, message_id, text, buttons=None) -> SendOutcome:  # type: ignore[no-untyped-def]
+        return SendOutcome("confirmed", receipt=str(message_id))
 
 
 def disk_floor(directory: Path, commits: int = 1000) -> float:

@@ -19,11 +19,15 @@ from telegram.error import InvalidToken, NetworkError, RetryAfter
 from bot import config as config_module
 from bot.config import Config
 from bot.http import Health, HttpServer, health_route
+from bot.logs import add_secret
+from bot.metrics import MeteredModel, MeteredSender, Metrics, metrics_route
+from bot.ops_page import OpsPage
 from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
 from bot.relays.telegram import Relay, RelaySettings, RelayStopped
 from bot.shop_file import ShopSpec, load_shop
+from bot.till_openapi import openapi_route
 from producers.clock import ClockProducer
 from producers.scheduler import ProducerScheduler, producer_scheduler
 from producers.stock_watch import StockWatcher
@@ -33,11 +37,12 @@ from producers.telegram.polling import Ingress, IngressStopped
 from producers.telegram.routing import ALLOWED_UPDATES
 from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
-from store import Claim, InstanceLock, Store, faults, open_store, parse_clock
+from store import Claim, InstanceLock, Store, StoreError, faults, open_store, parse_clock
 from worker.models import ModelConfigFault, load_model
 from worker.worker import Worker, WorkerSettings, WorkerStopped
 
 log = logging.getLogger("shopbot.app")
+RETENTION_EVERY_S = 86400.0
 
 
 @dataclass
@@ -82,6 +87,8 @@ class App:
     async def _build(self) -> App:
         cfg = self.cfg
         self._install_signals()        # from the first moment: a stop during start-up is clean too
+        for secret in cfg.secrets():   # redacted from every log line and every /healthz reason, however started
+            add_secret(secret)
         faults.arm(cfg.fault)
         if isinstance(cfg.db, Path):       # the instance lock is SQLite's (one process per file, C10)
             self._stack.enter_context(InstanceLock(cfg.db.resolve()))
@@ -97,16 +104,18 @@ class App:
         log.info("recovery: %d released, %d failed, %d deliveries now unknown", len(summary.released),
                  len(summary.failed), len(summary.unknown_deliveries))
         owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
+        health = Health()
+        metrics = Metrics(lambda: self._parts_up(health), start_mark=store.now())   # turns count from here
         sender = bot = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
             await self._initialize(bot)
             self._stack.push_async_callback(bot.shutdown)
-            sender = TelegramSender(bot)
+            sender = MeteredSender(bot, metrics)
         try:
-            model = load_model(cfg.model, base_url=cfg.model_base_url or None,
-                               api_key=str(cfg.model_api_key) or None, timeout=cfg.model_timeout_s,
-                               max_tokens=cfg.model_max_tokens)
+            model = MeteredModel(load_model(cfg.model, base_url=cfg.model_base_url or None,
+                                            api_key=str(cfg.model_api_key) or None, timeout=cfg.model_timeout_s,
+                                            max_tokens=cfg.model_max_tokens), metrics)
         except ModelConfigFault as exc:   # no key and no base URL: said as a configuration error, not a traceback
             raise config_module.ConfigError(
                 f"SHOPBOT_MODEL={cfg.model} needs SHOPBOT_MODEL_API_KEY (or SHOPBOT_MODEL_BASE_URL for a local "
@@ -129,17 +138,18 @@ class App:
             actions = ActionRelay(store, adapter, {supplier_destination}, owner_chat)
         else:
             log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
-        rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination)
-        health = Health()
+        rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination, shop.lead_time_days)
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(
             chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s)) \
             if sender else None
         ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules) \
             if bot and sender else None
-        routes = [health_route(store, health)]
+        routes = [health_route(store, health), metrics_route(store, metrics)]
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
-        routes += TillApi(store, parse_till_tokens(str(cfg.till_tokens))).routes()
+        routes += TillApi(store, parse_till_tokens(str(cfg.till_tokens))).routes() + [openapi_route()]
+        if cfg.ops_token:
+            routes += OpsPage(store, str(cfg.ops_token)).routes()
         http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
         self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler)
         return self
@@ -163,6 +173,15 @@ class App:
                 except TimeoutError:
                     pass
                 delay = min(30.0, delay * 2)
+
+    def _parts_up(self, health: Health) -> dict[str, bool]:
+        """Every part this process runs, and whether it still runs (a part stopped on a fault is in `health`)."""
+        p = self.parts
+        if p is None:
+            return {}
+        present = {"worker": True, "relay": p.relay is not None, "ingress": p.ingress is not None,
+                   "actions": p.actions is not None, "producers": p.producers is not None, "http": p.http is not None}
+        return {name: name not in health.faults for name, here in present.items() if here}
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -228,6 +247,18 @@ class App:
                 await self.parts.store.notice("config", f"{name}:{day}",
                                               f"I had to stop my {name}: {exc}", f"tg:{self.cfg.owner_chat_id}")
 
+    async def _retention(self, days: int) -> None:
+        """SHOPBOT_RETENTION_DAYS: prune once at start and then once a day (short transactions; see store/retention.py).
+        A failure is logged and tried again the next day."""
+        assert self.parts
+        while not self._stopping.is_set():
+            try:
+                done = await self.parts.store.prune(days)
+                log.info("retention: pruned %s", ", ".join(f"{kind}={n}" for kind, n in done.items()))
+            except StoreError as exc:
+                log.error("retention failed (%s); the next daily run tries again", type(exc).__name__)
+            await self.parts.store.clock.sleep(RETENTION_EVERY_S)
+
     async def run(self) -> None:
         p = self.parts
         assert p is not None
@@ -251,6 +282,8 @@ class App:
                 tasks.create_task(p.http.serve())
             if p.producers:
                 cancel_on_stop.append(tasks.create_task(p.producers.run()))
+            if self.cfg.retention_days:
+                cancel_on_stop.append(tasks.create_task(self._retention(self.cfg.retention_days)))
             await self._stopping.wait()
             self.stop()
             for task in cancel_on_stop:

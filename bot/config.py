@@ -49,13 +49,18 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_OWNER_CHAT_ID": ("", "chat for briefs, stock checks and notices; default the first owner id"),
     "SHOPBOT_WEBHOOK_URL": ("", "public HTTPS URL of /telegram/webhook; empty uses long polling"),
     "SHOPBOT_WEBHOOK_SECRET": ("", "secret token Telegram sends with each webhook call (secret, 1-256 of A-Za-z0-9_-)"),
+    "SHOPBOT_RETENTION_DAYS": ("", "when set, the bot prunes what ended more than this many days ago, once a day "
+                                   "(as `shopbot prune --older-than`); empty keeps everything"),
     "SHOPBOT_HTTP_HOST": ("127.0.0.1", "address of the HTTP server (webhook, till, health)"),
     "SHOPBOT_HTTP_PORT": ("8080", "port of the HTTP server; 0 picks a free port; -1 disables the server"),
+    "SHOPBOT_OPS_TOKEN": ("", "the operator page /ops is served only when this is set: at least 24 characters "
+                              "(secret), typed into the page's login form"),
     "SHOPBOT_CHAT_PACE_MS": ("1000", "least time between two messages to one chat (Telegram allows about 1/s)"),
     "SHOPBOT_GLOBAL_PACE_PER_S": ("30",
                                   "most messages per second over all chats (Telegram allows about 30); 0: no limit"),
     "SHOPBOT_LOG_LEVEL": ("INFO", "DEBUG | INFO | WARNING | ERROR"),
-    "SHOPBOT_LOG_FILE": ("", "also write the log to this file"),
+    "SHOPBOT_LOG_FILE": ("", "also write the log to this file (reopened when logrotate moves it)"),
+    "SHOPBOT_LOG_FORMAT": ("text", "text | json (one JSON object a line: ts, level, logger, event, ids)"),
     "SHOPBOT_CLOCK": ("system", "system | accelerated:<start ISO-8601>:<factor> (test mode only)"),
     "SHOPBOT_TEST_MODE": ("0", "1 allows test-only settings (accelerated clock, database page cap)"),
     "SHOPBOT_FAULT": ("", "arm a fault point for drills, e.g. K7:kill (kills the process when reached)"),
@@ -145,12 +150,15 @@ class Config:
     owner_chat_id: int | None
     webhook_url: str
     webhook_secret: Secret
+    retention_days: int | None
     http_host: str
     http_port: int
+    ops_token: Secret
     chat_pace_ms: int
     global_pace_per_s: int
     log_level: str
     log_file: Path | None
+    log_format: str
     clock: str
     test_mode: bool
     fault: str
@@ -159,7 +167,8 @@ class Config:
 
     def secrets(self) -> list[str]:
         """Every secret value, for log redaction (each till token on its own)."""
-        values = [str(v) for v in (self.model_api_key, self.telegram_token, self.webhook_secret, self.supplier_token)]
+        values = [str(v) for v in (self.model_api_key, self.telegram_token, self.webhook_secret, self.supplier_token,
+                                   self.ops_token)]
         values += [pair.partition(":")[2] for pair in str(self.till_tokens).split(",")]
         values.append(_url_password(self.db))
         return [v for v in values if v]
@@ -199,6 +208,12 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     level = text("SHOPBOT_LOG_LEVEL").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"SHOPBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
+    ops_token = env.get("SHOPBOT_OPS_TOKEN", "")
+    if ops_token and len(ops_token) < 24:
+        raise ConfigError("SHOPBOT_OPS_TOKEN must be at least 24 characters (it guards the operator page)")
+    log_format = text("SHOPBOT_LOG_FORMAT").lower()
+    if log_format not in ("text", "json"):
+        raise ConfigError(f"SHOPBOT_LOG_FORMAT must be text or json, got {log_format!r}")
     max_pages = env.get("SHOPBOT_DB_MAX_PAGES", "")
     if max_pages and not test_mode:
         raise ConfigError("SHOPBOT_DB_MAX_PAGES is a test-only setting: it needs SHOPBOT_TEST_MODE=1")
@@ -232,12 +247,15 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         owner_chat_id=owner_chat[0] if owner_chat else (owner_ids[0] if owner_ids else None),
         webhook_url=webhook_url,
         webhook_secret=Secret(webhook_secret),
+        retention_days=_int(env, "SHOPBOT_RETENTION_DAYS", 1) if env.get("SHOPBOT_RETENTION_DAYS") else None,
         http_host=text("SHOPBOT_HTTP_HOST"),
         http_port=_int(env, "SHOPBOT_HTTP_PORT", -1),
+        ops_token=Secret(ops_token),
         chat_pace_ms=_int(env, "SHOPBOT_CHAT_PACE_MS", 0),
         global_pace_per_s=_int(env, "SHOPBOT_GLOBAL_PACE_PER_S", 0),
         log_level=level,
         log_file=Path(env["SHOPBOT_LOG_FILE"]) if env.get("SHOPBOT_LOG_FILE") else None,
+        log_format=log_format,
         clock=text("SHOPBOT_CLOCK"),
         test_mode=test_mode,
         fault=text("SHOPBOT_FAULT"),

@@ -11,6 +11,13 @@ The filter rewrites the record (message with its args merged, exception text, st
 redacts the final formatted line again, so secrets in `%(asctime)s`-adjacent fields, tracebacks or args are
 covered. Secrets learned later (a till token read from the store, say) are added with `add_secret`.
 
+Formats: `text` (default) writes `<UTC time with offset> LEVEL logger message`; `json` (SHOPBOT_LOG_FORMAT=json)
+writes one JSON object a line with `ts` (UTC, ISO 8601 with `+00:00`), `level`, `logger`, `event` (a stable name from
+bot/log_events.py, or `lib.<logger>` for a library's line), `message`, the ids the line names (`work_id`,
+`report_id`, `run_id`, `update_id`, `source`, `action_id`) and `exc` for a traceback; the same redaction runs on every
+field and again on the whole line. Python warnings are logged too (`py.warnings`, event `lib.warnings`). A log
+file is opened with `WatchedFileHandler`, so logrotate may move it away (no `copytruncate` needed).
+
 Levels: the root logger at `level`; `httpx` and `httpcore` at WARNING (httpx logs every request URL, token
 included, at INFO); `telegram` at INFO (PTB logs request payloads at DEBUG), or `level` when that is higher.
 A logger's own level is what decides for records that propagate to the root handlers, so these are set
@@ -18,17 +25,24 @@ explicitly rather than left to inherit.
 """
 from __future__ import annotations
 
+import json
 import logging
+import logging.handlers
 import re
 import sys
 import threading
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
-__all__ = ["FORMAT", "RedactingFilter", "add_secret", "redact", "setup_logging"]
+from bot.log_events import BY_TEMPLATE, ID_KEYS
+
+__all__ = ["FORMAT", "FORMATS", "JsonFormatter", "RedactingFilter", "add_secret", "redact", "setup_logging"]
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+FORMATS = ("text", "json")
+_ID_RE = re.compile(r"\b(" + "|".join(ID_KEYS) + r")=([^\s,;()]+)")
 MASK = "****"
 _MIN_SECRET = 4
 
@@ -71,6 +85,8 @@ class RedactingFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "event"):     # named before the template is merged with its args
+            record.event = event_of(record)
         try:
             message = record.getMessage()
         except Exception:  # a malformed format/args pair: keep both visible, redacted
@@ -86,19 +102,60 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+def event_of(record: logging.LogRecord) -> str:
+    """The stable name of a record: from the catalogue by (logger, template), else `lib.<top-level logger>`."""
+    template = record.msg if isinstance(record.msg, str) else ""
+    event = BY_TEMPLATE.get((record.name, template))
+    if event:
+        return event
+    top = record.name.split(".")[0] or "root"
+    return "lib.warnings" if record.name == "py.warnings" else f"lib.{top}"
+
+
+def utc_time(record: logging.LogRecord) -> str:
+    return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+
+
 class _RedactingFormatter(logging.Formatter):
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return utc_time(record)
+
     def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line (see the module docstring); every value redacted, then the whole line again."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = redact(record.getMessage())
+        line: dict[str, object] = {"ts": utc_time(record), "level": record.levelname, "logger": record.name,
+                                   "event": getattr(record, "event", None) or event_of(record), "message": message}
+        for key, value in _ID_RE.findall(message):
+            line.setdefault(key, value.rstrip(":."))
+        for key in ID_KEYS:
+            if key in record.__dict__ and record.__dict__[key] is not None:
+                line[key] = redact(str(record.__dict__[key]))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exc"] = redact(record.exc_text)
+        if record.stack_info:
+            line["stack"] = redact(record.stack_info)
+        return redact(json.dumps(line, ensure_ascii=False, default=str))
 
 
 _OWN_HANDLER = "_shopbot_handler"
 
 
-def setup_logging(level: str, secrets: Iterable[str], log_file: Path | None = None) -> None:
-    """Install redacting handlers on the root logger (stderr, and `log_file` when given). Idempotent."""
+def setup_logging(level: str, secrets: Iterable[str], log_file: Path | None = None, fmt: str = "text") -> None:
+    """Install redacting handlers on the root logger (stderr, and `log_file` when given) in `fmt` (text or json).
+    Idempotent."""
     numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else int(level)
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown log format {fmt!r}: text or json")
     for secret in secrets:
         add_secret(secret)
 
@@ -111,13 +168,15 @@ def setup_logging(level: str, secrets: Iterable[str], log_file: Path | None = No
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file is not None:
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+        handlers.append(logging.handlers.WatchedFileHandler(log_file, encoding="utf-8"))
     for handler in handlers:
         setattr(handler, _OWN_HANDLER, True)
         handler.addFilter(RedactingFilter())
-        handler.setFormatter(_RedactingFormatter(FORMAT))
+        handler.setFormatter(JsonFormatter() if fmt == "json" else _RedactingFormatter(FORMAT))
         root.addHandler(handler)
     root.setLevel(numeric)
+    logging.captureWarnings(False)     # re-installed every time: something may have replaced showwarning since
+    logging.captureWarnings(True)
 
     logging.getLogger("httpx").setLevel(max(logging.WARNING, numeric))
     logging.getLogger("httpcore").setLevel(max(logging.WARNING, numeric))

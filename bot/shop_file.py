@@ -25,6 +25,7 @@ class ShopSpec:
     locale: str
     hours: tuple[tuple[str, str], ...]
     supplier: str
+    lead_time_days: int
     order_max_cents: int | None
     day_max_cents: int | None
     count_tolerance: int
@@ -100,7 +101,7 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
             raise ShopFileError(f"hours.{days[:40]} must be \"HH:MM-HH:MM\" or \"closed\", got {span!r}"[:300])
         hours.append((days, span))
     supplier = _table(data.get("supplier", {"name": "supplier"}), "supplier")
-    _unknown(supplier, {"name"}, "supplier.")
+    _unknown(supplier, {"name", "lead_time_days"}, "supplier.")
     limits = _table(data.get("limits", {}), "limits")
     _unknown(limits, {"order_max_cents", "day_max_cents"}, "limits.")
     watch = _table(data.get("stock_watch", {}), "stock_watch")
@@ -140,6 +141,7 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
         name=_text(data.get("name"), "name", "the shop"), timezone=timezone, currency=currency, locale=locale,
         hours=tuple(hours),
         supplier=_text(supplier.get("name"), "supplier.name", "supplier"),
+        lead_time_days=_int(supplier.get("lead_time_days", 3), "supplier.lead_time_days", 1),
         order_max_cents=(_int(limits["order_max_cents"], "limits.order_max_cents")
                          if "order_max_cents" in limits else None),
         day_max_cents=_int(limits["day_max_cents"], "limits.day_max_cents") if "day_max_cents" in limits else None,

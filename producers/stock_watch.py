@@ -1,8 +1,10 @@
 """The stock watcher: one reorder check per low-stock episode, and one notice per till count far from the expected
 stock.
 
-An episode of an item starts when its stock falls below the reorder point and ends when it is no longer below
-(on hand >= reorder point). While an item is armed and low, a check admits `stock:<item>:<episode>` and disarms
+An episode of an item starts when its stock position (on hand plus on order: an approved order counts from its
+approval until it is received) falls below the reorder point and ends when it is no longer below (position >=
+reorder point). So an item whose order is on order is never checked again until that order is received, found not
+arrived or fails. While an item is armed and low, a check admits `stock:<item>:<episode>` and disarms
 the item in the same transaction (C2); however many checks see it low afterwards, nothing more is admitted. Once it
 is no longer low, the item is re-armed for the next episode. A refusal for capacity leaves the item armed, so the
 next check tries again.
@@ -13,6 +15,10 @@ from the expected stock (the stock before the count) by more than `count_toleran
 notices, and the identity makes each notice once only, so a check that runs late (at startup, or on schedule after a
 crash) still announces every count exactly once.
 
+The same transaction tells the owner of every order a till count received (`notice:restock:<order>`, and the
+order's card edited), and asks about late orders: every order still on order after the supplier's lead time gets one
+notice `notice:order_due:<order>` with Received and Not arrived buttons (once: the identity makes it so).
+
 `check()` runs on the watcher's schedule and should be called after every stock change (after a till turn).
 """
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from producers.telegram.owner import edit_order_card, order_buttons
 from store import Admission, Occurrence, ReportDraft, Store, Transaction, WorkKind
 
 log = logging.getLogger("shopbot.stock")
@@ -32,11 +39,22 @@ class StockCheck:
     refused: tuple[str, ...] = ()    # low items refused for capacity: still armed
     rearmed: tuple[str, ...] = ()    # items no longer below their reorder point
     notices: tuple[str, ...] = ()    # count notices admitted
+    overdue: tuple[str, ...] = ()    # late-order notices admitted
+    restocked: tuple[str, ...] = ()  # notices of orders a till count received
 
 
-def reorder_prompt(item: str, unit: str, on_hand: int, reorder_point: int) -> str:
-    return (f"Reorder check for {item}: {on_hand} {unit} on hand, below the reorder point of {reorder_point}. "
-            "Propose an order if needed.")
+def reorder_prompt(item: str, unit: str, on_hand: int, reorder_point: int, on_order: int = 0) -> str:
+    ordered = f" and {on_order} {unit} on order" if on_order else ""
+    return (f"Reorder check for {item}: {on_hand} {unit} on hand{ordered}, below the reorder point of "
+            f"{reorder_point}. Propose an order if needed.")
+
+
+def overdue_notice(order: dict) -> str:
+    return (f"Order #{order['proposal_id']} ({order['quantity']} {order['unit']} of {order['item']}, approved "
+            f"{order['approved_at'][:10]}) was due by {order['due_at'][:10]} and is still not received; it is "
+            f"{order['status']}. Has it arrived? Received adds {order['quantity']} {order['unit']} to the stock "
+            f"(or send /received {order['proposal_id']} <count> with the stock you counted); Not arrived stops "
+            "counting it as on order.")
 
 
 def count_notice(till_id: str, request_id: str, item: str, unit: str, expected: int, counted: int,
@@ -62,6 +80,8 @@ class StockWatcher:
             log.warning("stock episode refused for capacity source=%s: the item stays armed", source)
         for source in result.notices:
             log.info("count notice admitted source=%s", source)
+        for source in result.overdue:
+            log.info("late order notice admitted source=%s", source)
         return result
 
     def _check(self, tx: Transaction) -> StockCheck:
@@ -69,11 +89,12 @@ class StockWatcher:
         admitted, refused, rearmed = [], [], []
         for row in tx.producers.stock_levels():
             item, episode = row["item"], row["episode"]
-            low = row["on_hand"] < row["reorder_point"]
+            low = row["position"] < row["reorder_point"]
             if low and row["armed"]:
                 source = f"stock:{item}:{episode}"
                 result = tx.admit(Occurrence(
-                    source, f"stock:{item}", reorder_prompt(item, row["unit"], row["on_hand"], row["reorder_point"]),
+                    source, f"stock:{item}", reorder_prompt(item, row["unit"], row["on_hand"], row["reorder_point"],
+                                                            row["on_order"]),
                     WorkKind.AGENT, self.destination))
                 if result.outcome is Admission.REFUSED:
                     refused.append(source)
@@ -85,7 +106,44 @@ class StockWatcher:
             elif not low and not row["armed"]:
                 tx.producers.set_watch(item, True, episode + 1)
                 rearmed.append(item)
-        return StockCheck(tuple(admitted), tuple(refused), tuple(rearmed), notices)
+        return StockCheck(tuple(admitted), tuple(refused), tuple(rearmed), notices, self._overdue(tx),
+                          self._restocked(tx))
+
+    def _restocked(self, tx: Transaction) -> tuple[str, ...]:
+        mark = tx.producers.get_mark(tx.producers.RESTOCK_NOTICES)
+        admitted = []
+        for order in tx.restocked_orders_after(mark):
+            mark = order["event_id"]
+            if not self.destination:
+                continue
+            text = (f"Order #{order['proposal_id']} arrived: {order['count_source']} counted {order['new_on_hand']} "
+                    f"{order['unit']} of {order['item']} (was {order['old_on_hand']}), at least the "
+                    f"{order['quantity']} ordered. It is received and no longer on order.")
+            source = f"notice:restock:{order['proposal_id']}"
+            result = tx.admit_answered(Occurrence(source, "notice:restock", text, WorkKind.NOTICE, self.destination),
+                                       lambda t, work_id, body=text: ReportDraft(body, destination=self.destination))
+            if result.outcome is Admission.ACCEPTED:
+                admitted.append(source)
+                edit_order_card(tx, order["proposal_id"], f"Received: {text.split(': ', 1)[1]}", "received")
+        tx.producers.set_mark(tx.producers.RESTOCK_NOTICES, mark)
+        return tuple(admitted)
+
+    def _overdue(self, tx: Transaction) -> tuple[str, ...]:
+        destination = self.destination
+        if not destination or not destination.startswith("tg:"):
+            return ()
+        chat_id = int(destination[3:])
+        admitted = []
+        for order in tx.overdue_orders():
+            text = overdue_notice(order)
+            source = f"notice:order_due:{order['proposal_id']}"
+            result = tx.admit_answered(
+                Occurrence(source, "notice:order_due", text, WorkKind.NOTICE, destination),
+                lambda t, work_id, body=text, pid=order["proposal_id"]: ReportDraft(
+                    body, destination=destination, buttons=order_buttons(t, pid, chat_id, not_arrived=True)))
+            if result.outcome is Admission.ACCEPTED:
+                admitted.append(source)
+        return tuple(admitted)
 
     def _count_notices(self, tx: Transaction) -> tuple[str, ...]:
         assert self.count_tolerance is not None

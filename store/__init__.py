@@ -52,7 +52,15 @@ from .records import (
     WorkKind,
     WorkState,
 )
-from .sqlite import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, InstanceLock, SqliteStore, restore
+from .sqlite import (
+    DEFAULT_ATTEMPT_CAP,
+    DEFAULT_CAPACITY,
+    DEFAULT_DEBOUNCE_MS,
+    InstanceLock,
+    SqliteStore,
+    backup_before_migration,
+    restore,
+)
 
 
 async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
@@ -79,8 +87,9 @@ __all__ = [
     # the ports and the way to open an implementation
     "Store", "Transaction", "Inbox", "Journal", "Outbox", "ActionOutbox", "ShopRecords", "Insights",
     "ChangeNotification", "Admin", "ProducerRecords", "open_store", "is_database_url", "describe_location",
-    # the SQLite implementation's own operator moves (the instance lock, restore of a backup file)
-    "SqliteStore", "InstanceLock", "restore",
+    # the SQLite implementation's own operator moves (the instance lock, restore of a backup file, the backup
+    # taken before a migration)
+    "SqliteStore", "InstanceLock", "restore", "backup_before_migration",
     # the named fault points (kill points) the drills arm
     "faults",
     # time

@@ -103,14 +103,17 @@ class Transaction(Protocol):
     def proposal(self, proposal_id: int) -> dict[str, Any] | None:
         """A proposal row, or None."""
 
+    def awaiting_proposals(self) -> list[dict[str, Any]]:
+        """Proposals awaiting Approve or Reject (not expired), oldest first."""
+
     def run_proposals(self, run_id: str) -> list[dict[str, Any]]:
         """The proposals a run recorded (void unless its turn finished, C11)."""
 
     def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
-                         destination: str) -> Decision:
-        """C11: the decision, the day's spending reservation and the action row with a random 128-bit idempotency
-        key, in this transaction; refused (ok=False with the reason) when the proposal is no longer open or the
-        day's limit would be passed."""
+                         destination: str, lead_time_days: int = 3) -> Decision:
+        """C11: the decision, the day's spending reservation, the action row with a random 128-bit idempotency key
+        and the order (on order from now, due after `lead_time_days`), in this transaction; refused (ok=False with
+        the reason) when the proposal is no longer open or the day's limit would be passed."""
 
     def reject_proposal(self, proposal_id: int, by: str) -> Decision:
         """Record the owner's rejection of an open proposal."""
@@ -134,6 +137,35 @@ class Transaction(Protocol):
 
     def delivery_states(self, report_id: str) -> list[str]:
         """The states of a report's parts, in part order."""
+
+    def order(self, proposal_id: int) -> dict[str, Any] | None:
+        """One order in any state (on_order, received, not_arrived, cancelled) with its action's state and
+        `status` in the owner's words; None when the proposal has no order."""
+
+    def open_orders(self, item: str | None = None) -> list[dict[str, Any]]:
+        """Orders on order (all, or one item's), oldest first."""
+
+    def overdue_orders(self) -> list[dict[str, Any]]:
+        """Orders still on order after the supplier's lead time."""
+
+    def restocked_orders_after(self, event_id: int) -> list[dict[str, Any]]:
+        """Orders a till count received (a 'restock' stock event) after `event_id`, in event order."""
+
+    def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict[str, Any]:
+        """The owner's Received: a 'received' stock event (the ordered quantity added, or the stock set to
+        `counted`), and the order settled."""
+
+    def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
+        """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""
+
+    def sent_message(self, chat_id: int, message_id: int) -> dict[str, Any] | None:
+        """How a message the bot sent reads now (its latest send or edit): text without identity, report, buttons."""
+
+    def set_order_card(self, proposal_id: int, chat_id: int, message_id: int) -> None:
+        """Remember the card an order was approved on, so its later life (confirmed, received) edits it."""
+
+    def close_prompts(self, kind: str, target: str, decision: str, by: str) -> None:
+        """A decision taken through one prompt closes every other open prompt for the same target."""
 
 
 @runtime_checkable
@@ -175,7 +207,8 @@ class Inbox(Protocol):
     async def next_claim_time(self) -> datetime | None:
         """When the earliest waiting session becomes due (debounce, not-before); None when none waits."""
 
-    async def finish(self, claim: Claim, draft: ReportDraft, *, user_text: str | None = None,
+    async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
+                     user_text: str | None = None,
                      stop_reason: str | None = None, usage: Usage = (0, 0, 0),
                      apply: Callable[[Transaction], None] | None = None,
                      after: Callable[[Transaction, str], None] | None = None,
@@ -291,6 +324,9 @@ class ActionOutbox(Protocol):
     async def actions(self, quarantined_only: bool = False) -> list[dict[str, Any]]:
         """Actions with their state, for `shopbot actions`."""
 
+    async def awaiting_proposals(self) -> list[dict[str, Any]]:
+        """Proposals awaiting the owner's Approve or Reject (not expired), oldest first."""
+
     async def expire_proposals(self) -> list[int]:
         """Proposals not approved before their expiry become expired; returns their ids."""
 
@@ -328,13 +364,31 @@ class ShopRecords(Protocol):
         between consecutive records of an item, increases are restocks and never negative sales."""
 
     async def on_order(self, item: str | None = None) -> list[dict[str, Any]]:
-        """Approved orders that are on order (not failed, voided or received)."""
+        """Orders on order (from approval until received; not failed, voided or not arrived), for the agent."""
 
     async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
         """The latest till counts, newest first."""
 
     async def open_proposals(self) -> list[dict[str, Any]]:
         """Proposals awaiting the owner's decision."""
+
+    async def open_orders(self, item: str | None = None) -> list[dict[str, Any]]:
+        """`Transaction.open_orders` outside a transaction: proposal_id, item, quantity, unit, approved_at, due_at,
+        action_state, receipt and `status` (e.g. "confirmed by the supplier (their id SUP-1)")."""
+
+    async def order(self, proposal_id: int) -> dict[str, Any] | None:
+        """`Transaction.order` outside a transaction."""
+
+    async def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict[str, Any]:
+        """`Transaction.receive_order` in a transaction of its own. Raises UnknownTarget, IllegalTransition or
+        ValueError, changing nothing."""
+
+    async def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
+        """`Transaction.order_not_arrived` in a transaction of its own."""
+
+    async def stock_events(self, item: str, limit: int = 100) -> list[dict[str, Any]]:
+        """An item's latest stock events, oldest first: event_id, kind ('seed', 'count', 'sync', 'restock',
+        'received'), old_on_hand, new_on_hand, source, created_at."""
 
 
 @runtime_checkable

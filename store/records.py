@@ -96,6 +96,8 @@ class Delivery:
     state: DeliveryState
     attempts: int
     buttons: tuple[tuple[tuple[str, str], ...], ...] | None = None   # only on the last part
+    reply_to: int | None = None          # the owner's message this answers (first part only): quoted in the chat
+    edit_of: int | None = None           # the message of this chat the delivery edits in place (a card)
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ class ReportDraft:
     destination: str | None = None       # 'tg:<chat_id>' gets deliveries; anything else is stored only
     is_error: bool = False
     buttons: Buttons | None = None       # inline keyboard rows of (label, callback data), under the last part
+    edit_of: int | None = None           # a message of the destination chat this report replaces in place (a card)
 
 
 @dataclass(frozen=True)

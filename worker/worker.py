@@ -33,7 +33,7 @@ from worker.agent_loop import Limits, run_agent
 from worker.models.base import Model, ModelConfigFault, ModelRefused, ModelTransient
 from worker.money import ShopFormat
 from worker.prompts import ShopContext, build_system, fit_history
-from worker.proposals import proposal_message
+from worker.proposals import card_body, proposal_message
 from worker.till_counts import till_report
 from worker.tools.insight import insight_tools
 from worker.tools.shop import TurnContext, shop_registry
@@ -295,18 +295,44 @@ class Worker:
             raise
         self._consecutive_transient = 0
         faults.reached("K6")
+        apply, draft = self._card(claim, result.text)
         outcome = await self.store.finish(
-            claim, ReportDraft(result.text, destination=claim.destination), user_text=user_text,
+            claim, draft, user_text=user_text, apply=apply,
             stop_reason=result.stop_reason, usage=(result.model_calls, result.input_tokens, result.output_tokens),
             after=self._announce_proposals(claim), claim_next=self.settings.worker_id)
         log.info("turn finished run_id=%s report_id=%s stop=%s", claim.run_id, outcome.report_id, result.stop_reason)
         return outcome.next_claim
 
+    def _card(self, claim: Claim, text: str):  # type: ignore[no-untyped-def]
+        """In the finish transaction, for a turn answered in a Telegram chat: its proposals, rendered from their
+        records, go in its report (one message, the card) with Approve / Reject for each one awaiting approval; one
+        rejected by policy is shown with the reason (C11)."""
+        destination = claim.destination
+        found: list[dict] = []
+        rows: list[list[tuple[str, str]]] = []
+
+        def apply(tx: Transaction) -> None:
+            if not (destination or "").startswith("tg:"):
+                return
+            chat_id = int(destination[3:])        # type: ignore[index]
+            found.extend(tx.run_proposals(claim.run_id))
+            open_ones = [p for p in found if p["state"] == "proposed"]
+            for proposal in open_ones:
+                nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
+                                      from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+                suffix = f" #{proposal['proposal_id']}" if len(open_ones) > 1 else ""
+                rows.append([(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")])
+
+        def draft() -> ReportDraft:
+            body = card_body(found, text) if found else text
+            return ReportDraft(body, destination=destination, buttons=rows or None)
+        return apply, draft
+
     def _announce_proposals(self, claim: Claim):  # type: ignore[no-untyped-def]
-        """In the finish transaction: each proposal of the run goes to the owner as its own message, rendered from the
-        record, with Approve and Reject buttons; one rejected by policy is shown with the reason (C11)."""
-        destination = claim.destination if (claim.destination or "").startswith("tg:") \
-            else self.settings.notice_destination
+        """In the finish transaction, for a turn whose answer does not go to a Telegram chat: each proposal of the
+        run goes to the owner's chat as its own message, rendered from the record, with Approve and Reject buttons;
+        one rejected by policy is shown with the reason (C11)."""
+        destination = None if (claim.destination or "").startswith("tg:") else self.settings.notice_destination
 
         def after(tx: Transaction, report_id: str) -> None:
             if destination is None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from store import (
     Store,
     StoreError,
     WorkKind,
+    backup_before_migration,
     describe_location,
     open_store,
     parse_clock,
@@ -114,7 +116,7 @@ def cmd_reports(args: argparse.Namespace) -> int:
                            for d in row["deliveries"]) or "not sent to a chat"
         print(f"{row['report']}  work {','.join(map(str, row['work']))}  {row['destination'] or '-'}  [{states}]"
               + ("  ERROR" if row["is_error"] else ""))
-        for line in row["body"].splitlines():
+        for line in row["body"].splitlines() or ["(body emptied by retention: shopbot prune)"]:
             print(f"    {line}")
     return 0
 
@@ -131,8 +133,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             await store.close()
     if isinstance(cfg.db, Path):
         with InstanceLock(cfg.db.resolve()):
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            taken = backup_before_migration(cfg.db.resolve(), stamp)   # an online backup before anything changes
+            if taken:
+                print(f"backed up schema version {taken[0]} to {taken[1]} before migrating")
             location, version = asyncio.run(main())
-    else:       # PostgreSQL: migrations serialise on an advisory lock in the database itself
+    else:       # PostgreSQL: migrations serialise on an advisory lock in the database itself (back up with pg_dump)
         location, version = asyncio.run(main())
     print(f"{location} is at schema version {version}")
     return 0
@@ -142,6 +148,22 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_backup(args: argparse.Namespace) -> int:
     with_store(args, lambda s: s.backup(str(Path(args.path))))
     print(f"backed up to {Path(args.path).resolve()}")
+    return 0
+
+
+@command("prune")
+def cmd_prune(args: argparse.Namespace) -> int:
+    async def prune(store: Store) -> tuple[dict, int, int]:
+        done = await store.prune(args.older_than)
+        before = after = 0
+        if args.vacuum:
+            before, after = await store.vacuum()
+        return done, before, after
+    done, before, after = with_store(args, prune)
+    counts = ", ".join(f"{kind.replace('_', ' ')} {n}" for kind, n in done.items())
+    print(f"pruned (ended more than {args.older_than:g} days ago): {counts}")
+    if args.vacuum:
+        print(f"vacuumed: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0
 
 
@@ -199,39 +221,56 @@ def cmd_actions(args: argparse.Namespace) -> int:
 
 def setup_logs(cfg: config_module.Config) -> None:
     from bot.logs import setup_logging
-    setup_logging(cfg.log_level, cfg.secrets(), cfg.log_file)
+    setup_logging(cfg.log_level, cfg.secrets(), cfg.log_file, cfg.log_format)
 
 
 @command("run")
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     setup_logs(cfg)
+    import logging
+
     from bot.app import App
+    log = logging.getLogger("shopbot")
 
     async def main() -> int:
         async with App(cfg) as app:
             if args.drain:
                 from bot.cli.render import print_status
                 status = await app.drain()
-                print("drained; left (not yet due):")
-                print_status(status, sys.stdout)
+                if cfg.log_format == "json":     # every line of `shopbot run` is JSON in this format
+                    log.info("drained; left (not yet due): %s", json.dumps(status, sort_keys=True))
+                else:
+                    print("drained; left (not yet due):")
+                    print_status(status, sys.stdout)
             else:
                 await app.run()
         return 0
-    import logging
 
     from telegram.error import InvalidToken
-    logging.getLogger("shopbot").info("starting with database %s", describe_location(cfg.db))
+    log.info("starting with database %s", describe_location(cfg.db))
     from bot.app import StartAborted
     try:
         return asyncio.run(main())
     except StartAborted:
-        print("stopped before the start completed; nothing was in flight", file=sys.stderr)
+        if cfg.log_format == "json":
+            log.warning("stopped before the start completed; nothing was in flight")
+        else:
+            print("stopped before the start completed; nothing was in flight", file=sys.stderr)
         return 0
     except InvalidToken:
-        print("configuration error: Telegram refused the bot token: check TELEGRAM_BOT_TOKEN "
-              "(and TELEGRAM_API_BASE_URL)", file=sys.stderr)
+        if cfg.log_format == "json":
+            log.error("configuration error: Telegram refused the bot token: check TELEGRAM_BOT_TOKEN "
+                      "(and TELEGRAM_API_BASE_URL)")
+        else:
+            print("configuration error: Telegram refused the bot token: check TELEGRAM_BOT_TOKEN "
+                  "(and TELEGRAM_API_BASE_URL)", file=sys.stderr)
         return 2
+    except BaseException as exc:
+        if cfg.log_format != "json" or isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        log.critical("shopbot run stopped on an error: %s", type(exc).__name__, exc_info=True)
+        return 1
 
 
 def local_config() -> config_module.Config:
@@ -298,9 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("reports", "the latest reports with their work items, delivery states, receipts and bodies")
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=20)
-    add("migrate", "create the database or bring it to this version's schema")
+    add("migrate", "create the database or bring it to this version's schema (an older one is backed up first)")
     p = add("backup", "online backup of the live database to PATH")
     p.add_argument("path")
+    p = add("prune", "remove or empty what ended more than DAYS ago (history, bodies, used nonces, counters); "
+                     "identities, open work, unknown deliveries and actions stay")
+    p.add_argument("--older-than", type=float, required=True, metavar="DAYS", help="age in days (at least 1)")
+    p.add_argument("--vacuum", action="store_true",
+                   help="then VACUUM to shrink the file (holds the write lock meanwhile; best with the bot stopped)")
     p = add("restore", "copy a backup in (the bot must be stopped); unsent deliveries become unknown")
     p.add_argument("path")
     p = add("resolve", "decide about a report that may not have arrived (C8)")
@@ -333,17 +377,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refused(args: argparse.Namespace, text: str) -> None:
+    """A command's refusal on stderr; for `shopbot run` with SHOPBOT_LOG_FORMAT=json, as one JSON log line (every
+    line `shopbot run` writes is JSON in that format, the refusal to start included)."""
+    if args.command == "run" and config_module.environment().get("SHOPBOT_LOG_FORMAT", "").lower() == "json":
+        import logging
+
+        from bot.logs import setup_logging
+        setup_logging("INFO", [], fmt="json")
+        logging.getLogger("shopbot").error("shopbot run refused to start: %s", text)
+    else:
+        print(text, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except config_module.ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        _refused(args, f"configuration error: {exc}")
         return 2
     except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _refused(args, f"error: {exc}")
         return 1
     except (FileExistsError, ValueError) as exc:   # shop file and other input errors carry a clear message
-        print(f"error: {exc}", file=sys.stderr)
+        _refused(args, f"error: {exc}")
         return 1
 

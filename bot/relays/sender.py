@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import httpx
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
-from telegram.constants import ChatAction
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReplyKeyboardMarkup, ReplyParameters
+from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -52,6 +52,7 @@ from telegram.error import (
 )
 
 from producers.telegram.client import retry_after_seconds
+from producers.telegram.owner import KEYBOARD
 
 __all__ = ["NOT_SENT_CAUSES", "SendOutcome", "TelegramSender", "classify"]
 
@@ -143,6 +144,11 @@ def _cut_utf16(text: str, limit: int) -> str:
     return "".join(out)
 
 
+# The common asks under the chat (Stock, Low, Brief, Reorder, Pending), sent with every message that carries no
+# inline buttons (a message holds one keyboard or the other), so the keyboard stays even after a chat is cleared.
+ASKS = ReplyKeyboardMarkup([list(row) for row in KEYBOARD], is_persistent=True, resize_keyboard=True)
+
+
 def _keyboard(buttons: list[list[tuple[str, str]]] | None) -> InlineKeyboardMarkup | None:
     if not buttons:
         return None
@@ -162,15 +168,21 @@ class TelegramSender:
         return self._bot
 
     async def send(
-        self, chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None
+        self, chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None, *,
+        reply_to: int | None = None,
     ) -> SendOutcome:
-        """Send `text` as plain text (no parse mode) with an optional inline keyboard of (label, callback_data).
+        """Send `text`, HTML made by bot/relays/render.py, in HTML parse mode with an optional inline keyboard of
+        (label, callback_data). With `reply_to` the message quotes that message of the chat, and still goes out
+        if it was deleted (`allow_sending_without_reply`: a deleted original is no refusal).
 
         Exactly one HTTP request, never a retry. Returns an outcome; `asyncio.CancelledError` propagates (see the
         module docstring).
         """
+        reply = (ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
+                 if reply_to is not None else None)
         try:
-            message = await self._bot.send_message(chat_id=chat_id, text=text, reply_markup=_keyboard(buttons))
+            message = await self._bot.send_message(chat_id=chat_id, text=text, parse_mode=ParseMode.HTML,
+                                                   reply_markup=_keyboard(buttons) or ASKS, reply_parameters=reply)
         except Exception as exc:  # CancelledError is a BaseException and propagates
             outcome = classify(exc)
             outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
@@ -179,6 +191,27 @@ class TelegramSender:
             log("send to chat %s: %s (%s)", chat_id, outcome.kind, outcome.reason)
             return outcome
         return SendOutcome("confirmed", receipt=str(message.message_id))
+
+    async def edit(
+        self, chat_id: int, message_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None
+    ) -> SendOutcome:
+        """Edit a message the bot sent (a card updated in place): `text` is HTML, `buttons` the new inline keyboard
+        (None removes it). The same outcomes as a send (C7), the receipt being the edited message's id; Telegram's
+        400 "message is not modified" means the content is already there (a lost reply's edit was applied), so it is
+        `confirmed`. Exactly one HTTP request."""
+        try:
+            await self._bot.edit_message_text(text=text, chat_id=chat_id, message_id=message_id,
+                                              parse_mode=ParseMode.HTML, reply_markup=_keyboard(buttons))
+        except Exception as exc:  # CancelledError is a BaseException and propagates
+            if isinstance(exc, BadRequest) and "message is not modified" in exc.message.lower():
+                return SendOutcome("confirmed", receipt=str(message_id), reason="already as requested")
+            outcome = classify(exc)
+            outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
+                                  _clean(outcome.reason, self._bot.token))
+            log = _log.error if outcome.kind == "config_fault" else _log.info
+            log("edit of message %s in chat %s: %s (%s)", message_id, chat_id, outcome.kind, outcome.reason)
+            return outcome
+        return SendOutcome("confirmed", receipt=str(message_id))
 
     async def typing(self, chat_id: int) -> None:
         """Best effort "typing…" indicator."""
@@ -193,13 +226,6 @@ class TelegramSender:
             await self._bot.answer_callback_query(callback_query_id=callback_id, text=_cut_utf16(text, 200) or None)
         except Exception as exc:
             self._best_effort_failed("answerCallbackQuery", exc)
-
-    async def remove_buttons(self, chat_id: int, message_id: int) -> None:
-        """Best effort removal of the inline keyboard under a message the bot sent."""
-        try:
-            await self._bot.edit_message_reply_markup(chat_id=chat_id, message_id=message_id, reply_markup=None)
-        except Exception as exc:
-            self._best_effort_failed("editMessageReplyMarkup", exc)
 
     def _best_effort_failed(self, method: str, exc: Exception) -> None:
         reason = _clean(f"{type(exc).__name__}: {exc}", self._bot.token)

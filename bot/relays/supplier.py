@@ -9,6 +9,7 @@ import json
 import logging
 
 from bot.relays.supplier_client import SupplierAdapter
+from producers.telegram.owner import edit_order_card
 from store import Action, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.actions")
@@ -160,8 +161,10 @@ class ActionRelay:
                 log.warning("action still unknown action_id=%s: %s", action.action_id, found.reason)
 
     async def _tell(self, action: Action, outcome: str, text: str) -> None:
+        """The outcome as a new message (the owner must notice it), and on the order's card, edited in place."""
         if self.owner_chat:
             await self.store.notice(f"action:{action.action_id}", outcome, text, self.owner_chat)
+        await self.store.atomic(lambda tx: edit_order_card(tx, action.proposal_id, text, outcome))
 
 
 def _text_after(store: Store, seconds: float) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.relays.notices import announce_unknowns
+from bot.relays.render import render_part
 from bot.relays.sender import SendOutcome
 from store import Delivery, Store, StoreError, faults
 
@@ -27,7 +28,14 @@ class RelayStopped(Exception):
 class Transport:
     """What the relay needs from Telegram: one send, one HTTP request, never retried inside."""
 
-    async def send(self, chat_id: int, text: str, buttons=None) -> SendOutcome:  # type: ignore[no-untyped-def]
+    async def send(self, chat_id: int, text: str, buttons=None, *,  # type: ignore[no-untyped-def]
+                   reply_to: int | None = None) -> SendOutcome:
+        """`text` is HTML (bot/relays/render.py); `reply_to` the owner's message it answers."""
+        raise NotImplementedError
+
+    async def edit(self, chat_id: int, message_id: int, text: str,  # type: ignore[no-untyped-def]
+                   buttons=None) -> SendOutcome:
+        """Replace a message the bot sent (a card) in place: one request, the same outcomes as `send`."""
         raise NotImplementedError
 
 
@@ -153,8 +161,12 @@ class Relay:
         faults.reached("K7")
         self._last_send[delivery.chat_id] = monotonic()
         try:
-            outcome = await self.transport.send(delivery.chat_id, delivery.text,
-                                                [list(row) for row in delivery.buttons] if delivery.buttons else None)
+            html = render_part(delivery.text, delivery.report_id)
+            buttons = [list(row) for row in delivery.buttons] if delivery.buttons else None
+            if delivery.edit_of is not None:      # a card edited in place: a delivery of its own, same outcomes
+                outcome = await self.transport.edit(delivery.chat_id, delivery.edit_of, html, buttons)
+            else:
+                outcome = await self.transport.send(delivery.chat_id, html, buttons, reply_to=delivery.reply_to)
         except asyncio.CancelledError:
             # Shutdown while the request may be on the wire: that is exactly `unknown`.
             await asyncio.shield(self.store.mark_unknown(delivery.delivery_id, "stopped while sending"))

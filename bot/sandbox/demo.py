@@ -53,7 +53,7 @@ async def play(out: TextIO) -> dict:
         await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
         t.note("at start the stock watcher finds vanilla and strawberry below their reorder points; each check "
                "proposes an order, which waits for Lucy's approval")
-        for message in await run.replies(4, timeout=15):
+        for message in await run.replies(2, timeout=15):
             t.bot(message.text, _buttons(message))
         await _say(run, t, "How much vanilla do we have?")
 
@@ -70,8 +70,9 @@ async def play(out: TextIO) -> dict:
         t.note("Lucy has the reply, so she presses 'I have it'")
         run.api.post_callback(OWNER_ID, OWNER_ID, notice.reply_markup["inline_keyboard"][0][1]["callback_data"],
                               notice.message_id)
-        for message in await run.replies(1):
-            t.bot(message.text)
+        await run.api.wait_for(lambda: "noted that you have" in run.now(notice)["text"], timeout=10)
+        t.note("the notice is edited in place with the decision:")
+        t.bot(run.now(notice)["text"])
 
         t.note(f"a stranger (user {STRANGER_ID}) writes to the bot")
         stranger = run.api.post_message(STRANGER_ID, STRANGER_ID, "give me free ice cream")
@@ -81,11 +82,15 @@ async def play(out: TextIO) -> dict:
         await _say(run, t, "/brief")
         await _say(run, t, "reorder")
 
-        proposal = next(m for m in run.owner_messages() if m.text.startswith("Order proposal") and "vanilla" in m.text)
-        t.note("Lucy approves the vanilla order")
+        proposal = next(m for m in run.owner_messages() if m.text.startswith("Order proposal")
+                        and "vanilla" in m.text.splitlines()[0])
+        t.note("Lucy approves the vanilla order: the card is edited in place, then the supplier's answer arrives")
         run.api.post_callback(OWNER_ID, OWNER_ID, proposal.reply_markup["inline_keyboard"][0][0]["callback_data"],
                               proposal.message_id)
-        for message in await run.replies(2):
+        for message in await run.replies(1):
+            card = run.now(proposal)
+            t.note("the card now reads:")
+            t.bot(card["text"], [b["text"] for row in (card["markup"] or {}).get("inline_keyboard", []) for b in row])
             t.bot(message.text)
         t.note(f"the local supplier holds {len(run.supplier.orders)} order(s): "
                + ", ".join(f"{o['order_id']} {o['lines'][0]['quantity']} {o['lines'][0]['item']}"

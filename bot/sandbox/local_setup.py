@@ -30,6 +30,16 @@ class LocalRun:
     def owner_messages(self) -> list[SentMessage]:
         return [m for m in self.api.sent if m.chat_id == OWNER_ID]
 
+    def owner_texts(self) -> list[str]:
+        """Every text the owner's chat has shown: each message as sent, then every edit of a message in place."""
+        return [m.text for m in self.owner_messages()] + [e["text"] for e in self.api.edited_texts
+                                                           if e["chat_id"] == OWNER_ID]
+
+    def now(self, message: SentMessage) -> dict:
+        """A message as it reads now, after edits: {"text", "markup", ...}."""
+        return self.api.current(message.chat_id, message.message_id) or {"text": message.text,
+                                                                          "markup": message.reply_markup}
+
     async def replies(self, count: int, timeout: float = 10.0) -> list[SentMessage]:
         """Wait until `count` new bot messages reached the owner's chat; return them."""
         start = self.seen

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from store import Admission, AdmitResult, Occurrence, ReportDraft, Transaction, WorkKind
+from store import Admission, AdmitResult, Occurrence, ReportDraft, Transaction, WorkKind, from_text
 
 BRIEF_PROMPT = "Prepare the opening brief"
 
@@ -17,14 +17,20 @@ COMMANDS = {
     "start": "start and see what I can do",
     "help": "what I can do",
     "status": "queue and delivery figures",
-    "pending": "replies that may not have arrived",
+    "pending": "everything waiting for you: proposals, unsure replies, orders to receive",
     "brief": "the opening brief, now",
     "forget": "forget this conversation (asks first)",
+    "received": "an order arrived: /received 2, or /received 2 11 with the stock you counted",
 }
+
+# The persistent reply keyboard under the chat (the common asks, one tap each): what a button sends is its label.
+KEYBOARD = (("Stock", "Low", "Brief"), ("Reorder", "Pending"))
+KEYBOARD_COMMANDS = {"pending": "pending", "brief": "brief"}   # labels answered as the command of the same name
 
 HELP = ("Hello! I look after the shop's stock with you.\n"
         "Ask me things like: stock, how much vanilla, count chocolate, brief, reorder.\n"
         "Commands: " + ", ".join(f"/{name} ({what})" for name, what in COMMANDS.items()) + ".\n"
+        "The buttons under the chat ask the common things in one tap (Stock, Low, Brief, Reorder, Pending).\n"
         "Every reply ends with its number (like r12.1) so you can spot one that came twice.")
 
 NOT_TEXT = "I can only read text messages for now. Please type your request."
@@ -63,24 +69,36 @@ def status_text(status: dict) -> str:
     return "\n".join(lines)
 
 
-def command_reply(tx: Transaction, command: str, chat_id: int) -> ReportDraft:
+def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
+    """`/received <order> [count]`: the order arrived; with a count, the stock counted after the delivery."""
+    args = text.split()[1:]
+    if not 1 <= len(args) <= 2 or not all(a.lstrip("#").isdigit() for a in args):
+        return ("Tell me which order arrived: /received 2 (adds the quantity ordered), or /received 2 11 with the "
+                "stock you counted after the delivery. /pending lists the orders on their way.")
+    proposal_id, counted = int(args[0].lstrip("#")), (int(args[1]) if len(args) == 2 else None)
+    order = tx.order(proposal_id)
+    if order is None or order["state"] != "on_order":
+        state = "" if order is None else f" (it is {order['state'].replace('_', ' ')})"
+        return f"Order #{proposal_id} is not on order{state}; nothing changed."
+    tx.close_prompts("order", str(proposal_id), "received", by)
+    done = tx.receive_order(proposal_id, by, counted)
+    how = (f"{done['quantity']} {done['unit']} added" if counted is None
+           else f"you counted {counted} {done['unit']}")
+    text = (f"Received order #{proposal_id} ({done['quantity']} {done['unit']} of {done['item']}): {how}; "
+            f"{done['item']} is now {done['new_on_hand']} {done['unit']} on hand.")
+    edit_order_card(tx, proposal_id, text, "received")
+    return text
+
+
+def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", user_id: int | None = None
+                  ) -> ReportDraft:
     destination = f"tg:{chat_id}"
+    if command == "received":
+        return ReportDraft(received_reply(tx, text, chat_id, f"owner:{user_id or chat_id}"), destination=destination)
     if command == "status":
         return ReportDraft(status_text(tx.status()), destination=destination)
     if command == "pending":
-        rows = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
-        if not rows:
-            return ReportDraft("Every reply was delivered or settled; nothing is waiting for your decision.",
-                               destination=destination)
-        lines = ["These replies may not have arrived:"]
-        buttons: list[list[tuple[str, str]]] = []
-        for row in rows[:10]:
-            preview = (row["preview"].splitlines() or [""])[0][:50]
-            lines.append(f"- {row['report_id']}: \"{preview}…\"")
-            if row["kind"] != "notice":
-                [pair] = unknown_buttons(tx, row["report_id"], chat_id)
-                buttons.append([(f"{label} {row['report_id']}", data) for label, data in pair])
-        return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
+        return pending_reply(tx, chat_id)
     if command == "forget":
         nonce = tx.create_prompt("forget", f"tg:{chat_id}", chat_id)
         return ReportDraft("Forget this conversation? I will delete what I remember of it and cancel requests "
@@ -89,10 +107,65 @@ def command_reply(tx: Transaction, command: str, chat_id: int) -> ReportDraft:
     return ReportDraft(HELP, destination=destination)
 
 
+PENDING_LIMIT = 10      # of each kind; the rest is counted
+
+
+def proposal_buttons(tx: Transaction, proposal: dict, chat_id: int, suffix: str = ""
+                     ) -> list[list[tuple[str, str]]]:
+    """Approve / Reject for a proposal awaiting approval: a fresh nonce that expires with the proposal."""
+    nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
+                              from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+    return [[(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")]]
+
+
+def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
+    """/pending: everything that waits for the owner, each with its buttons: proposals awaiting Approve/Reject,
+    replies that may not have arrived (Resend / I have it), orders on order (Received; Not arrived once late)."""
+    destination = f"tg:{chat_id}"
+    proposals = tx.awaiting_proposals()
+    unknown = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
+    orders = tx.open_orders()
+    if not (proposals or unknown or orders):
+        return ReportDraft("Nothing is waiting for you: no proposal to decide, every reply delivered or settled, "
+                           "no order on its way.", destination=destination)
+    lines: list[str] = []
+    buttons: list[list[tuple[str, str]]] = []
+
+    def more(rows: list) -> None:
+        if len(rows) > PENDING_LIMIT:
+            lines.append(f"(and {len(rows) - PENDING_LIMIT} more)")
+    if proposals:
+        lines.append("Proposals awaiting your decision:")
+        for p in proposals[:PENDING_LIMIT]:
+            lines.append(f"- #{p['proposal_id']} {p['item']}: {p['quantity']} {p['unit']} for "
+                         f"{p['total_cents']} cents")
+            buttons += proposal_buttons(tx, p, chat_id, f" #{p['proposal_id']}")
+        more(proposals)
+    if unknown:
+        lines.append("Replies that may not have arrived:")
+        for row in unknown[:PENDING_LIMIT]:
+            preview = (row["preview"].splitlines() or [""])[0][:50]
+            lines.append(f"- {row['report_id']}: \"{preview}…\"")
+            if row["kind"] != "notice":
+                [pair] = unknown_buttons(tx, row["report_id"], chat_id)
+                buttons.append([(f"{label} {row['report_id']}", data) for label, data in pair])
+        more(unknown)
+    if orders:
+        lines.append("Orders on order, awaiting Received:")
+        for o in orders[:PENDING_LIMIT]:
+            late = from_text(o["due_at"]) <= tx.at
+            lines.append(f"- #{o['proposal_id']} {o['item']}: {o['quantity']} {o['unit']}, {o['status']}, "
+                         + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
+            [row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
+            buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in row])
+        more(orders)
+    return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
+
+
 def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str) -> AdmitResult:
     """A control command: never refused for capacity, answered in its admission."""
     return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", text, WorkKind.CONTROL, f"tg:{chat_id}"),
-                             lambda t, work_id: command_reply(t, command, chat_id))
+                             lambda t, work_id: command_reply(t, command, chat_id, text))
 
 
 def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply: str) -> AdmitResult:
@@ -106,7 +179,18 @@ def unknown_buttons(tx: Transaction, report_id: str, chat_id: int) -> list[list[
     return [[("Resend", f"resend:{nonce}"), ("I have it", f"delivered:{nonce}")]]
 
 
-VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"}}
+def order_buttons(tx: Transaction, proposal_id: int, chat_id: int, *, not_arrived: bool = False
+                  ) -> list[list[tuple[str, str]]]:
+    """Received (and, once the lead time passed, Not arrived) for an order on order: a fresh nonce per message."""
+    nonce = tx.create_prompt("order", str(proposal_id), chat_id)
+    row = [("Received", f"received:{nonce}")]
+    if not_arrived:
+        row.append(("Not arrived", f"not_arrived:{nonce}"))
+    return [row]
+
+
+VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"},
+         "order": {"received", "not_arrived"}}
 
 
 @dataclass(frozen=True)
@@ -115,13 +199,44 @@ class ApprovalRules:
     timezone: str = "UTC"
     day_max_cents: int | None = None
     supplier_destination: str = "supplier:supplier"
+    lead_time_days: int = 3          # an order not received this long after its approval is asked about once
 
     def day(self, now: datetime) -> str:
         """The shop's local date at `now`: the day of the per-day spending limit."""
         return now.astimezone(ZoneInfo(self.timezone)).date().isoformat()
 
 
-def decide(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> tuple[str, bool]:
+@dataclass(frozen=True)
+class Outcome:
+    """What a press decided: the answer, whether a decision was recorded, and buttons the answer carries."""
+    text: str
+    decided: bool
+    buttons: list[list[tuple[str, str]]] | None = None
+
+
+def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: str,
+                 pressed_on: tuple[int, int | None] | None = None) -> Outcome:
+    order = tx.order(proposal_id)
+    if order is None or order["state"] != "on_order":
+        tx.decide_prompt(nonce, "stale", by)
+        return Outcome(NO_LONGER_VALID, False)
+    tx.decide_prompt(nonce, verb, by)
+    tx.close_prompts("order", str(proposal_id), verb, by)
+    if verb == "received":
+        done = tx.receive_order(proposal_id, by)
+        outcome = Outcome(f"Received order #{proposal_id}: {done['quantity']} {done['unit']} of {done['item']} "
+                          f"added; {done['item']} is now {done['new_on_hand']} {done['unit']} on hand.", True)
+    else:
+        tx.order_not_arrived(proposal_id, by)
+        outcome = Outcome(f"Noted: order #{proposal_id} ({order['quantity']} {order['unit']} of {order['item']}) has "
+                          "not arrived. I no longer count it as on order, so the stock watcher and reorder may "
+                          f"propose {order['item']} again. Check with the supplier before ordering twice.", True)
+    if order["card_message"] is not None and pressed_on != (order["card_chat"], order["card_message"]):
+        edit_order_card(tx, proposal_id, outcome.text, verb)     # pressed elsewhere: the order's card says so too
+    return outcome
+
+
+def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> Outcome:
     """C8: a press counts only for a known prompt, from the chat it went to, while its target still awaits this
     decision; anything else is 'no longer valid' and changes nothing."""
     verb, _, nonce = press.data.partition(":")
@@ -129,35 +244,90 @@ def decide(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()
     if (prompt is None or prompt.chat_id != press.chat_id or prompt.decided_at is not None
             or verb not in VERBS.get(prompt.kind, ())
             or (prompt.expires_at is not None and prompt.expires_at <= tx.at)):
-        return NO_LONGER_VALID, False
+        return Outcome(NO_LONGER_VALID, False)
     by = f"owner:{press.user_id}"
     if prompt.kind == "unknown":
         if not tx.unknown_prompt_open(prompt.target):
             tx.decide_prompt(nonce, "stale", by)
-            return NO_LONGER_VALID, False
+            return Outcome(NO_LONGER_VALID, False)
         tx.decide_prompt(nonce, verb, by)
         tx.resolve(prompt.target, verb, by)
         if verb == "resend":
-            return f"OK, I will send {prompt.target} once more.", True
-        return f"Thanks, noted that you have {prompt.target}.", True
+            return Outcome(f"OK, I will send {prompt.target} once more.", True)
+        return Outcome(f"Thanks, noted that you have {prompt.target}.", True)
     if prompt.kind == "proposal":
         proposal_id = int(prompt.target)
         if verb == "approve":
             decision = tx.approve_proposal(proposal_id, by, day=rules.day(tx.at), day_max_cents=rules.day_max_cents,
-                                           destination=rules.supplier_destination)
+                                           destination=rules.supplier_destination,
+                                           lead_time_days=rules.lead_time_days)
         else:
             decision = tx.reject_proposal(proposal_id, by)
         if decision.ok:
             tx.decide_prompt(nonce, verb, by)
-        return decision.text, decision.ok
+            tx.close_prompts("proposal", prompt.target, verb, by)     # the card's and /pending's buttons alike
+        buttons = order_buttons(tx, proposal_id, press.chat_id) if decision.ok and verb == "approve" else None
+        if decision.ok and verb == "approve" and press.message_id is not None:
+            tx.set_order_card(proposal_id, press.chat_id, press.message_id)
+        return Outcome(decision.text, decision.ok, buttons)
+    if prompt.kind == "order":
+        return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id))
     if prompt.kind == "forget":
         tx.decide_prompt(nonce, verb, by)
         if verb == "keep":
-            return "OK, I keep this conversation.", True
+            return Outcome("OK, I keep this conversation.", True)
         deleted, cancelled = tx.forget(prompt.target, by)
-        return (f"Forgotten: {deleted} remembered message(s) deleted"
-                + (f", {cancelled} waiting request(s) cancelled." if cancelled else ".")), True
-    return NO_LONGER_VALID, False
+        return Outcome(f"Forgotten: {deleted} remembered message(s) deleted"
+                       + (f", {cancelled} waiting request(s) cancelled." if cancelled else "."), True)
+    return Outcome(NO_LONGER_VALID, False)
+
+
+def stamp(tx: Transaction, press: Press, rules: ApprovalRules) -> str:
+    """Who decided and when, in the shop's time: `owner 1001, 09:30 01 Mar`."""
+    from zoneinfo import ZoneInfo
+
+    local = tx.at.astimezone(ZoneInfo(rules.timezone))
+    return f"owner {press.user_id}, {local:%H:%M %d %b}"
+
+
+def card_edit(tx: Transaction, press: Press, outcome: Outcome, rules: ApprovalRules) -> ReportDraft:
+    """The press's report. A decision edits the card it was taken on, in place (C7: a delivery of its own through
+    the outbox): the card's text, then the decision with who and when; its buttons are the rows still open plus
+    the decision's own (Received after an approval). Anything else (no longer valid, a card not found) is a new
+    message."""
+    destination = f"tg:{press.chat_id}"
+    card = tx.sent_message(press.chat_id, press.message_id) if press.message_id is not None else None
+    if not outcome.decided or card is None:
+        return ReportDraft(outcome.text, destination=destination, buttons=outcome.buttons)
+    still_open = []
+    for row in card["buttons"]:
+        prompts = [tx.prompt(data.partition(":")[2]) for _, data in row]
+        if all(p is not None and p.decided_at is None for p in prompts):
+            still_open.append([tuple(button) for button in row])
+    buttons = still_open + (outcome.buttons or [])
+    body = f"{card['text'].rstrip()}\n\n{outcome.text}\n— {stamp(tx, press, rules)}"
+    return ReportDraft(body, destination=destination, buttons=buttons or None, edit_of=press.message_id)
+
+
+def edit_order_card(tx: Transaction, proposal_id: int, line: str, subject: str) -> bool:
+    """The order's card follows its life (sent, confirmed with the supplier's id, received, failed): a notice
+    `notice:card:<order>:<subject>` (once) whose report edits the card the order was approved on, adding `line`,
+    with Received while the order is on order. False when the order has no card (approved before cards were kept)."""
+    order = tx.order(proposal_id)
+    if order is None or order["card_chat"] is None:
+        return False
+    chat_id, message_id = order["card_chat"], order["card_message"]
+    card = tx.sent_message(chat_id, message_id)
+    if card is None:
+        return False
+    body = f"{card['text'].rstrip()}\n{line}"
+    destination = f"tg:{chat_id}"
+    result = tx.admit_answered(
+        Occurrence(f"notice:card:{proposal_id}:{subject}", "notice:card", body, WorkKind.NOTICE, destination),
+        lambda t, work_id: ReportDraft(
+            body, destination=destination, edit_of=message_id,
+            buttons=order_buttons(t, proposal_id, chat_id) if order["state"] == "on_order" else None))
+    return result.outcome is Admission.ACCEPTED
 
 
 def admit_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> PressResult:
@@ -165,10 +335,10 @@ def admit_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRu
     decided: list[bool] = []
 
     def reply(t: Transaction, work_id: int) -> ReportDraft:
-        text, made = decide(t, press, rules)
-        answer.append(text)
-        decided.append(made)
-        return ReportDraft(text, destination=f"tg:{press.chat_id}")
+        outcome = decide_press(t, press, rules)
+        answer.append(outcome.text)
+        decided.append(outcome.decided)
+        return card_edit(t, press, outcome, rules)
     result = tx.admit_answered(Occurrence(f"cb:{press.callback_id}", f"tg:{press.chat_id}", press.data,
                                           WorkKind.CONTROL, f"tg:{press.chat_id}"), reply)
     if result.outcome is not Admission.ACCEPTED:     # a redelivered press: already answered

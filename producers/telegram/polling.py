@@ -28,11 +28,10 @@ class IngressStopped(Exception):
 
 
 class PressAnswers(Protocol):
-    """The best-effort calls made after a batch with button presses committed (the relay's sender has them)."""
+    """The best-effort call made after a batch with button presses committed (the relay's sender has it). A
+    decided card is edited through the outbox (its press's report edits it in place, C7), never from here."""
 
     async def answer_callback(self, callback_id: str, text: str) -> None: ...
-
-    async def remove_buttons(self, chat_id: int, message_id: int) -> None: ...
 
 
 class Ingress:
@@ -58,11 +57,9 @@ class Ingress:
         return await self.store.atomic(lambda tx: self.router.route(tx, parsed))
 
     async def after_commit(self, result: BatchResult) -> None:
-        """Answer button presses (the spinner) and remove decided buttons: best effort, after the commit."""
+        """Answer button presses (the spinner): best effort, after the commit."""
         for press, pressed in result.presses:
             await self.sender.answer_callback(press.callback_id, pressed.answer)
-            if pressed.decided and press.message_id is not None:
-                await self.sender.remove_buttons(press.chat_id, press.message_id)
 
     async def fetch(self, offset: int | None, timeout: int) -> list[tuple[int | None, Update | None]]:
         """One `getUpdates` call, parsed update by update. PTB's own get_updates parses the batch at once: one

@@ -155,10 +155,11 @@ class Router:
 
     def _message(self, tx: Transaction, result: BatchResult, chat_id: int, message_id: int, text: str | None) -> None:
         source = f"tg:{chat_id}:{message_id}"
+        keyboard = owner.KEYBOARD_COMMANDS.get(text.strip().lower()) if text is not None else None
         if text is None:
             outcome = owner.admit_reply(tx, source, chat_id, "(not text)", owner.NOT_TEXT).outcome
-        elif text.startswith("/"):
-            command = text[1:].split(maxsplit=1)[0].split("@")[0].lower() if len(text) > 1 else ""
+        elif text.startswith("/") or keyboard:
+            command = keyboard or (text[1:].split(maxsplit=1)[0].split("@")[0].lower() if len(text) > 1 else "")
             if command == "brief":
                 outcome = self._agent(tx, chat_id, source, owner.BRIEF_PROMPT)
             else:

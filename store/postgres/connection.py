@@ -61,15 +61,18 @@ class _IntegralNumeric(Loader):
 
 
 _PLACEHOLDER = re.compile(r"\?")
+_GROUP_CONCAT = re.compile(r"\bgroup_concat\(([^()]*)\)")
 _EMPTY_NOT_IN = re.compile(r"\bNOT IN \(\)")
 _EMPTY_IN = re.compile(r"\bIN \(\)")
 
 
 def dialect(sql: str) -> str:
     """sqlite3's `?` placeholders become psycopg's `%s` (a literal `%` is doubled); an empty `IN ()` list, which
-    SQLite accepts, becomes a comparison with an empty array of the column's type."""
+    SQLite accepts, becomes a comparison with an empty array of the column's type; SQLite's `group_concat(x)` is
+    `string_agg(x, ',')`."""
     sql = _EMPTY_NOT_IN.sub("<> ALL ('{}')", sql.replace("%", "%%"))
     sql = _EMPTY_IN.sub("= ANY ('{}')", sql)
+    sql = _GROUP_CONCAT.sub(r"string_agg(\1, ',')", sql)
     return _PLACEHOLDER.sub("%s", sql)
 
 

@@ -19,6 +19,7 @@ Under READ COMMITTED two transactions may both read, then both write. Each spot 
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -129,11 +130,11 @@ def lock_for_forget(conn: PgConnection, session: str) -> None:
 
 
 def approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
-            destination: str) -> Decision:
+            destination: str, *args: Any) -> Decision:
     """C11: the proposal locked, and the day's spending behind its advisory lock, then SQLite's approval."""
     conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (SPEND_LOCK, day))
     conn.execute("SELECT 1 FROM proposals WHERE proposal_id = ? FOR UPDATE", (proposal_id,))
-    return actions.approve(conn, proposal_id, by, now, day, day_max_cents, destination)  # type: ignore[arg-type]
+    return actions.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)  # type: ignore[arg-type]
 
 
 def lock_unknown_parts(conn: PgConnection, report_id: str) -> None:
@@ -166,12 +167,14 @@ def unknown_reports(conn: PgConnection) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-# The invariant rules in PostgreSQL's words: SQLite's `IS NOT 'x'` is `IS DISTINCT FROM 'x'`.
-RULES = {rule: (text, query.replace("IS NOT 'approved'", "IS DISTINCT FROM 'approved'"))
-         for rule, (text, query) in invariants.RULES.items()}
+# The invariant rules in PostgreSQL's words: SQLite's `a IS NOT b` (b not NULL) is `a IS DISTINCT FROM b`.
+_IS_NOT = re.compile(r"\bIS NOT (?!NULL\b|DISTINCT\b)")
+RULES = {rule: (text, _IS_NOT.sub("IS DISTINCT FROM ", query)) for rule, (text, query) in invariants.RULES.items()}
 
 
 def check(conn: PgConnection) -> list[Any]:
     from ..records import Violation
+    # each branch of a rule's UNION ALL on its own: SQLite unites an integer subject with a text one, PostgreSQL not
     return [Violation(rule, str(subject), detail)
-            for rule, (_, query) in RULES.items() for subject, detail in conn.execute(query).fetchall()]
+            for rule, (_, query) in RULES.items() for branch in query.split(" UNION ALL ")
+            for subject, detail in conn.execute(branch).fetchall()]

@@ -54,8 +54,8 @@ def _resolve(conn: PgConnection, report_id: str, decision: str, by: str, now: st
 
 
 def _approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
-             destination: str) -> Decision:
-    return guards.approve(conn, proposal_id, by, now, day, day_max_cents, destination)
+             destination: str, *args: Any) -> Decision:
+    return guards.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)
 
 
 class PostgresStore(SqliteStore):

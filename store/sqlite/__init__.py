@@ -4,10 +4,10 @@ transaction a synchronous function run whole in the driver's thread under BEGIN 
 Everything SQLite-specific lives in this package: the SQL, schema.sql and migrations/, the connection, the
 instance lock (one process per database, C10), the online backup and restore.
 """
-from .backup import restore
+from .backup import backup_before_migration, restore
 from .lock import InstanceLock
 from .store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
 from .transaction import SqliteTransaction
 
 __all__ = ["DEFAULT_ATTEMPT_CAP", "DEFAULT_CAPACITY", "DEFAULT_DEBOUNCE_MS", "InstanceLock", "SqliteStore",
-           "SqliteTransaction", "restore"]
+           "SqliteTransaction", "backup_before_migration", "restore"]

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import IllegalTransition, UnknownTarget
 from ..records import Action, Decision
+from . import orders
 from .moves import move
 
 
@@ -24,9 +25,10 @@ def reserved_on(conn: sqlite3.Connection, day: str) -> int:
 
 
 def approve(conn: sqlite3.Connection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
-            supplier_destination: str) -> Decision:
-    """One transaction: the proposal's state change, the spending reservation and the action row with a random
-    128-bit idempotency key. A proposal that no longer awaits approval changes nothing and says so."""
+            supplier_destination: str, lead_time_days: int = orders.DEFAULT_LEAD_TIME_DAYS) -> Decision:
+    """One transaction: the proposal's state change, the spending reservation, the action row with a random
+    128-bit idempotency key, and the order, on order from now and due after the supplier's lead time. A proposal
+    that no longer awaits approval changes nothing and says so."""
     p = proposal(conn, proposal_id)
     if p is None:
         return Decision(False, "This proposal does not exist.")
@@ -51,6 +53,7 @@ def approve(conn: sqlite3.Connection, proposal_id: int, by: str, now: str, day: 
         "VALUES (?, ?, ?, ?, ?, ?)",
         (proposal_id, secrets.token_hex(16), supplier_destination, json.dumps(payload, sort_keys=True), now,
          now)).lastrowid
+    orders.create(conn, proposal_id, p["item"], p["quantity"], now, lead_time_days)
     return Decision(True, f"Approved #{proposal_id}: {p['quantity']} {p['item']} for {p['total_cents']} cents. "
                           "I am sending the order to the supplier and will tell you when it is confirmed.", action_id)
 
@@ -75,6 +78,13 @@ def expire(conn: sqlite3.Connection, now: str) -> list[int]:
     for (proposal_id,) in rows:
         _decide(conn, proposal_id, "expired", "system:expiry", now)
     return [r[0] for r in rows]
+
+
+def awaiting(conn: sqlite3.Connection, now: str) -> list[dict[str, Any]]:
+    """Proposals awaiting the owner's Approve or Reject (not expired), oldest first, with the item's unit."""
+    return [dict(r) for r in conn.execute(
+        "SELECT p.*, i.unit FROM proposals p JOIN items i USING (item) WHERE p.state = 'awaiting_approval' "
+        "AND (p.expires_at IS NULL OR p.expires_at > ?) ORDER BY p.proposal_id", (now,)).fetchall()]
 
 
 def _action(row: sqlite3.Row) -> Action:
@@ -102,6 +112,8 @@ def _move(conn: sqlite3.Connection, action_id: int, expect: str, new: str, now: 
 
 
 def _release_spending(conn: sqlite3.Connection, action_id: int, now: str) -> None:
+    """A failed or voided action: its spending is released and its order is not on order any more."""
+    orders.cancel_for_action(conn, action_id, "its order was not placed", now)
     conn.execute("UPDATE spending SET state = 'released', updated_at = ? WHERE state = 'reserved' AND proposal_id = "
                  "(SELECT proposal_id FROM actions WHERE action_id = ?)", (now, action_id))
 

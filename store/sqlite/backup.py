@@ -37,3 +37,28 @@ def restore(backup: Path | str, target: Path | str, clock: Clock) -> int:
         return n
     finally:
         conn.close()
+
+
+def backup_before_migration(path: Path | str, stamp: str) -> tuple[int, Path] | None:
+    """`shopbot migrate`'s first step: when `path` holds a shopbot database of an older schema, SQLite's online
+    backup of it goes beside it as `<name>.before-migration-<version>-<stamp>.bak` before anything changes. Returns
+    (the old version, the backup's path), or None when there is nothing to migrate (missing, empty or current)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    conn = sqlite3.connect(str(path))
+    try:
+        version = migrations.check_not_newer(conn, str(path))
+        if version == 0 or version >= migrations.LATEST:
+            return None
+        target = path.with_name(f"{path.name}.before-migration-{version}-{stamp}.bak")
+        if target.exists():
+            raise FileExistsError(f"{target} exists; move it away and migrate again")
+        dest = sqlite3.connect(str(target))
+        try:
+            conn.backup(dest)
+        finally:
+            dest.close()
+        return version, target
+    finally:
+        conn.close()

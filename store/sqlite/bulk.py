@@ -143,3 +143,54 @@ def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *,
 async def load_into(store: SqliteStore, count: int, **options: Any) -> Loaded:
     """`load_history` on an open `Store`'s own connection, in its connection thread (outside any transaction)."""
     return await store.db.raw(lambda conn: load_history(conn, count, **options))
+
+
+def load_side_rows(conn: sqlite3.Connection, first_work_id: int, last_work_id: int, *, history_text: str,
+                   operations_per_run: int = 2, prompt_every: int = 20, batch: int = 50_000) -> int:
+    """The rows a busy shop's turns leave beside work and reports (retention's bench): for each bulk item its two
+    agent-history entries (the owner's text and the reply), `operations_per_run` finished tool calls of its run,
+    a decided button prompt every `prompt_every` items, and a per-minute counter. Times follow the item's. Returns
+    the rows inserted."""
+    inserted = 0
+    for low in range(first_work_id, last_work_id + 1, batch):
+        high = min(last_work_id, low + batch - 1)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            rows = conn.execute("SELECT w.work_id, w.session, w.admitted_at, w.ended_at, w.run_id FROM work w "
+                                "WHERE w.work_id BETWEEN ? AND ?", (low, high)).fetchall()
+            history: list[tuple[Any, ...]] = []
+            operations: list[tuple[Any, ...]] = []
+            prompts: list[tuple[Any, ...]] = []
+            counters: dict[Any, Any] = {}
+            for work_id, session, admitted, ended, run_id in rows:
+                history.append((session, "user", history_text[: len(history_text) // 3], None, admitted))
+                history.append((session, "assistant", history_text, f"r{work_id}.1", ended))
+                for call in range(operations_per_run):
+                    operations.append((run_id, f"call-{call}", "list_stock", '{"item": "vanilla"}', "read", "done",
+                                       '{"items": [{"item": "vanilla", "on_hand": 6, "unit": "tub"}]}', admitted,
+                                       ended))
+                if work_id % prompt_every == 0:
+                    prompts.append((f"bulk{work_id:028d}", "forget", session, 0, admitted, ended, "keep", "bulk"))
+                counters[(admitted[:16], "stranger")] = counters.get((admitted[:16], "stranger"), 0) + 1
+            conn.executemany("INSERT INTO history (session, role, text, report_id, created_at) VALUES (?, ?, ?, ?, ?)",
+                             history)
+            conn.executemany("INSERT INTO operations (run_id, call_id, tool, arguments, effect, status, result, "
+                             "started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", operations)
+            conn.executemany("INSERT INTO prompts (nonce, kind, target, chat_id, created_at, decided_at, decision, "
+                             "decided_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", prompts)
+            conn.executemany("INSERT INTO counters (minute, kind, count) VALUES (?, ?, ?) ON CONFLICT (minute, kind) "
+                             "DO UPDATE SET count = count + excluded.count",
+                             [(m, k, n) for (m, k), n in counters.items()])
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        inserted += len(history) + len(operations) + len(prompts) + len(counters)
+    return inserted
+
+
+def file_bytes(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(bytes in use, bytes free) of the database file: pages in use and pages on the freelist."""
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages, free = conn.execute("PRAGMA page_count").fetchone()[0], conn.execute("PRAGMA freelist_count").fetchone()[0]
+    return (pages - free) * size, free * size

@@ -10,6 +10,7 @@ so a transaction never fails half-way on a lock upgrade.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -66,6 +67,9 @@ class Database:
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
+        # The last write that could not commit for the lock or the disk (never a refused move): (monotonic time,
+        # error). /healthz reports it until a later write probe commits (store/health.py).
+        self.last_write_failure: tuple[float, StoreError] | None = None
 
     @classmethod
     async def open(cls, path: Path, *, max_pages: int | None = None) -> Database:
@@ -99,7 +103,11 @@ class Database:
                 raise
             raw.execute("COMMIT")
             return result
-        return await self._call(transaction)
+        try:
+            return await self._call(transaction)
+        except (StoreBusy, StoreUnavailable) as exc:
+            self.last_write_failure = (time.monotonic(), exc)
+            raise
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """A consistent read: one deferred transaction, so several queries see one snapshot."""

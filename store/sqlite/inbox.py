@@ -22,7 +22,7 @@ from ..records import (
     WorkKind,
     WorkState,
 )
-from . import outbox, shop
+from . import outbox, retention, shop
 
 OPEN_AGENT = "kind = 'agent' AND state IN ('pending', 'running')"
 
@@ -55,10 +55,10 @@ def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: 
 
     `open_count` carries the open agent work counted once per transaction (a batch of admissions counts it once,
     not once per update: counting is the costly part of an admission on a long queue)."""
-    existing = conn.execute("SELECT work_id, session, payload FROM work WHERE source = ?",
+    existing = conn.execute("SELECT work_id, session, payload, pruned_at, payload_sha256 FROM work WHERE source = ?",
                             (occurrence.source,)).fetchone()
-    if existing is not None:
-        same = existing["session"] == occurrence.session and existing["payload"] == occurrence.payload
+    if existing is not None:       # a retention tombstone compares by its kept hash (store/retention.py)
+        same = existing["session"] == occurrence.session and retention.payload_matches(existing, occurrence.payload)
         return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, existing["work_id"])
     if occurrence.kind is WorkKind.AGENT:
         if open_count is None:

@@ -42,13 +42,14 @@ def sales(conn: sqlite3.Connection, since: str, until: str, item: str | None = N
 
 
 def on_order(conn: sqlite3.Connection, item: str | None = None) -> list[dict[str, Any]]:
-    """Approved orders whose supplier action has not failed or been voided: the shop's stock on order. (Until the
-    owner's Received is recorded, an approved order counts as on order however old it is.)"""
+    """The orders on order (store/sqlite/orders.py: from approval until received, not failed or voided), for the
+    agent's tools: proposal, item, quantity, total, when approved, unit and the supplier action's state."""
     rows = conn.execute(
-        "SELECT p.proposal_id, p.item, p.quantity, p.total_cents, p.decided_at, i.unit, a.state AS action_state "
-        "FROM proposals p LEFT JOIN actions a ON a.proposal_id = p.proposal_id LEFT JOIN items i ON i.item = p.item "
-        "WHERE p.state = 'approved' AND coalesce(a.state, 'pending') NOT IN ('failed', 'voided') "
-        "AND (:item IS NULL OR p.item = :item) ORDER BY p.proposal_id", {"item": item}).fetchall()
+        "SELECT o.proposal_id, o.item, o.quantity, p.total_cents, o.approved_at AS decided_at, i.unit, "
+        "a.state AS action_state FROM orders o JOIN proposals p ON p.proposal_id = o.proposal_id "
+        "LEFT JOIN actions a ON a.proposal_id = o.proposal_id LEFT JOIN items i ON i.item = o.item "
+        "WHERE o.state = 'on_order' AND (:item IS NULL OR o.item = :item) ORDER BY o.proposal_id",
+        {"item": item}).fetchall()
     return [dict(r) for r in rows]
 
 

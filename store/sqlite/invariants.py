@@ -73,6 +73,37 @@ RULES: dict[str, tuple[str, str]] = {
            "' but its action is ' || coalesce(a.state, 'missing') FROM spending s "
            "LEFT JOIN actions a USING (proposal_id) WHERE (s.state = 'reserved') = "
            "(coalesce(a.state, 'failed') IN ('failed', 'voided'))"),
+    "O1": ("an approved proposal has its order, and every order an approved proposal",
+           "SELECT p.proposal_id, 'approved proposal ' || p.proposal_id || ' has no order' FROM proposals p "
+           "WHERE p.state = 'approved' AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.proposal_id = p.proposal_id) "
+           "UNION ALL SELECT o.proposal_id, 'order ' || o.proposal_id || ' belongs to a proposal that is ' || "
+           "coalesce(p.state, 'missing') FROM orders o LEFT JOIN proposals p USING (proposal_id) "
+           "WHERE p.state IS NOT 'approved'"),
+    "O2": ("an order is on order only while its action is live (a failed or voided order is not on order)",
+           "SELECT o.proposal_id, 'order ' || o.proposal_id || ' is on order but its action is ' || "
+           "coalesce(a.state, 'missing') FROM orders o LEFT JOIN actions a USING (proposal_id) "
+           "WHERE o.state = 'on_order' AND coalesce(a.state, 'failed') IN ('failed', 'voided') "
+           "UNION ALL SELECT o.proposal_id, 'order ' || o.proposal_id || ' is cancelled but its action is ' || "
+           "coalesce(a.state, 'missing') FROM orders o LEFT JOIN actions a USING (proposal_id) "
+           "WHERE o.state = 'cancelled' AND coalesce(a.state, 'failed') NOT IN ('failed', 'voided')"),
+    "O3": ("a received order has the stock event that received it",
+           "SELECT o.proposal_id, 'received order ' || o.proposal_id || ' has no received or restock event' "
+           "FROM orders o LEFT JOIN stock_events e USING (event_id) WHERE o.state = 'received' "
+           "AND coalesce(o.settled_by, '') NOT LIKE 'system:%' AND (e.event_id IS NULL OR e.item != o.item "
+           "OR e.kind NOT IN ('received', 'restock'))"),
+    "P1": ("a pruned row is a whole tombstone: emptied, with its hash, and ended",
+           "SELECT work_id, 'pruned work ' || work_id || ' is ' || state || ' or lost its payload hash' FROM work "
+           "WHERE pruned_at IS NOT NULL AND (payload != '' OR length(payload_sha256) IS NOT 64 "
+           "OR state NOT IN ('finished', 'failed')) "
+           "UNION ALL SELECT report_id, 'pruned report ' || report_id || ' kept its body or lost its hash' "
+           "FROM reports WHERE pruned_at IS NOT NULL AND (body != '' OR length(body_sha256) IS NOT 64) "
+           "UNION ALL SELECT delivery_id, 'pruned delivery ' || delivery_id || ' is ' || state FROM deliveries "
+           "WHERE pruned_at IS NOT NULL AND (text != '' OR state NOT IN ('confirmed', 'failed', 'denied'))"),
+    "P2": ("a pruned report has every part ended and pruned",
+           "SELECT d.delivery_id, 'part ' || d.part || ' of pruned report ' || d.report_id || ' is ' || d.state "
+           "|| CASE WHEN d.pruned_at IS NULL THEN ' and kept its text' ELSE '' END "
+           "FROM reports r JOIN deliveries d USING (report_id) WHERE r.pruned_at IS NOT NULL "
+           "AND (d.state NOT IN ('confirmed', 'failed', 'denied') OR d.pruned_at IS NULL)"),
 }
 
 

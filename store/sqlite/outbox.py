@@ -14,7 +14,7 @@ from ..errors import IllegalTransition, UnknownTarget
 from ..records import Delivery, DeliveryState, ReportDraft
 from .moves import move
 
-PART_LIMIT = 4000   # C7: parts of at most 4,000 characters (Telegram's hard limit is 4,096)
+PART_LIMIT = 4000   # C7: parts of at most 4,000 UTF-16 code units of visible text (Telegram counts so; limit 4,096)
 
 
 def chat_of(destination: str | None) -> int | None:
@@ -26,23 +26,44 @@ def chat_of(destination: str | None) -> int | None:
     return None
 
 
+def units(text: str) -> int:
+    """Length as Telegram counts it: UTF-16 code units (a character outside the BMP, most emoji, counts 2)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _cut(text: str, room: int) -> int:
+    """How many characters of `text` fit in `room` UTF-16 units (a character is never split, so neither is a
+    surrogate pair)."""
+    used = 0
+    for index, ch in enumerate(text):
+        used += 2 if ord(ch) > 0xFFFF else 1
+        if used > room:
+            return max(index, 1)
+    return len(text)
+
+
 def split_parts(body: str, report_id: str, limit: int = PART_LIMIT) -> list[str]:
-    """Split at line boundaries into parts that, with their identity line, fit `limit`; each part ends with its
-    identity (`r12.1`, or `r12.1 (2/3)`) so a person can spot a duplicate."""
-    room = limit - len(f"\n\n{report_id} (999/999)")
+    """Split at line boundaries into parts that, with their identity line, fit `limit` UTF-16 code units (how
+    Telegram counts a message's visible text); each part ends with its identity (`r12.1`, or `r12.1 (2/3)`) so a
+    person can spot a duplicate. The parts are plain text: the relay renders each to HTML on its own
+    (bot/relays/render.py), which changes no visible character, so no tag or entity is ever split."""
+    room = limit - units(f"\n\n{report_id} (999/999)")
     chunks: list[str] = []
-    current = ""
+    current, used = "", 0
     for line in body.splitlines(keepends=True) or [""]:
-        while len(line) > room:                       # a single line longer than a part: hard split
+        while units(line) > room:                     # a single line longer than a part: hard split
             if current:
                 chunks.append(current)
-                current = ""
-            chunks.append(line[:room])
-            line = line[room:]
-        if len(current) + len(line) > room:
+                current, used = "", 0
+            cut = _cut(line, room)
+            chunks.append(line[:cut])
+            line = line[cut:]
+        size = units(line)
+        if used + size > room:
             chunks.append(current)
-            current = ""
+            current, used = "", 0
         current += line
+        used += size
     if current or not chunks:
         chunks.append(current)
     total = len(chunks)
@@ -73,22 +94,57 @@ def insert_report(conn: sqlite3.Connection, work_ids: Sequence[int], draft: Repo
     chat_id = chat_of(draft.destination)
     if chat_id is not None:
         parts = split_parts(draft.body, report_id)
+        edit_of = draft.edit_of if len(parts) == 1 else None    # a card too long to edit goes as new messages
         conn.executemany(
-            "INSERT INTO deliveries (report_id, part, parts, chat_id, text, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(report_id, i, len(parts), chat_id, text, now, now) for i, text in enumerate(parts, start=1)])
+            "INSERT INTO deliveries (report_id, part, parts, chat_id, text, edit_of, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(report_id, i, len(parts), chat_id, text, edit_of, now, now) for i, text in enumerate(parts, start=1)])
     return report_id
+
+
+def sent_message(conn: sqlite3.Connection, chat_id: int, message_id: int) -> dict[str, Any] | None:
+    """What a message the bot sent reads now (its latest send or edit, pending edits included): `text` without
+    the identity line, `report_id`, and `buttons` as stored (JSON rows), or None when no delivery made it."""
+    select = ("SELECT d.delivery_id, d.report_id, d.text, r.buttons FROM deliveries d JOIN reports r USING (report_id) "
+              "WHERE d.chat_id = ? AND {} AND d.state NOT IN ('failed', 'denied') AND d.part = d.parts "
+              "ORDER BY d.delivery_id DESC LIMIT 1")
+    found = [conn.execute(select.format("d.edit_of = ?"), (chat_id, message_id)).fetchone(),
+             conn.execute(select.format("d.receipt = ? AND d.edit_of IS NULL"), (chat_id, str(message_id))).fetchone()]
+    row = max((r for r in found if r is not None), key=lambda r: r["delivery_id"], default=None)
+    if row is None:
+        return None
+    text, _, last = row["text"].rpartition("\n\n")
+    if not last.startswith(row["report_id"]):
+        text = row["text"]
+    return {"report_id": row["report_id"], "text": text,
+            "buttons": json.loads(row["buttons"]) if row["buttons"] else []}
 
 
 def _delivery(row: sqlite3.Row) -> Delivery:
     buttons = None
     if row["part"] == row["parts"] and row["buttons"]:
         buttons = tuple(tuple((label, data) for label, data in r) for r in json.loads(row["buttons"]))
+    edit_of = row["edit_of"]
     return Delivery(row["delivery_id"], row["report_id"], row["part"], row["parts"], row["chat_id"], row["text"],
-                    DeliveryState(row["state"]), row["attempts"], buttons)
+                    DeliveryState(row["state"]), row["attempts"], buttons,
+                    _reply_to(row["sources"], row["chat_id"]) if row["part"] == 1 and edit_of is None else None,
+                    edit_of)
 
 
-_SELECT_DELIVERY = ("SELECT d.*, r.buttons FROM deliveries d JOIN reports r USING (report_id) ")
+def _reply_to(sources: str | None, chat_id: int) -> int | None:
+    """The newest owner message (`tg:<chat_id>:<message_id>`) among the items the report answers, to quote it."""
+    ids = []
+    for source in (sources or "").split(","):
+        kind, _, rest = source.partition(":")
+        chat, _, message = rest.partition(":")
+        if kind == "tg" and chat == str(chat_id) and message.isdigit():
+            ids.append(int(message))
+    return max(ids) if ids else None
+
+
+_SELECT_DELIVERY = ("SELECT d.*, r.buttons, (SELECT group_concat(w.source) FROM report_items ri "
+                    "JOIN work w USING (work_id) WHERE ri.report_id = d.report_id AND w.source LIKE 'tg:%') "
+                    "AS sources FROM deliveries d JOIN reports r USING (report_id) ")
 
 
 def due_deliveries(conn: sqlite3.Connection, now: str, limit: int, skip_chats: Sequence[int] = ()) -> list[Delivery]:

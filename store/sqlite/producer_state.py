@@ -13,6 +13,7 @@ from typing import Any
 from ..clock import from_text, to_text
 
 COUNT_NOTICES = "count_notices"
+RESTOCK_NOTICES = "restock_notices"
 
 
 # ---- the clock producer --------------------------------------------------------------------------------------
@@ -46,10 +47,14 @@ def missed_occurrences(conn: sqlite3.Connection, limit: int = 20) -> list[dict[s
 
 # ---- the stock watcher ---------------------------------------------------------------------------------------
 def stock_levels(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Every item with its stock, reorder point and watch state (armed, episode)."""
+    """Every item with its stock, what is on order, its position (on hand plus on order), reorder point and watch
+    state (armed, episode)."""
     return [dict(r) for r in conn.execute(
         "SELECT i.item, i.unit, i.on_hand, i.reorder_point, coalesce(w.armed, 1) AS armed, "
-        "coalesce(w.episode, 1) AS episode FROM items i LEFT JOIN stock_watch w USING (item) "
+        "coalesce(w.episode, 1) AS episode, "
+        "(SELECT coalesce(sum(o.quantity), 0) FROM orders o WHERE o.item = i.item AND o.state = 'on_order') "
+        "AS on_order, i.on_hand + (SELECT coalesce(sum(o.quantity), 0) FROM orders o WHERE o.item = i.item "
+        "AND o.state = 'on_order') AS position FROM items i LEFT JOIN stock_watch w USING (item) "
         "ORDER BY i.item").fetchall()]
 
 
@@ -101,6 +106,7 @@ class ProducerState:
     PostgreSQL store offers the same methods."""
 
     COUNT_NOTICES = COUNT_NOTICES
+    RESTOCK_NOTICES = RESTOCK_NOTICES
 
     def __init__(self, conn: sqlite3.Connection, now: str) -> None:
         self._conn = conn

@@ -23,24 +23,41 @@ CREATE TABLE work (
     not_before  TEXT,                      -- backoff after a release (C5: a session waits with its oldest item)
     run_id      TEXT,                      -- the run that holds or last held the item
     worker_id   TEXT,
-    ended_at    TEXT                       -- when it became finished or failed
+    ended_at    TEXT,                      -- when it became finished or failed
+    pruned_at   TEXT,                      -- retention emptied the payload (a tombstone); see payload_sha256
+    payload_sha256 TEXT                    -- the pruned payload's SHA-256: duplicate and conflict still decidable
 );
 -- Open items are few and scanned by claim and capacity; history rows never are (partial indexes).
 CREATE INDEX work_open ON work (session, work_id) WHERE state IN ('pending', 'running');
 CREATE INDEX work_ended ON work (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX work_pending ON work (work_id) WHERE state = 'pending';      -- claim: pending items in admission order
+CREATE INDEX work_prunable ON work (ended_at) WHERE pruned_at IS NULL AND ended_at IS NOT NULL;   -- retention
+CREATE INDEX work_failed ON work (work_id) WHERE state = 'failed';          -- the last failures, without a scan
 
 -- C1: new work starts pending.
 CREATE TRIGGER work_insert_pending BEFORE INSERT ON work WHEN NEW.state != 'pending'
 BEGIN SELECT RAISE(ABORT, 'C4: work is admitted as pending'); END;
 
--- C1: an admitted occurrence never changes what it is.
+-- C1: an admitted occurrence never changes what it is (retention may only empty the payload of ended work, keeping
+-- its SHA-256).
 CREATE TRIGGER work_identity_fixed BEFORE UPDATE OF source, session, kind, payload, destination, admitted_at ON work
+WHEN NOT (OLD.state IN ('finished', 'failed') AND OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL
+          AND NEW.payload = '' AND length(coalesce(NEW.payload_sha256, '')) = 64 AND NEW.source = OLD.source
+          AND NEW.session = OLD.session AND NEW.kind = OLD.kind AND NEW.destination IS OLD.destination
+          AND NEW.admitted_at = OLD.admitted_at AND NEW.state = OLD.state)
 BEGIN SELECT RAISE(ABORT, 'C1: an admitted occurrence never changes'); END;
 
--- C4: nothing leaves finished or failed, whoever issues the update.
-CREATE TRIGGER work_terminal_fixed BEFORE UPDATE ON work WHEN OLD.state IN ('finished', 'failed')
+-- C4: nothing leaves finished or failed, whoever issues the update (retention's tombstone move aside).
+CREATE TRIGGER work_terminal_fixed BEFORE UPDATE ON work WHEN OLD.state IN ('finished', 'failed') AND NOT (
+    OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL AND NEW.payload = '' AND length(coalesce(NEW.payload_sha256, '')) = 64
+    AND NEW.state = OLD.state AND NEW.attempts = OLD.attempts AND NEW.run_id IS OLD.run_id
+    AND NEW.worker_id IS OLD.worker_id AND NEW.ended_at IS OLD.ended_at AND NEW.not_before IS OLD.not_before)
 BEGIN SELECT RAISE(ABORT, 'C4: finished and failed work never changes'); END;
+
+-- Retention: only the tombstone move sets pruned_at or the payload hash.
+CREATE TRIGGER work_prune_path BEFORE UPDATE OF pruned_at, payload_sha256 ON work
+WHEN NOT (OLD.state IN ('finished', 'failed') AND OLD.pruned_at IS NULL AND NEW.payload = '')
+BEGIN SELECT RAISE(ABORT, 'C1: only an ended item is pruned, once'); END;
 
 -- C4: the only moves are pending->running, running->finished|failed|pending and pending->failed.
 CREATE TRIGGER work_state_machine BEFORE UPDATE OF state ON work
@@ -73,6 +90,7 @@ CREATE TABLE history (
     created_at TEXT NOT NULL
 );
 CREATE INDEX history_session ON history (session, entry_id);
+CREATE INDEX history_created ON history (created_at);                  -- retention
 
 -- One execution of a turn (C5, C9, C10).
 CREATE TABLE runs (
@@ -92,6 +110,7 @@ CREATE TABLE runs (
     report_id     TEXT
 );
 CREATE INDEX runs_open ON runs (run_id) WHERE ended_at IS NULL;
+CREATE INDEX runs_ended ON runs (ended_at) WHERE ended_at IS NOT NULL;   -- /metrics reads the turns ended since its mark
 
 -- The operations journal: one row per tool call, started before it acts, finished after (C10, C11).
 CREATE TABLE operations (
@@ -121,12 +140,23 @@ CREATE TABLE reports (
     buttons     TEXT,                                         -- JSON rows of [label, callback data] under the last part
     run_id      TEXT,
     created_at  TEXT NOT NULL,
+    pruned_at   TEXT,                                         -- retention emptied the body; body_sha256 keeps it
+    body_sha256 TEXT,
     UNIQUE (anchor, generation),
     CHECK (report_id = 'r' || anchor || '.' || generation)
 );
+CREATE INDEX reports_created ON reports (created_at) WHERE pruned_at IS NULL;   -- retention: unpruned reports by age
+CREATE INDEX reports_recent ON reports (created_at, anchor, generation);    -- the latest reports, without a sort
 
--- C6: a report never changes what it says and is never deleted; a later result is a new generation.
+-- C6: a report never changes what it says and is never deleted; a later result is a new generation. Retention may
+-- empty the body of a report whose every part is delivered, failed or denied, keeping its SHA-256.
 CREATE TRIGGER report_immutable BEFORE UPDATE ON reports
+WHEN NOT (OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL AND NEW.body = '' AND length(coalesce(NEW.body_sha256, '')) = 64
+          AND NEW.report_id = OLD.report_id AND NEW.anchor = OLD.anchor AND NEW.generation = OLD.generation
+          AND NEW.is_error = OLD.is_error AND NEW.destination IS OLD.destination AND NEW.buttons IS OLD.buttons
+          AND NEW.run_id IS OLD.run_id AND NEW.created_at = OLD.created_at
+          AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.report_id = OLD.report_id
+                          AND d.state NOT IN ('confirmed', 'failed', 'denied')))
 BEGIN SELECT RAISE(ABORT, 'C6: a report never changes; a later result is a new generation'); END;
 CREATE TRIGGER report_kept BEFORE DELETE ON reports
 BEGIN SELECT RAISE(ABORT, 'C6: a report is never deleted'); END;
@@ -156,22 +186,34 @@ CREATE TABLE deliveries (
     resends     INTEGER NOT NULL DEFAULT 0,
     created_at  TEXT NOT NULL,
     updated_at  TEXT NOT NULL,
+    edit_of     INTEGER,                 -- a message of this chat that the delivery edits (a card); NULL: a new one
+    pruned_at   TEXT,                    -- retention emptied the text of this ended part
     UNIQUE (report_id, part),
     CHECK (part >= 1 AND part <= parts)
 );
 CREATE INDEX deliveries_open ON deliveries (delivery_id) WHERE state IN ('pending', 'sending', 'unknown');
 CREATE INDEX deliveries_pending ON deliveries (delivery_id) WHERE state = 'pending';   -- the relay's due parts
+-- A press finds the message it was pressed on (its card) by Telegram's message id, sent or edited.
+CREATE INDEX deliveries_message ON deliveries (chat_id, receipt) WHERE receipt IS NOT NULL;
+CREATE INDEX deliveries_edits ON deliveries (chat_id, edit_of) WHERE edit_of IS NOT NULL;
+CREATE INDEX deliveries_failed ON deliveries (delivery_id) WHERE state IN ('failed', 'denied');   -- the last failures
 
 -- C7: deliveries start pending.
 CREATE TRIGGER delivery_insert_pending BEFORE INSERT ON deliveries WHEN NEW.state != 'pending'
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery starts pending'); END;
 
--- C7: what is sent never changes.
-CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text ON deliveries
+-- C7: what is sent never changes (retention may empty the text of a confirmed, failed or denied part).
+CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of ON deliveries
+WHEN NOT (OLD.state IN ('confirmed', 'failed', 'denied') AND OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL
+          AND NEW.text = '' AND NEW.report_id = OLD.report_id AND NEW.part = OLD.part AND NEW.parts = OLD.parts
+          AND NEW.chat_id = OLD.chat_id AND NEW.edit_of IS OLD.edit_of)
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery never changes what it sends'); END;
 
--- C7: confirmed, failed and denied are terminal.
+-- C7: confirmed, failed and denied are terminal (retention's emptied text aside).
 CREATE TRIGGER delivery_terminal_fixed BEFORE UPDATE ON deliveries WHEN OLD.state IN ('confirmed', 'failed', 'denied')
+AND NOT (OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL AND NEW.text = '' AND NEW.state = OLD.state
+         AND NEW.receipt IS OLD.receipt AND NEW.reason IS OLD.reason AND NEW.resends = OLD.resends
+         AND NEW.attempts = OLD.attempts AND NEW.updated_at = OLD.updated_at)
 BEGIN SELECT RAISE(ABORT, 'C7: a confirmed, failed or denied delivery never changes'); END;
 
 -- C7: the complete moves.
@@ -245,14 +287,16 @@ CREATE TABLE items (
     updated_at      TEXT NOT NULL
 );
 
--- Every change of stock on hand, with where it came from (seed, till count, explicit sync).
+-- Every change of stock on hand, with where it came from: the seed, a till count, an explicit sync, a till count
+-- that received an order ('restock'), the owner's Received button ('received'). Sales are the decreases between
+-- consecutive events; increases are restocks, never negative sales.
 CREATE TABLE stock_events (
     event_id    INTEGER PRIMARY KEY,
     item        TEXT NOT NULL REFERENCES items (item),
-    kind        TEXT NOT NULL CHECK (kind IN ('seed', 'count', 'sync')),
+    kind        TEXT NOT NULL CHECK (kind IN ('seed', 'count', 'sync', 'restock', 'received')),
     old_on_hand INTEGER,
     new_on_hand INTEGER NOT NULL,
-    source      TEXT,                    -- e.g. till:1:req-7
+    source      TEXT,                    -- e.g. till:1:req-7, owner:1001
     work_id     INTEGER REFERENCES work (work_id),
     created_at  TEXT NOT NULL
 );
@@ -273,6 +317,7 @@ CREATE TABLE drafts (
     cost_cents      INTEGER NOT NULL,
     created_at      TEXT NOT NULL
 );
+CREATE INDEX drafts_run ON drafts (run_id);     -- retention: does a run still have a draft?
 
 -- propose_order (effect external, C11): a typed proposal, never a contact with anyone. It is 'proposed' (void)
 -- until its turn finishes; the finish transaction makes it 'awaiting_approval'; a turn that does not finish
@@ -296,7 +341,8 @@ CREATE TABLE proposals (
     decided_by      TEXT
 );
 
--- C11: at most one open proposal per item (awaiting approval, or approved while its order is not settled).
+-- C11: at most one open proposal per item. This index covers proposals not yet decided; an approved one stays
+-- open while its order is on order, which `proposal_not_while_on_order` (beside the orders table) enforces.
 CREATE UNIQUE INDEX proposals_one_open_per_item ON proposals (item) WHERE state IN ('proposed', 'awaiting_approval');
 CREATE INDEX proposals_run ON proposals (run_id);
 
@@ -365,6 +411,39 @@ CREATE TABLE action_decisions (
 );
 CREATE INDEX action_decisions_action ON action_decisions (action_id);
 
+-- On order: an approved supplier order from its approval until it is received. One row per approved proposal,
+-- written in the approval's transaction. 'received' by the owner's Received (a 'received' stock event of the
+-- ordered quantity) or by a till count that rose by at least the ordered amount (a 'restock' event);
+-- 'not_arrived' by the owner's Not arrived; 'cancelled' when its action failed or was voided. Only 'on_order'
+-- counts in an item's stock position (on hand plus on order).
+CREATE TABLE orders (
+    proposal_id INTEGER PRIMARY KEY REFERENCES proposals (proposal_id),
+    item        TEXT NOT NULL REFERENCES items (item),
+    quantity    INTEGER NOT NULL CHECK (quantity > 0),
+    state       TEXT NOT NULL DEFAULT 'on_order'
+                CHECK (state IN ('on_order', 'received', 'not_arrived', 'cancelled')),
+    approved_at TEXT NOT NULL,
+    due_at      TEXT NOT NULL,            -- the approval plus the supplier's lead time
+    settled_at  TEXT,
+    settled_by  TEXT,                     -- owner:<id>, the till count's source, or system:<why>
+    event_id    INTEGER REFERENCES stock_events (event_id),   -- the received or restock event
+    card_chat   INTEGER,                  -- the approval's card (chat, message id): edited as the order moves on
+    card_message INTEGER,
+    updated_at  TEXT NOT NULL
+);
+-- C11: at most one order on order per item.
+CREATE UNIQUE INDEX orders_one_open_per_item ON orders (item) WHERE state = 'on_order';
+CREATE INDEX orders_due ON orders (due_at) WHERE state = 'on_order';
+
+-- On order: a settled order never changes again.
+CREATE TRIGGER order_settled_fixed BEFORE UPDATE ON orders WHEN OLD.state != 'on_order'
+BEGIN SELECT RAISE(ABORT, 'on order: a received, not arrived or cancelled order never changes'); END;
+
+-- C11: no new proposal for an item while it is on order (the approved proposal is still open until received).
+CREATE TRIGGER proposal_not_while_on_order BEFORE INSERT ON proposals
+WHEN NEW.state = 'proposed' AND EXISTS (SELECT 1 FROM orders o WHERE o.item = NEW.item AND o.state = 'on_order')
+BEGIN SELECT RAISE(ABORT, 'C11: at most one open proposal per item: this item is on order'); END;
+
 -- Spending reserved by approvals (per shop-local day), released when the order is rejected, fails or is voided.
 CREATE TABLE spending (
     proposal_id INTEGER PRIMARY KEY REFERENCES proposals (proposal_id),
@@ -413,3 +492,9 @@ CREATE TABLE producer_marks (
     name  TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 ) WITHOUT ROWID;
+
+-- /healthz: one row the write probe commits to at most every few seconds (a commit that cannot land is a fault).
+CREATE TABLE health_probe (
+    id        INTEGER PRIMARY KEY CHECK (id = 1),
+    probed_at TEXT NOT NULL
+);

@@ -1,4 +1,7 @@
-"""The shop's records: items and stock, stock events, drafts and proposals (the agent's tools read and write these)."""
+"""The shop's records: items and stock, stock events, drafts and proposals (the agent's tools read and write these).
+
+Every item read here carries `on_order` (what approved orders will bring, store/orders.py) and `position` (on hand
+plus on order): the stock position is what reorder decisions look at."""
 from __future__ import annotations
 
 import sqlite3
@@ -7,6 +10,7 @@ from typing import Any
 
 from ..errors import UnknownTarget
 from ..records import ItemSpec, Policy
+from . import orders
 
 ITEM_COLUMNS = "i.item, i.unit, i.on_hand, i.reorder_point, i.target, i.unit_cost_cents, i.max_order"
 
@@ -14,11 +18,14 @@ ITEM_COLUMNS = "i.item, i.unit, i.on_hand, i.reorder_point, i.target, i.unit_cos
 def _item(row: sqlite3.Row) -> dict[str, Any]:
     return {"item": row["item"], "unit": row["unit"], "on_hand": row["on_hand"], "reorder_point": row["reorder_point"],
             "target": row["target"], "unit_cost_cents": row["unit_cost_cents"], "max_order": row["max_order"],
-            "open_proposal": row["open_proposal"]}
+            "open_proposal": row["open_proposal"], "on_order": row["on_order"],
+            "position": row["on_hand"] + row["on_order"]}
 
 
 _SELECT = (f"SELECT {ITEM_COLUMNS}, (SELECT p.proposal_id FROM proposals p WHERE p.item = i.item "
-           "AND p.state IN ('proposed', 'awaiting_approval')) AS open_proposal FROM items i ")
+           "AND p.state IN ('proposed', 'awaiting_approval')) AS open_proposal, "
+           "(SELECT coalesce(sum(o.quantity), 0) FROM orders o WHERE o.item = i.item AND o.state = 'on_order') "
+           "AS on_order FROM items i ")
 
 
 def list_items(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -98,9 +105,21 @@ def set_on_hand(conn: sqlite3.Connection, item: str, on_hand: int, kind: str, so
 
 def apply_counts(conn: sqlite3.Connection, counts: Mapping[str, int], source: str, work_id: int,
                  now: str) -> list[tuple[str, int, int]]:
-    """A till count: stock set to the counted values, each recorded as a count event. Returns (item, old, new)."""
-    return [(item, *set_on_hand(conn, item, value, "count", source, work_id, now))
-            for item, value in sorted(counts.items())]
+    """A till count: stock set to the counted values, each recorded as a 'count' event, or as a 'restock' that
+    receives the item's open order when the stock rose by at least its quantity (store/orders.py). Returns
+    (item, old, new)."""
+    applied = []
+    for item, value in sorted(counts.items()):
+        old, new, _, _ = orders.count_stock(conn, item, value, source, work_id, now)
+        applied.append((item, old, new))
+    return applied
+
+
+def stock_events(conn: sqlite3.Connection, item: str, limit: int = 100) -> list[dict[str, Any]]:
+    """The item's latest `limit` stock events, oldest first."""
+    rows = conn.execute("SELECT event_id, item, kind, old_on_hand, new_on_hand, source, created_at FROM stock_events "
+                        "WHERE item = ? ORDER BY event_id DESC LIMIT ?", (item, limit)).fetchall()
+    return [dict(r) for r in reversed(rows)]
 
 
 def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int, now: str) -> dict[str, Any]:
@@ -117,7 +136,9 @@ def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int
 
 def policy_reason(conn: sqlite3.Connection, spec: dict[str, Any], supplier: str, quantity: int,
                   policy: Policy | None) -> str | None:
-    """Why policy rejects a proposal before the owner sees it, or None."""
+    """Why policy rejects a proposal before the owner sees it, or None: a quantity out of bounds, an open proposal for
+    the item, the item already on order, a stock position at or above the reorder point (nothing to order), then the
+    shop's supplier and spending limits."""
     item, total = spec["item"], quantity * spec["unit_cost_cents"]
     if quantity <= 0:
         return f"quantity must be positive, got {quantity}"
@@ -125,6 +146,12 @@ def policy_reason(conn: sqlite3.Connection, spec: dict[str, Any], supplier: str,
         return f"{quantity} {spec['unit']} is over the limit of {spec['max_order']} per order for {item}"
     if spec["open_proposal"] is not None:
         return f"{item} already has an open proposal (#{spec['open_proposal']})"
+    open_orders = orders.open_orders(conn, item)
+    if open_orders:
+        return f"{item} is already {orders.describe(open_orders[0])}"
+    if spec["position"] >= spec["reorder_point"]:
+        return (f"{item} has {spec['on_hand']} {spec['unit']} on hand, at or above its reorder point of "
+                f"{spec['reorder_point']}: nothing to order")
     if policy is None:
         return None
     if supplier != policy.supplier:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, from_text, to_text
-from ..errors import SchemaTooOld
+from ..errors import SchemaTooOld, StoreError
 from ..records import (
     Action,
     Admission,
@@ -33,8 +34,24 @@ from ..records import (
     WorkKind,
 )
 from ..signals import Signals
-from . import actions, inbox, insights, invariants, journal, migrations, outbox, producer_state, recovery, shop, stats
-from .connection import Database
+from . import (
+    actions,
+    health,
+    inbox,
+    insights,
+    invariants,
+    journal,
+    migrations,
+    orders,
+    outbox,
+    producer_state,
+    recovery,
+    retention,
+    shop,
+    stats,
+)
+from . import metrics as metric_reads
+from .connection import BUSY_TIMEOUT_MS, Database
 from .status import read_reports, read_status
 from .transaction import SqliteTransaction as Transaction
 
@@ -54,6 +71,7 @@ class SqliteStore:
         self.attempt_cap = attempt_cap
         self.signals = Signals()
         self._seen_version: int | None = None
+        self._last_probe: tuple[float, StoreError | None] | None = None   # /healthz's write probe (`writable`)
 
     # The statements whose text or guards differ by dialect (store/postgres/store.py overrides them); everything
     # else is the SQL of this package's modules, shared.
@@ -188,12 +206,14 @@ class SqliteStore:
                for admitted, not_before in rows]
         return min(due) if due else None
 
-    async def finish(self, claim: Claim, draft: ReportDraft, *, user_text: str | None = None,
+    async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
+                     user_text: str | None = None,
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
                      apply: Callable[[Transaction], None] | None = None,
                      after: Callable[[Transaction, str], None] | None = None,
                      claim_next: str | None = None) -> FinishOutcome:
-        """C6. `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
+        """C6. `draft` may be a function called after `apply`, inside the transaction (a report made from what `apply`
+        read or did). `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
         then: the worker announces them with their buttons). With `claim_next` (a worker id) the next due turn is
         claimed in the same commit: one commit per turn instead of two (C5 holds: the claim commits before its
         model runs)."""
@@ -374,6 +394,34 @@ class SqliteStore:
             return result
         return await self.db.write(body)
 
+    # ---- on order (store/orders.py) ------------------------------------------------------------------------------
+    async def open_orders(self, item: str | None = None) -> list[dict[str, Any]]:
+        """Orders on order (all, or one item's), oldest first. Each: proposal_id, item, quantity, unit, approved_at,
+        due_at, action_state, receipt, and `status` (e.g. "confirmed by the supplier (their id SUP-1)")."""
+        return await self.db.read(orders.open_orders, item)
+
+    async def order(self, proposal_id: int) -> dict[str, Any] | None:
+        """One order in any state (on_order, received, not_arrived, cancelled), or None."""
+        return await self.db.read(orders.get, proposal_id)
+
+    async def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict[str, Any]:
+        """The owner's Received in one transaction: the ordered quantity is added to the stock (or, with `counted`,
+        the stock is set to the count) as a stock event of kind 'received', and the order is settled. Raises
+        UnknownTarget / IllegalTransition / ValueError (nothing changes)."""
+        now = self.now()
+        return await self.db.write(lambda conn: orders.receive(conn, proposal_id, by, now, counted))
+
+    async def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
+        """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""
+        now = self.now()
+        return await self.db.write(lambda conn: orders.not_arrived(conn, proposal_id, by, now))
+
+    async def stock_events(self, item: str, limit: int = 100) -> list[dict[str, Any]]:
+        """An item's latest stock events, oldest first: event_id, kind ('seed', 'count', 'sync', 'restock',
+        'received'), old_on_hand, new_on_hand, source, created_at. Sales are the decreases between consecutive
+        events; 'restock' and 'received' events are deliveries, never negative sales."""
+        return await self.db.read(shop.stock_events, item, limit)
+
     # ---- actions (C11) ---------------------------------------------------------------------------------------
     async def due_actions(self, limit: int = 10) -> list[Action]:
         return await self.db.read(actions.due, self.now(), limit)
@@ -407,6 +455,10 @@ class SqliteStore:
     async def actions(self, quarantined_only: bool = False) -> list[dict[str, Any]]:
         return await self.db.read(actions.listing, quarantined_only)
 
+    async def awaiting_proposals(self) -> list[dict[str, Any]]:
+        """Proposals awaiting the owner's Approve or Reject (not expired), oldest first."""
+        return await self.db.read(actions.awaiting, self.now())
+
     async def expire_proposals(self) -> list[int]:
         now = self.now()
         return await self.db.write(lambda conn: actions.expire(conn, now))
@@ -436,8 +488,85 @@ class SqliteStore:
     async def reports(self, limit: int = 20) -> list[dict[str, Any]]:
         return await self.db.read(read_reports, limit)
 
+    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Operational figures for /metrics (store/metrics.py `snapshot`, plus C14's `stats` over the window) in one
+        read snapshot: never the write lock, no user data. Pass the same `tallies` dict at every call (the caller
+        keeps it): the counts by state then cost only what changed since the last call."""
+        now_dt = self.clock.now()
+        start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
+
+        def read(conn: sqlite3.Connection) -> dict[str, Any]:
+            figures = metric_reads.snapshot(conn, now_dt, self.path, tallies)
+            figures["stats"] = stats.window(conn, start, end)
+            return figures
+        return await self.db.read(read)
+
+    async def writable(self, probe_interval_s: float = 5.0) -> str | None:
+        """None while writes can commit, else a fixed sentence why not (no path, no data). A write that failed for
+        the lock or the disk counts until a later write probe commits; the probe (store/health.py: the lock, room for
+        new pages, a commit) runs at most every `probe_interval_s` and changes nothing anyone reads."""
+        last_probe = self._last_probe
+        if last_probe is None or time.monotonic() - last_probe[0] >= probe_interval_s:
+            now = self.now()
+            try:
+                await self.db.raw(lambda conn: health.probe(conn, now, BUSY_TIMEOUT_MS))
+                last_probe = (time.monotonic(), None)
+            except StoreError as exc:
+                last_probe = (time.monotonic(), exc)
+            self._last_probe = last_probe
+        if last_probe[1] is not None:
+            return health.reason(last_probe[1])
+        failure = self.db.last_write_failure
+        if failure is not None and failure[0] > last_probe[0]:
+            return health.reason(failure[1])
+        return None
+
+    async def ops_view(self, tallies: dict[str, Any]) -> dict[str, Any]:
+        """The operator page's figures (store/metrics.py `ops_view`): each read through an index, the counts by
+        state kept in `tallies` as for `metrics`; a read."""
+        now_dt = self.clock.now()
+        return await self.db.read(metric_reads.ops_view, now_dt, tallies)
+
+    async def runs_ended_since(self, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
+        """Runs that ended at or after `mark`, oldest end first (store/metrics.py `runs_ended_since`); a read."""
+        return await self.db.read(metric_reads.runs_ended_since, mark, limit)
+
+    async def day_series(self, hours: int = 24) -> list[dict[str, Any]]:
+        """λ, W and L per hour over the last `hours` hours, oldest first; a read."""
+        now_dt = self.clock.now()
+        return await self.db.read(metric_reads.window_series, now_dt - timedelta(hours=hours), now_dt, hours)
+
     async def check(self) -> list[Violation]:
         return await self.db.read(self._check)
+
+    async def prune(self, older_than_days: float, batch: int = 2000) -> dict[str, int]:
+        """Retention (store/retention.py): remove or empty what ended more than `older_than_days` ago, in short
+        transactions of at most `batch` rows of each kind, until nothing is left. Returns the rows per kind. Never
+        open work, a part not yet ended, an action, or an identity."""
+        if older_than_days < 1:
+            raise ValueError("retention keeps at least one day: --older-than must be 1 or more")
+        now_dt = self.clock.now()
+        cutoff, now = to_text(now_dt - timedelta(days=older_than_days)), to_text(now_dt)
+        totals: dict[str, int] = {}
+        while True:
+            done = await self.db.write(retention.prune_batch, cutoff, now, batch)
+            for kind, n in done.items():
+                totals[kind] = totals.get(kind, 0) + n
+            if not any(done.values()):
+                return totals
+
+    async def vacuum(self) -> tuple[int, int]:
+        """VACUUM: give the pages freed by a prune back to the file system. Holds the write lock for its whole
+        run (seconds on a large file) and needs free disk of about the database's size. Returns the file size in
+        bytes before and after."""
+        def run(conn: sqlite3.Connection) -> tuple[int, int]:
+            def size() -> int:
+                return conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+            before = size()
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return before, size()
+        return await self.db.raw(run)
 
     async def backup(self, target: str) -> None:
         """SQLite's online backup of the live database into `target` (a consistent copy, WAL included)."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import from_text, to_text
 from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft
-from . import actions, inbox, outbox, producer_state, prompts, shop, stats
+from . import actions, inbox, orders, outbox, producer_state, prompts, shop, stats
 from .status import read_status
 
 if TYPE_CHECKING:
@@ -75,12 +75,16 @@ class SqliteTransaction:
     def proposal(self, proposal_id: int) -> dict[str, Any] | None:
         return actions.proposal(self._conn, proposal_id)
 
+    def awaiting_proposals(self) -> list[dict[str, Any]]:
+        return actions.awaiting(self._conn, self._now)
+
     def run_proposals(self, run_id: str) -> list[dict[str, Any]]:
         return shop.proposals(self._conn, run_id)
 
     def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
-                         destination: str) -> Decision:
-        decision = self._store._approve(self._conn, proposal_id, by, self._now, day, day_max_cents, destination)
+                         destination: str, lead_time_days: int = orders.DEFAULT_LEAD_TIME_DAYS) -> Decision:
+        decision = self._store._approve(self._conn, proposal_id, by, self._now, day, day_max_cents, destination,
+                                        lead_time_days)
         if decision.action_id is not None:
             self._store.signals.actions.notify()
         return decision
@@ -108,3 +112,31 @@ class SqliteTransaction:
     def delivery_states(self, report_id: str) -> list[str]:
         return [r[0] for r in self._conn.execute(
             "SELECT state FROM deliveries WHERE report_id = ? ORDER BY part", (report_id,)).fetchall()]
+
+    # ---- on order (store/sqlite/orders.py) ------------------------------------------------------------------------
+    def order(self, proposal_id: int) -> dict[str, Any] | None:
+        return orders.get(self._conn, proposal_id)
+
+    def open_orders(self, item: str | None = None) -> list[dict[str, Any]]:
+        return orders.open_orders(self._conn, item)
+
+    def overdue_orders(self) -> list[dict[str, Any]]:
+        return orders.overdue(self._conn, self._now)
+
+    def restocked_orders_after(self, event_id: int) -> list[dict[str, Any]]:
+        return orders.restocked_after(self._conn, event_id)
+
+    def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict[str, Any]:
+        return orders.receive(self._conn, proposal_id, by, self._now, counted)
+
+    def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
+        return orders.not_arrived(self._conn, proposal_id, by, self._now)
+
+    def sent_message(self, chat_id: int, message_id: int) -> dict[str, Any] | None:
+        return outbox.sent_message(self._conn, chat_id, message_id)
+
+    def set_order_card(self, proposal_id: int, chat_id: int, message_id: int) -> None:
+        orders.set_card(self._conn, proposal_id, chat_id, message_id, self._now)
+
+    def close_prompts(self, kind: str, target: str, decision: str, by: str) -> None:
+        prompts.close_for_target(self._conn, kind, target, decision, by, self._now)

@@ -37,3 +37,28 @@ def test_chat_lets_the_owner_type_and_press_buttons(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "vanilla on hand: 9 tubs" in done.stdout
     assert "1: Forget it" in done.stdout and "Forgotten" in done.stdout
+
+
+async def test_chat_shows_each_reply_after_its_question_even_after_an_unsolicited_notice():
+    """Formerly every reply came one message late once a message arrived that nobody asked for."""
+    import io
+
+    from bot.sandbox.chat import chat
+    out = io.StringIO()
+
+    async def typed():
+        yield "how much vanilla"
+        yield "how much chocolate"
+        yield "/forget"
+        yield "/press 5"             # 1-4 are the two proposals' Approve and Reject
+        yield "/quit"
+
+    await chat(typed(), out, overrides={"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0"})
+    text = out.getvalue()
+    # at start the stock watcher's proposals arrive unasked; then each answer follows its question
+    order = [text.index(s) for s in ("Order proposal #", "Lucy  > how much vanilla", "vanilla: 2 tubs on hand",
+                                     "Lucy  > how much chocolate", "chocolate: 12 tubs on hand", "Lucy  > /forget",
+                                     "Forget this conversation?", "Lucy  > /press", "the bot edited its message",
+                                     "Forgotten")]
+    assert order == sorted(order), text
+    assert text.count("vanilla: 2 tubs on hand") == 1

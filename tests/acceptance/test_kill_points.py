@@ -140,7 +140,8 @@ async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, 
             await api.wait_for(lambda: sum(t.startswith("Order proposal") for t in owner_texts(api)) == 2, timeout=30)
         finally:
             assert await product.stop() == 0
-        proposal = next(m for m in api.sent if m.text.startswith("Order proposal") and "vanilla" in m.text)
+        proposal = next(m for m in api.sent if m.text.startswith("Order proposal")
+                        and "vanilla" in m.text.splitlines()[0])
         api.post_callback(OWNER, OWNER, proposal.reply_markup["inline_keyboard"][0][0]["callback_data"],
                           proposal.message_id)
         await product.start(point)            # admits the press, commits the approval, dies around the order
@@ -150,6 +151,9 @@ async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, 
         try:
             await api.wait_for(lambda: any("confirmed by the supplier" in t for t in owner_texts(api)), timeout=30)
             await product.wait_db("SELECT state FROM actions", [("delivered",)])
+            # ... and on its card, edited in place after the new message
+            await api.wait_for(lambda: any("confirmed by the supplier" in e["text"] for e in api.edited_texts),
+                               timeout=30)
         finally:
             assert await product.stop() == 0
         assert len(supplier.orders) == 1                                     # one order per approved action

@@ -101,8 +101,18 @@ def test_an_older_database_is_refused_by_run_and_migrated_by_migrate(tmp_path):
     conn.close()
     refused = shopbot("run", "--drain", db=db)
     assert refused.returncode == 1 and "shopbot migrate" in refused.stderr
-    assert shopbot("migrate", db=db).returncode == 0
+    migrated = shopbot("migrate", db=db)
+    assert migrated.returncode == 0 and "backed up schema version" in migrated.stdout
+    backups = list(tmp_path.glob("s.sqlite3.before-migration-*.bak"))
+    assert len(backups) == 1                                    # the old database, whole, before any change
+    old = sqlite3.connect(str(backups[0]))
+    assert old.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] < LATEST
+    assert old.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    old.close()
     assert shopbot("run", "--drain", db=db).returncode == 0
+    again = shopbot("migrate", db=db)                           # nothing to migrate: no second backup
+    assert again.returncode == 0 and "backed up" not in again.stdout
+    assert len(list(tmp_path.glob("s.sqlite3.before-migration-*.bak"))) == 1
 
 
 def test_shop_sync_keeps_counted_stock(tmp_path):

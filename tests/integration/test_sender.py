@@ -54,9 +54,14 @@ async def test_confirmed_send_has_the_message_id_as_receipt(api, sender):
             [{"text": "Resend", "callback_data": "resend:abc"}, {"text": "I have it", "callback_data": "delivered:abc"}]
         ]
     }
-    plain = await sender.send(CHAT, "*not markdown* <b>nor html</b>")
-    assert plain.receipt == str(api.sent[-1].message_id) and api.sent[-1].reply_markup is None
-    assert api.sent[-1].text == "*not markdown* <b>nor html</b>"
+    html = await sender.send(CHAT, "*not markdown* <b>but html</b>")     # HTML parse mode (C7)
+    assert html.receipt == str(api.sent[-1].message_id)
+    # without inline buttons a message carries the persistent keyboard of the common asks
+    assert api.sent[-1].reply_markup == {"keyboard": [[{"text": "Stock"}, {"text": "Low"}, {"text": "Brief"}],
+                                                      [{"text": "Reorder"}, {"text": "Pending"}]],
+                                         "is_persistent": True, "resize_keyboard": True}
+    assert api.sent[-1].text == "*not markdown* but html"
+    assert api.sent[-1].entities == ({"type": "bold", "offset": 15, "length": 8},)
 
 
 # fault, expected kind, whether the fake recorded the message
@@ -206,19 +211,35 @@ async def test_best_effort_calls(api, sender):
     await sender.answer_callback(second["callback_query"]["id"], "🍦" * 150)  # 2 UTF-16 units each
     assert api.callback_answers[1]["text"] == "🍦" * 100
 
-    await sender.remove_buttons(CHAT, int(sent.receipt))
-    assert api.edited_markups == [{"chat_id": CHAT, "message_id": int(sent.receipt), "reply_markup": None}]
-
     # failures are swallowed
     api.inject("sendChatAction", "500")
     await sender.typing(CHAT)
     await sender.answer_callback(update["callback_query"]["id"], "late")  # already answered: 400
-    await sender.remove_buttons(CHAT, int(sent.receipt))  # not modified: 400
     await api.refuse()
     await sender.typing(CHAT)
-    await sender.remove_buttons(CHAT, 12345)
     await api.accept()
-    assert len(api.chat_actions) == 1 and len(api.callback_answers) == 2 and len(api.edited_markups) == 1
+    assert len(api.chat_actions) == 1 and len(api.callback_answers) == 2
+
+
+async def test_an_edit_has_the_same_honest_outcomes_as_a_send(api, sender):
+    sent = await sender.send(CHAT, "Order proposal #1", [[("Approve", "approve:n")]])
+    message_id = int(sent.receipt)
+    done = await sender.edit(CHAT, message_id, "Order proposal #1\n\nApproved", [[("Received", "received:n")]])
+    assert done == SendOutcome("confirmed", receipt=str(message_id))
+    assert api.current(CHAT, message_id)["text"] == "Order proposal #1\n\nApproved"
+    # a lost reply: unknown, never confirmed by itself
+    api.inject("editMessageText", "drop_after_accept")
+    lost = await sender.edit(CHAT, message_id, "Order proposal #1\n\nReceived")
+    assert lost.kind == "unknown"
+    # the same edit again (after a resend decision): "message is not modified" means it was applied
+    again = await sender.edit(CHAT, message_id, "Order proposal #1\n\nReceived")
+    assert again == SendOutcome("confirmed", receipt=str(message_id), reason="already as requested")
+    assert api.current(CHAT, message_id)["markup"] is None
+    # a message that is not there, or bad HTML: a definite refusal
+    assert (await sender.edit(CHAT, 12345, "x")).kind == "failed"
+    assert (await sender.edit(CHAT, message_id, "<b>open")).kind == "failed"
+    api.inject("editMessageText", "429", retry_after=3)
+    assert (await sender.edit(CHAT, message_id, "later")).kind == "retry_later"
 
 
 async def test_make_bot_accepts_a_root_with_or_without_slash(api):

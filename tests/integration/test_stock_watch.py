@@ -61,8 +61,10 @@ async def test_an_episode_admits_once_rearms_on_recovery_and_a_second_dip_is_new
     assert (await watcher.check()).rearmed == ("vanilla",)
     assert (await watcher.check()).rearmed == ()
     assert await store.stock_watch() == [
-        {"item": "chocolate", "unit": "tubs", "on_hand": 12, "reorder_point": 6, "armed": 1, "episode": 1},
-        {"item": "vanilla", "unit": "tubs", "on_hand": 8, "reorder_point": 8, "armed": 1, "episode": 2}]
+        {"item": "chocolate", "unit": "tubs", "on_hand": 12, "reorder_point": 6, "armed": 1, "episode": 1,
+         "on_order": 0, "position": 12},
+        {"item": "vanilla", "unit": "tubs", "on_hand": 8, "reorder_point": 8, "armed": 1, "episode": 2,
+         "on_order": 0, "position": 8}]
     await set_stock(store, "vanilla", 2)                         # a second dip is a new episode
     assert (await watcher.check()).admitted == ("stock:vanilla:2",)
     assert [s for s, *_ in stock_work(raw)] == ["stock:vanilla:1", "stock:vanilla:2"]

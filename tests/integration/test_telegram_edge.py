@@ -49,11 +49,13 @@ async def test_lost_reply_is_unknown_announced_once_and_resent_only_on_decision(
         assert resend["text"] == "Resend" and resend["callback_data"].startswith("resend:")
         assert len(resend["callback_data"].split(":")[1]) >= 24     # >= 96 random bits
         run.api.post_callback(OWNER_ID, OWNER_ID, resend["callback_data"], notice.message_id)
-        texts = [m.text for m in await run.replies(2)]      # the resend is older, so it may go first
-        assert first.text in texts and any("once more" in t for t in texts)
+        [again] = await run.replies(1)                       # the resend; the notice is edited in place
+        assert again.text == first.text
+        await run.api.wait_for(lambda: "OK, I will send r1.1" in run.now(notice)["text"], timeout=10)
+        assert run.now(notice)["markup"] is None and "— owner 1001, " in run.now(notice)["text"]
         await delivery_state(run, "r1.1", "confirmed")
         assert [m.text for m in run.api.sent].count(first.text) == 2    # sent once more, after the decision only
-        assert run.api.callback_answers and run.api.edited_markups      # answered, buttons removed
+        assert run.api.callback_answers                                 # answered, the card's buttons gone
         # pressing again changes nothing and says so
         run.api.post_callback(OWNER_ID, OWNER_ID, resend["callback_data"], notice.message_id)
         [stale] = await run.replies(1)
@@ -146,8 +148,8 @@ async def test_forget_asks_first_and_needs_the_button():
         [invalid] = await run.replies(1)
         assert "no longer valid" in invalid.text
         run.api.post_callback(OWNER_ID, OWNER_ID, forget, ask.message_id)
-        [done] = await run.replies(1)
-        assert "Forgotten" in done.text
+        await run.api.wait_for(lambda: "Forgotten" in run.now(ask)["text"], timeout=10)    # the question, edited
+        assert run.now(ask)["text"].startswith("Forget this conversation?") and run.now(ask)["markup"] is None
         assert await run.app.parts.store.history(f"tg:{OWNER_ID}") == []
 
 
@@ -219,7 +221,7 @@ async def test_pending_lists_unsure_replies_with_buttons():
         [pending] = await run.replies(1)
         assert "r1.1" in pending.text and "may not have arrived" in pending.text
         labels = [b["text"] for row in pending.reply_markup["inline_keyboard"] for b in row]
-        assert labels == ["Resend r1.1", "I have it r1.1"]
+        assert labels[-2:] == ["Resend r1.1", "I have it r1.1"]     # after the proposals awaiting approval
 
 
 async def test_a_second_poller_is_reported_loudly_and_never_fought(caplog):
@@ -333,3 +335,23 @@ def test_sigterm_while_waiting_for_telegram_at_start_exits_cleanly(tmp_path):
     _, rest = proc.communicate(timeout=15)
     assert proc.returncode == 0, "".join(lines) + rest
     assert "Traceback" not in rest
+
+
+async def test_the_keyboard_of_common_asks_answers_each_in_one_tap():
+    async with local_product({"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0"}) as run:   # the example shop
+        run.api.post_message(OWNER_ID, OWNER_ID, "/start")
+        [hello] = await run.replies(1)
+        labels = [b["text"] for row in hello.reply_markup["keyboard"] for b in row]
+        assert labels == ["Stock", "Low", "Brief", "Reorder", "Pending"] and hello.reply_markup["is_persistent"]
+        await run.api.wait_for(lambda: sum(t.startswith("Order proposal") for t in run.owner_texts()) == 2,
+                               timeout=15)                              # the stock watcher's two cards
+        for label in labels:
+            run.api.post_message(OWNER_ID, OWNER_ID, label)
+        expected = ("Stock: chocolate 12 tubs",                          # Stock
+                    "Low: strawberry 1 tubs, vanilla 2 tubs.",            # Low
+                    "Opening brief:",                                    # Brief: the /brief command
+                    "Nothing to reorder",                                # Reorder: both already proposed
+                    "Proposals awaiting your decision")                  # Pending: the /pending command
+        await run.api.wait_for(lambda: all(any(e in t for t in run.owner_texts()) for e in expected), timeout=15)
+        sources = rows(run, "SELECT kind, payload FROM work WHERE source LIKE 'tg:%' ORDER BY work_id")
+        assert ("control", "Pending") in sources and ("agent", "Prepare the opening brief") in sources

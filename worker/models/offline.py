@@ -16,6 +16,7 @@ is read on its own, repeated requests are answered once):
 * `stock`, `how much`, `how many`, `count` — with an item named in the line: `get_item` for each item named;
   with another word after the keyword: `get_item(word)` (an unknown item comes back as the tool's error);
   with nothing after it: the whole stock from `list_stock`.
+* `low` (or `low stock`) — the items below their reorder point, counting what is on order.
 * `help` — what it can do. Anything else gets the same list with a "did not understand".
 
 Item names are learnt from `list_stock`, never hard-coded. Every number in its prose is copied from a tool
@@ -38,6 +39,7 @@ HELP = (
     "- stock <item> (or: how much <item>, count <item>): one item\n"
     "- brief: the opening brief, with what needs reordering\n"
     "- reorder: propose orders for items below their reorder point (you approve each one)\n"
+    "- low: the items below their reorder point\n"
     "- help: this list"
 )
 NOT_UNDERSTOOD = "Sorry, I did not understand that."
@@ -135,10 +137,18 @@ def _items(stock: _Res) -> list[dict] | None:
 
 
 def _low(item: dict) -> bool:
+    """Below the reorder point by the stock position (on hand plus on order) when the tool gives it."""
     try:
-        return item["on_hand"] < item["reorder_point"]
+        return item.get("position", item["on_hand"]) < item["reorder_point"]
     except (KeyError, TypeError):
         return False
+
+
+def _on_order(data: dict) -> str:
+    """`, 6 tubs on order` when the tool says something is on order (the figures name the order and its state)."""
+    quantity = data.get("on_order")
+    return f", {quantity} {data.get('unit', '')}".rstrip() + " on order" if isinstance(quantity, int) and quantity \
+        else ""
 
 
 def _names_in(line: str, names: list[str]) -> list[str]:
@@ -156,10 +166,24 @@ def _stock_error(stock: _Res) -> str:
 
 def _stock_summary(items: list[dict]) -> str:
     parts = [
-        f"{i['item']} {i.get('on_hand')} {i.get('unit', '')}".rstrip() + (" (below reorder point)" if _low(i) else "")
+        f"{i['item']} {i.get('on_hand')} {i.get('unit', '')}".rstrip() + _on_order(i).replace(",", " +", 1)
+        + (" (below reorder point)" if _low(i) else "")
         for i in items
     ]
     return "Stock: " + (", ".join(parts) if parts else "no items") + "."
+
+
+def _low_stock(results: _Results) -> str:
+    """`low`: the items below their reorder point by position (on hand plus on order)."""
+    stock = results.get("list_stock")
+    items = _items(stock)
+    if items is None:
+        return _stock_error(stock)
+    low = [i for i in items if _low(i)]
+    if not low:
+        return "Nothing is low: every item is at or above its reorder point (counting what is on order)."
+    return "Low: " + ", ".join(f"{i['item']} {i.get('on_hand')} {i.get('unit', '')}".rstrip() + _on_order(i)
+                               for i in low) + "."
 
 
 def _query(line: str, results: _Results) -> str:
@@ -172,7 +196,8 @@ def _query(line: str, results: _Results) -> str:
     if named:
         answers = results.get_all([("get_item", {"item": n}) for n in named])
         return "\n".join(
-            f"{r.data.get('item', n)}: {r.data.get('on_hand')} {r.data.get('unit', '')}".rstrip() + " on hand."
+            f"{r.data.get('item', n)}: {r.data.get('on_hand')} {r.data.get('unit', '')}".rstrip() + " on hand"
+            + _on_order(r.data) + "."
             if r.ok else f"I could not check {n}: {r.error}."
             for n, r in zip(named, answers)
         )
@@ -184,7 +209,7 @@ def _query(line: str, results: _Results) -> str:
     answer = results.get("get_item", item=words[0])
     if answer.ok:
         return (f"{answer.data.get('item', words[0])}: {answer.data.get('on_hand')} "
-                f"{answer.data.get('unit', '')}").rstrip() + " on hand."
+                f"{answer.data.get('unit', '')}").rstrip() + " on hand" + _on_order(answer.data) + "."
     if any(name in answer.error for name in names):  # the tool's error already lists the items
         return f"I could not find {words[0]}: {answer.error}."
     return f"I could not find {words[0]}: {answer.error}. Items I know: {', '.join(names) or 'none'}."
@@ -287,6 +312,8 @@ def _intents(text: str) -> tuple[list[tuple[str, str]], bool]:
             intent = ("brief", "")
         elif re.search(r"\breorder(?:s|ing)?\b", lowered):
             intent = ("reorder", lowered)
+        elif re.fullmatch(r"\s*(?:what(?:'s| is) )?low(?: stock)?\??\s*", lowered):
+            intent = ("low", "")
         elif _QUERY.search(lowered):
             intent = ("query", lowered)
         elif re.search(r"\bhelp\b", lowered) or lowered in ("/help", "/start"):
@@ -318,6 +345,8 @@ class OfflineModel:
                     answers.append(_brief(results))
                 elif intent == "reorder":
                     answers.append(_reorder(results, argument or ""))
+                elif intent == "low":
+                    answers.append(_low_stock(results))
                 elif intent == "query":
                     answers.append(_query(argument, results))
                 else:

@@ -107,7 +107,8 @@ class ToolRegistry:
         return name in self._tools
 
 
-UNITLESS = frozenset({"events", "counts", "count", "proposals", "attempts", "open_proposal", "records"})
+UNITLESS = frozenset({"events", "counts", "count", "proposals", "attempts", "open_proposal", "records",
+                      "order", "proposal", "report"})   # counts of records, and record numbers (order #2)
 _ISO_MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?$")
 _ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TEXT_CENTS = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+) cents\b")

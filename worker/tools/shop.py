@@ -49,9 +49,14 @@ class OrderArgs(BaseModel):
     quantity: int = Field(gt=0, le=100000, description="how many units")
 
 
-def _public(item: dict) -> dict:
-    return {key: item[key] for key in ("item", "on_hand", "reorder_point", "target", "unit_cost_cents", "unit",
-                                       "open_proposal")}
+def _public(item: dict, orders: list[dict] | None = None) -> dict:
+    """What the model sees of an item: stock on hand, what is on order (approved orders not yet received) and the
+    position (on hand plus on order), which is what reorder decisions look at."""
+    public = {key: item[key] for key in ("item", "on_hand", "on_order", "position", "reorder_point", "target",
+                                         "unit_cost_cents", "unit", "open_proposal")}
+    public["orders"] = [{"order": o["proposal_id"], "quantity": o["quantity"], "status": o["status"]}
+                        for o in (orders or []) if o["item"] == item["item"]]
+    return public
 
 
 async def _item(ctx: TurnContext, name: str) -> dict:
@@ -63,24 +68,30 @@ async def _item(ctx: TurnContext, name: str) -> dict:
 
 
 def _need(item: dict) -> dict:
-    quantity = max(0, item["target"] - item["on_hand"])
-    return {"item": item["item"], "on_hand": item["on_hand"], "target": item["target"], "quantity": quantity,
+    """What brings the item's position (on hand plus on order) to its target; nothing while its position is at or
+    above the reorder point (an order on order is never proposed twice)."""
+    low = item["position"] < item["reorder_point"]
+    quantity = max(0, item["target"] - item["position"]) if low else 0
+    return {"item": item["item"], "on_hand": item["on_hand"], "on_order": item["on_order"],
+            "position": item["position"], "target": item["target"], "quantity": quantity,
             "unit_cost_cents": item["unit_cost_cents"], "cost_cents": quantity * item["unit_cost_cents"],
-            "below_reorder_point": item["on_hand"] < item["reorder_point"], "unit": item["unit"]}
+            "below_reorder_point": low, "unit": item["unit"]}
 
 
 async def list_stock(args: NoArgs, ctx: TurnContext) -> dict:
-    return {"items": [_public(i) for i in await ctx.store.shop_items()], "currency": ctx.currency}
+    orders = await ctx.store.open_orders()
+    return {"items": [_public(i, orders) for i in await ctx.store.shop_items()], "currency": ctx.currency}
 
 
 async def get_item(args: ItemArgs, ctx: TurnContext) -> dict:
-    return _public(await _item(ctx, args.item))
+    item = await _item(ctx, args.item)
+    return _public(item, await ctx.store.open_orders(item["item"]))
 
 
 async def reorder_need(args: NeedArgs, ctx: TurnContext) -> dict:
     if args.item:
         return _need(await _item(ctx, args.item))
-    needs = [_need(i) for i in await ctx.store.shop_items() if i["on_hand"] < i["reorder_point"]]
+    needs = [_need(i) for i in await ctx.store.shop_items() if i["position"] < i["reorder_point"]]
     return {"items": needs, "total_cents": sum(n["cost_cents"] for n in needs), "currency": ctx.currency}
 
 
@@ -111,11 +122,13 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict:
 
 def shop_registry() -> ToolRegistry:
     return ToolRegistry([
-        Tool("list_stock", "Every item with stock on hand, reorder point, target and unit cost.", NoArgs, list_stock,
-             "read"),
-        Tool("get_item", "One item's stock on hand, reorder point, target and unit cost.", ItemArgs, get_item, "read"),
-        Tool("reorder_need", "Quantity and cost to bring an item to its target; without an item, every item below "
-             "its reorder point and the total cost.", NeedArgs, reorder_need, "read"),
+        Tool("list_stock", "Every item with stock on hand, what is on order (approved, not yet received), position "
+             "(on hand plus on order), reorder point, target and unit cost.", NoArgs, list_stock, "read"),
+        Tool("get_item", "One item's stock on hand, its orders on order, position, reorder point, target and unit "
+             "cost.", ItemArgs, get_item, "read"),
+        Tool("reorder_need", "Quantity and cost to bring an item's position (on hand plus on order) to its target; "
+             "nothing while the position is at or above the reorder point; without an item, every item below its "
+             "reorder point and the total cost.", NeedArgs, reorder_need, "read"),
         Tool("draft_order", "Record a draft order line (nothing is sent).", OrderArgs, draft_order, "internal"),
         Tool("propose_order", "Propose an order to the supplier for the owner to approve. Nothing is sent until the "
              "owner approves it.", OrderArgs, propose_order, "external"),

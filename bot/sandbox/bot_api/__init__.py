@@ -8,8 +8,12 @@ refusing the port, answering slowly, answering with HTML.
 Bot API (at `/bot<token>/<method>`, method names case-insensitive; any other token gets 401 Unauthorized):
 `getMe`, `getUpdates` (real offset semantics, long poll, `limit`, sticky `allowed_updates`, 409 while a webhook is
 set, and a long poll is terminated with 409 by a newer `getUpdates` as Telegram does), `sendMessage`,
-`sendChatAction`, `answerCallbackQuery`, `setMyCommands`, `getMyCommands`, `editMessageReplyMarkup`, `setWebhook`,
-`deleteWebhook`, `getWebhookInfo`. Parameters are read from form-encoded bodies with JSON-encoded values (what PTB
+`sendChatAction`, `answerCallbackQuery`, `setMyCommands`, `getMyCommands`, `editMessageReplyMarkup`,
+`editMessageText` (400 "message is not modified" for the same content, as Telegram), `setWebhook`,
+`deleteWebhook`, `getWebhookInfo`. `parse_mode=HTML` is parsed as strictly as Telegram does (entities.py): an
+unknown or unbalanced tag or a bad entity is 400 "can't parse entities"; `sent` keeps the visible text with its
+entities and the HTML as sent. `reply_parameters` quotes a message of the chat (400 when it does not exist, unless
+`allow_sending_without_reply`). Parameters are read from form-encoded bodies with JSON-encoded values (what PTB
 sends), from JSON bodies and from the query string.
 
 The user side (`post_message`, `post_callback`, `post_edit`, `post_raw_update`, `redeliver`), the records of what

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
+from bot.sandbox.bot_api.entities import HtmlRefused, parse_html
 from bot.sandbox.bot_api.state import ApiState, SentMessage
 from bot.sandbox.mini_http import Response as _Response
 
@@ -188,28 +189,75 @@ async def get_updates(st: ApiState, params: dict) -> _Response:
             await asyncio.wait_for(tick.wait(), remaining)
 
 
-async def send_message(st: ApiState, params: dict) -> _Response:
-    chat_id = _as_int(params.get("chat_id"))
-    if chat_id in (None, ""):
-        return _err(400, "Bad Request: chat_id is empty")
+def _text(params: dict) -> tuple[str, list[dict], str | None] | _Response:
+    """The visible text and entities of `text` under its `parse_mode` (HTML parsed as strictly as Telegram does), or
+    the 400 Telegram answers."""
     text = params.get("text")
     if text is None or (isinstance(text, str) and not text.strip()):
         return _err(400, "Bad Request: message text is empty")
     text = str(text)
+    mode = params.get("parse_mode")
+    entities: list[dict] = []
+    html = None
+    if mode:
+        if str(mode).lower() != "html":
+            return _err(400, f"Bad Request: unsupported parse_mode {mode!r} (the local fake knows HTML only)")
+        html = text
+        try:
+            text, entities = parse_html(text)
+        except HtmlRefused as exc:
+            return _err(400, f"Bad Request: can't parse entities: {exc}")
+        if not text.strip():
+            return _err(400, "Bad Request: message text is empty")
     if _utf16_len(text) > 4096:
         return _err(400, "Bad Request: message is too long")
+    return text, entities, html
+
+
+def _reply_to(st: ApiState, chat_id: Any, params: dict) -> int | None | _Response:
+    raw = params.get("reply_parameters")
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return _err(400, "Bad Request: can't parse reply parameters JSON object")
+    if not isinstance(raw, dict) or not isinstance(raw.get("message_id"), int):
+        return _err(400, "Bad Request: can't parse reply parameters JSON object")
+    if st.current(chat_id, raw["message_id"]) is None:
+        if raw.get("allow_sending_without_reply"):
+            return None
+        return _err(400, "Bad Request: message to be replied not found")
+    return raw["message_id"]
+
+
+async def send_message(st: ApiState, params: dict) -> _Response:
+    chat_id = _as_int(params.get("chat_id"))
+    if chat_id in (None, ""):
+        return _err(400, "Bad Request: chat_id is empty")
+    parsed = _text(params)
+    if isinstance(parsed, _Response):
+        return parsed
+    text, entities, html = parsed
     markup = _markup(params)
     if markup is _UNPARSABLE:
         return _err(400, "Bad Request: can't parse reply keyboard markup JSON object")
     problem = _check_markup(markup)
     if problem:
         return _err(400, problem)
+    reply_to = _reply_to(st, chat_id, params)
+    if isinstance(reply_to, _Response):
+        return reply_to
     message_id = st._next_message_id(chat_id)
     date = int(time.time())
-    sent = SentMessage(chat_id=chat_id, text=text, reply_markup=markup, message_id=message_id, date=date)
+    sent = SentMessage(chat_id=chat_id, text=text, reply_markup=markup, message_id=message_id, date=date,
+                       entities=tuple(entities), reply_to=reply_to, html=html)
     st._store.add_sent(sent)
     st.sent.append(sent)
-    st._messages[(json.dumps(chat_id), message_id)] = {"date": date, "text": text, "markup": markup, "bot": True}
+    st.timeline.append(("sent", sent))
+    st._messages[(json.dumps(chat_id), message_id)] = {"date": date, "text": text, "markup": markup, "bot": True,
+                                                       "html": html}
     result: dict[str, Any] = {
         "message_id": message_id,
         "from": st.bot_user,
@@ -217,7 +265,51 @@ async def send_message(st: ApiState, params: dict) -> _Response:
         "date": date,
         "text": text,
     }
+    if entities:
+        result["entities"] = entities
     if markup and markup.get("inline_keyboard"):
+        result["reply_markup"] = markup
+    return _ok(result)
+
+
+async def edit_message_text(st: ApiState, params: dict) -> _Response:
+    """Like Telegram: only the bot's own messages; the same text and markup again is 400 "message is not modified"."""
+    if params.get("inline_message_id"):
+        return _err(400, "Bad Request: inline messages are not supported by the local fake")
+    chat_id = _as_int(params.get("chat_id"))
+    message_id = _as_int(params.get("message_id"))
+    if chat_id in (None, "") or not isinstance(message_id, int):
+        return _err(400, "Bad Request: message identifier is not specified")
+    known = st.current(chat_id, message_id)
+    if known is None or not known["bot"]:
+        return _err(400, "Bad Request: message to edit not found")
+    parsed = _text(params)
+    if isinstance(parsed, _Response):
+        return parsed
+    text, entities, html = parsed
+    markup = _markup(params)
+    if markup is _UNPARSABLE:
+        return _err(400, "Bad Request: can't parse reply keyboard markup JSON object")
+    problem = _check_markup(markup)
+    if problem:
+        return _err(400, problem)
+    if markup is not None and not markup.get("inline_keyboard"):
+        markup = None
+    if text == known["text"] and (html or None) == (known.get("html") or None) \
+            and (markup or None) == (known["markup"] or None):
+        return _err(400, "Bad Request: message is not modified: specified new message content and reply markup are "
+                         "exactly the same as a current content and reply markup of the message")
+    known.update(text=text, markup=markup, html=html)
+    entry = {"chat_id": chat_id, "message_id": message_id, "text": text, "html": html, "reply_markup": markup,
+             "entities": entities}
+    st._store.log("edited_text", entry)
+    st.edited_texts.append(entry)
+    st.timeline.append(("edited", entry))
+    result: dict[str, Any] = {"message_id": message_id, "from": st.bot_user, "chat": st._chat_obj(chat_id),
+                              "date": known["date"], "edit_date": int(time.time()), "text": text}
+    if entities:
+        result["entities"] = entities
+    if markup:
         result["reply_markup"] = markup
     return _ok(result)
 
@@ -356,6 +448,7 @@ HANDLERS: dict[str, Callable[[ApiState, dict], Awaitable[_Response]]] = {
     "setmycommands": set_my_commands,
     "getmycommands": get_my_commands,
     "editmessagereplymarkup": edit_message_reply_markup,
+    "editmessagetext": edit_message_text,
     "setwebhook": set_webhook,
     "deletewebhook": delete_webhook,
     "getwebhookinfo": get_webhook_info,

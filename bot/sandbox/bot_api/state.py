@@ -48,10 +48,13 @@ _NOT_BY_DEFAULT = frozenset({"chat_member", "message_reaction", "message_reactio
 @dataclass(frozen=True)
 class SentMessage:
     chat_id: int | str
-    text: str
+    text: str                      # the visible text, as Telegram keeps it (HTML tags parsed into `entities`)
     reply_markup: dict | None
     message_id: int
     date: int
+    entities: tuple = ()           # dicts of type, offset, length (UTF-16 units)
+    reply_to: int | None = None    # the message it quotes
+    html: str | None = None        # the text as sent in HTML parse mode
 
 
 def _update_kind(update: dict) -> str | None:
@@ -153,6 +156,8 @@ class ApiState:
         self.commands: list[dict] = []  # the last setMyCommands list
         self.offsets_requested: list[int | None] = []  # the offset of every getUpdates that was processed
         self.edited_markups: list[dict] = []  # {"chat_id", "message_id", "reply_markup"}
+        self.edited_texts: list[dict] = []    # {"chat_id", "message_id", "text", "html", "reply_markup"}
+        self.timeline: list[tuple[str, Any]] = []   # ("sent", SentMessage) and ("edited", entry), in arrival order
         self.calls: dict[str, int] = {}  # requests per Bot API method (as named by the client), faults included
         self.connections_opened = 0  # TCP connections accepted (keep-alive reuse keeps this low)
         self.webhook: dict = {"url": ""}
@@ -182,6 +187,10 @@ class ApiState:
         tick.set()
 
     # ------------------------------------------------------------------ chats, messages, updates
+
+    def current(self, chat_id: int | str, message_id: int) -> dict | None:
+        """A message as it reads now (after edits): {"text", "markup", "html", ...}, or None."""
+        return self._messages.get((json.dumps(chat_id), message_id))
 
     def _chat_obj(self, chat_id: int | str) -> dict:
         key = json.dumps(chat_id)
@@ -251,6 +260,7 @@ class ApiState:
             "chat_actions": self.chat_actions,
             "commands": self.commands,
             "edited_markups": self.edited_markups,
+            "edited_texts": self.edited_texts,
             "webhook": self.webhook,
             "allowed_updates": self._allowed_updates,
             "calls": self.calls,
@@ -326,6 +336,11 @@ class ApiState:
             elif kind == "callback_answer":
                 self.callback_answers.append(body)
                 self._callbacks[body["callback_query_id"]] = True
+            elif kind == "edited_text":
+                self.edited_texts.append(body)
+                m = self._messages.get((json.dumps(body["chat_id"]), body["message_id"]))
+                if m is not None:
+                    m.update(text=body["text"], markup=body["reply_markup"], html=body.get("html"))
             elif kind == "edited_markup":
                 self.edited_markups.append(body)
                 m = self._messages.get((json.dumps(body["chat_id"]), body["message_id"]))

@@ -15,7 +15,7 @@ def available() -> list[tuple[int, str, str]]:
     return sqlite_migrations.available(__package__)
 
 
-LATEST = len(available())
+LATEST = available()[-1][0]   # numbers only increase and may leave a gap (as SQLite's)
 
 
 def current_version(conn: PgConnection) -> int:

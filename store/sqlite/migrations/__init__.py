@@ -18,13 +18,15 @@ def available(package: str | None = None) -> list[tuple[int, str, str]]:
         if match:
             found.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
     found.sort()
-    for expected, (version, _, _) in enumerate(found, start=1):
-        if version != expected:
-            raise RuntimeError(f"migration numbering has a gap at {expected}")
+    numbers = [version for version, _, _ in found]
+    if len(set(numbers)) != len(numbers) or (numbers and numbers[0] != 1):
+        raise RuntimeError(f"migration numbers must start at 1 and never repeat: {numbers}")
     return found
 
 
-LATEST = len(available())
+# Numbers are assigned per change and may leave a gap while a branch waits for another's migration; they only
+# ever increase, and a database records every number it applied.
+LATEST = available()[-1][0]
 
 
 def current_version(conn: sqlite3.Connection) -> int:

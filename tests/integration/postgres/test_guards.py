@@ -90,6 +90,9 @@ async def test_without_on_conflict_the_second_admission_of_one_identity_is_an_er
 
 
 def _two_proposals(conn: Any) -> list[int]:
+    for item in ("milk", "eggs"):
+        conn.execute("INSERT INTO items (item, unit, on_hand, reorder_point, target, unit_cost_cents, updated_at) "
+                     "VALUES (?, 'unit', 1, 2, 10, 60, ?)", (item, NOW))
     conn.execute("INSERT INTO work (source, session, kind, payload, admitted_at) VALUES ('t:1', 't', 'agent', '', ?)",
                  (NOW,))
     conn.execute("INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "

@@ -120,6 +120,6 @@ def test_two_processes_migrating_one_empty_database_at_once_apply_each_migration
         t.start()
     for t in threads:
         t.join(30)
-    assert sorted(v for versions in applied for v in versions) == list(range(1, migrations.LATEST + 1))
+    assert sorted(v for versions in applied for v in versions) == [n for n, _, _ in migrations.available()]
     with psycopg.connect(pg_empty_url) as conn:
-        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == migrations.LATEST
+        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(migrations.available())

@@ -23,6 +23,11 @@ PROPOSAL_WITH_ACTION = [
     "INSERT INTO actions (proposal_id, idempotency_key, destination, payload, created_at, updated_at) "
     "VALUES (1, '0123456789abcdef0123456789abcdef', 'supplier:s', '{}', 'n', 'n')"]
 
+ITEM = ["INSERT INTO items (item, unit, on_hand, reorder_point, target, unit_cost_cents, updated_at) "
+        "VALUES ('vanilla', 'tubs', 2, 8, 8, 300, 'n')"]
+ORDER = ("INSERT INTO orders (proposal_id, item, quantity, approved_at, due_at, updated_at) "
+         "VALUES (1, 'vanilla', 1, 'n', 'n', 'n')")
+
 PLANTS = {
     "R1": ["INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
            "VALUES ('x', 'w', 's', 1, 1, 0, 'n')",
@@ -61,6 +66,15 @@ PLANTS = {
     "A2": PROPOSAL_WITH_ACTION + ["DROP TRIGGER action_receipt_required",
                                   "UPDATE actions SET state = 'sending'", "UPDATE actions SET state = 'delivered'"],
     "A3": PROPOSAL_WITH_ACTION + ["UPDATE spending SET state = 'released'"],
+    "O1": PROPOSAL_WITH_ACTION,                                             # approved, but no order
+    "O2": ITEM + PROPOSAL_WITH_ACTION + [ORDER, "UPDATE actions SET state = 'sending'",
+                                         "UPDATE actions SET state = 'failed'"],
+    "O3": ITEM + PROPOSAL_WITH_ACTION + [ORDER, "UPDATE orders SET state = 'received'"],
+    # retention's tombstones: a pruned mark without the emptied payload; a pruned report whose part is still pending
+    "P1": ["DROP TRIGGER work_identity_fixed", "DROP TRIGGER work_terminal_fixed", "DROP TRIGGER work_prune_path",
+           "UPDATE work SET pruned_at = 'n' WHERE work_id = 1"],
+    "P2": ["DROP TRIGGER report_immutable",
+           "UPDATE reports SET body = '', body_sha256 = printf('%064d', 0), pruned_at = 'n' WHERE report_id = 'r1.1'"],
 }
 
 

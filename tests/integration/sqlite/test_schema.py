@@ -89,3 +89,35 @@ def test_instance_lock_names_the_holder_and_dies_with_it(db_path):
         holder.wait()
     with InstanceLock(db_path):   # released by the OS when the holder died
         pass
+
+
+def test_migration_7_counts_orders_approved_before_it_as_on_order_newest_per_item(tmp_path):
+    from store.sqlite.invariants import check
+    from store.sqlite.migrations import migrate
+    path = tmp_path / "v6.sqlite3"
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    migrate(conn, str(path), "2027-03-01T09:00:00.000000Z", up_to=6)
+    conn.executescript("""
+        INSERT INTO items (item, unit, on_hand, reorder_point, target, unit_cost_cents, updated_at)
+            VALUES ('vanilla', 'tubs', 2, 8, 8, 300, 'n'), ('cone', 'boxes', 0, 2, 4, 100, 'n');
+        INSERT INTO work (source, session, kind, payload, admitted_at) VALUES ('tg:1:1', 'tg:1', 'agent', 'x', 'n');
+        INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at)
+            VALUES ('r', 'w', 'tg:1', 1, 1, 0, 'n');
+        INSERT INTO proposals (proposal_id, run_id, supplier, item, quantity, unit_cost_cents, total_cents, state,
+                               created_at, updated_at, decided_at)
+            VALUES (1, 'r', 's', 'vanilla', 6, 300, 1800, 'approved', 'n', 'n', '2027-02-01T09:00:00.000000Z'),
+                   (2, 'r', 's', 'vanilla', 6, 300, 1800, 'approved', 'n', 'n', '2027-02-27T09:00:00.000000Z'),
+                   (3, 'r', 's', 'cone', 4, 100, 400, 'approved', 'n', 'n', '2027-02-27T09:00:00.000000Z');
+        INSERT INTO actions (proposal_id, idempotency_key, destination, payload, state, receipt, created_at, updated_at)
+            VALUES (1, '0123456789abcdef0123456789abcde1', 'supplier:s', '{}', 'delivered', 'A', 'n', 'n'),
+                   (2, '0123456789abcdef0123456789abcde2', 'supplier:s', '{}', 'delivered', 'B', 'n', 'n'),
+                   (3, '0123456789abcdef0123456789abcde3', 'supplier:s', '{}', 'pending', NULL, 'n', 'n');
+        UPDATE actions SET state = 'sending' WHERE proposal_id = 3;
+        UPDATE actions SET state = 'failed' WHERE proposal_id = 3;
+    """)
+    assert migrate(conn, str(path), "2027-03-01T09:00:00.000000Z") == [7, 11]
+    rows = conn.execute("SELECT proposal_id, state, due_at FROM orders ORDER BY proposal_id").fetchall()
+    assert rows == [(1, "received", "2027-02-04T09:00:00.000000Z"), (2, "on_order", "2027-03-02T09:00:00.000000Z"),
+                    (3, "cancelled", "2027-02-27T09:00:00.000000Z")]
+    conn.close()
+    assert [v for v in check(path) if v.rule.startswith("O")] == []     # the on-order rules hold

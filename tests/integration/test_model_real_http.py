@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from store import Occurrence
-from tests.fake_model_servers import (
+from tests.integration.test_worker import SHOP
+from tests.support import ROOT
+from tests.support.fake_model_servers import (
     FakeModelServer,
     anthropic_error,
     anthropic_message,
@@ -19,7 +21,6 @@ from tests.fake_model_servers import (
     openai_text,
     openai_tool_calls,
 )
-from tests.test_worker import SHOP
 from worker.agent_loop import NOTICE_CONTENT_FILTER, NOTICE_CONTEXT_WINDOW, NOTICE_REFUSAL
 from worker.figures import DASH
 from worker.models import load_model
@@ -73,7 +74,8 @@ async def test_a_reply_keeps_on_hand_reorder_point_and_price_and_blanks_an_inven
     text = body(raw)
     assert text.startswith(f"Vanilla: 2 tubs on hand, reorder point 8, price $3.00 a tub; you sold {DASH} yesterday.")
     assert "17" not in text
-    assert "- vanilla on hand: 2 tubs\n- vanilla reorder point: 8 tubs" in text and "- vanilla unit cost: $3.00" in text
+    for line in ("- vanilla on hand: 2 tubs", "- vanilla reorder point: 8 tubs", "- vanilla unit cost: $3.00"):
+        assert line in text.splitlines(), line
 
     first, second = (r.body for r in server.requests)
     # the tool result the model read shows money as the owner reads it, not cents
@@ -152,8 +154,7 @@ def test_a_model_without_key_or_base_url_is_a_configuration_error_not_a_tracebac
     import os
     import subprocess
     import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SHOPBOT_", "TELEGRAM_")) and k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
     env.update({"SHOPBOT_DB": str(tmp_path / "s.sqlite3"), "SHOPBOT_SHOP_FILE": str(root / "shop.example.toml"),
@@ -170,8 +171,7 @@ async def test_shopbot_run_with_a_base_url_and_no_key_starts_and_answers(tmp_pat
     import os
     import sqlite3
     import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SHOPBOT_", "TELEGRAM_")) and k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
     db = tmp_path / "s.sqlite3"

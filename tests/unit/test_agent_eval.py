@@ -2,11 +2,11 @@
 the evaluation through the whole product keeps every tool-backed number and blanks every invented one."""
 import ast
 import sys
-from pathlib import Path
 
 import bench.agent_eval as agent_eval
+from tests.support import ROOT
 
-SERVER = Path(__file__).resolve().parent.parent / "bench" / "eval_model_server.py"
+SERVER = ROOT / "bench" / "eval_model_server.py"
 
 
 def test_the_eval_model_server_imports_only_the_standard_library():

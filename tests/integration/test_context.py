@@ -3,7 +3,7 @@ and the session's history within a token budget (whole exchanges, newest kept, n
 from datetime import UTC, datetime, time
 
 from store import Occurrence
-from tests.test_worker import SHOP
+from tests.integration.test_worker import SHOP
 from worker.agent_loop import run_agent
 from worker.figures import DASH
 from worker.models.base import Message, ModelTurn, SystemPrompt, ToolCall

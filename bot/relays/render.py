@@ -1,0 +1,41 @@
+"""The one renderer of everything the bot sends to Telegram (C7): a stored part, plain text, becomes HTML.
+
+Why here, at send time, and not when the report is made: a report and its delivery parts are stored as the plain
+text the owner reads (immutable, C6/C7; readable in `shopbot reports`, /pending previews and notices). C13's
+replacement of numbers no record backs runs on the raw prose when the report is made (worker/figures.py), so it never
+sees an HTML entity (`&#x27;` holds digits it would replace); the escaping here runs after it, on the whole part.
+Escaping changes no visible character, so the part limit, counted on the plain text in UTF-16 code units as
+Telegram counts the visible text (store/outbox.py `split_parts`), holds for the rendered part too, and a part can
+never be cut inside a tag or an entity: the tags and entities are made per part, after the split.
+
+Rules:
+- every character of the part is escaped with `html.escape(..., quote=True)`: whatever came from records (item names
+  such as `a<b>`) or the model (`<`, `&`, `"`) is shown as typed, and no tag or URL is ever taken from it;
+- the only markup is made here from what the store added itself: the part's identity on its last line
+  (`r12.1` or `r12.1 (2/3)`, appended by `split_parts`) becomes `<code>r12.1 (2/3)</code>`, small and last;
+- a lone surrogate (not a character, Telegram refuses it as bad UTF-8) becomes U+FFFD.
+"""
+from __future__ import annotations
+
+import html
+import re
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_IDENTITY = re.compile(r"\n\n(r\d+\.\d+(?: \(\d+/\d+\))?)\Z")
+
+
+def render_part(text: str, report_id: str | None = None) -> str:
+    """HTML for one stored part. With `report_id`, a last line `<report_id>` or `<report_id> (i/n)` is the
+    identity the store appended and is set in `<code>`; nothing else gets a tag."""
+    text = _LONE_SURROGATE.sub("\ufffd", text)
+    match = _IDENTITY.search(text)
+    if match and report_id and (match.group(1) == report_id or match.group(1).startswith(f"{report_id} (")):
+        body = text[:match.start()]
+        return f"{escape(body)}\n\n<code>{escape(match.group(1))}</code>"
+    return escape(text)
+
+
+def escape(text: str) -> str:
+    """`<`, `>`, `&`, `"` and `'` as entities (Telegram's HTML mode accepts numeric entities and &lt; &gt; &amp;
+    &quot;)."""
+    return html.escape(text, quote=True)

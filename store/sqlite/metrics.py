@@ -1,0 +1,154 @@
+"""What `/metrics` and the operator page read: counts by state, ages, the per-minute counters, the database size and
+the turns that ended since a mark. Every function here is a read (run on the store's read path, a deferred
+transaction: it never takes the write lock) and returns no user data: no chat or sender ids, no texts, no till-made
+names; the only labels are states, kinds and counter kinds made by the code (anything else is reported as `other`).
+"""
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..clock import from_text, to_text
+
+WORK_KINDS = ("agent", "control", "notice")
+WORK_STATES = ("pending", "running", "finished", "failed")
+DELIVERY_STATES = ("pending", "sending", "confirmed", "unknown", "failed", "denied")
+ACTION_STATES = ("pending", "sending", "delivered", "failed", "unknown", "quarantined", "voided")
+_CODE_LABEL = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def code_label(value: str) -> str:
+    """A counter kind as a label only when it is shaped like a code-made name; anything else is `other`."""
+    return value if _CODE_LABEL.fullmatch(value or "") else "other"
+
+
+@dataclass
+class Tally:
+    """Counts by state of a table's rows with ids at or below `upto`. Those rows are all ended (no open row has an
+    id that low) and an ended row never changes state or goes away, so the counts stay true and each scrape only
+    counts the rows above `upto`: a scrape costs the open window, not the whole history."""
+    upto: int = 0
+    counts: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+
+# table -> (id column, the grouping columns, the partial index of the open rows, what an open row is). The open rows
+# are read through their partial index: a min() by rowid would walk every ended row before the first open one.
+_TALLIED = {
+    "work": ("work_id", "kind, state", "work_open", "state IN ('pending', 'running')"),
+    "deliveries": ("delivery_id", "state", "deliveries_open", "state IN ('pending', 'sending', 'unknown')"),
+}
+
+
+def tallied(conn: sqlite3.Connection, table: str, tally: Tally) -> dict[tuple[str, ...], int]:
+    """Counts by state of every row of `table`, advancing `tally` to just below its oldest open row."""
+    key, group, index, open_rows = _TALLIED[table]
+    oldest_open = conn.execute(f"SELECT min({key}) FROM {table} INDEXED BY {index} WHERE {open_rows}").fetchone()[0]
+    frontier = oldest_open - 1 if oldest_open is not None else \
+        conn.execute(f"SELECT coalesce(max({key}), 0) FROM {table}").fetchone()[0]
+    if frontier > tally.upto:
+        for *labels, n in conn.execute(f"SELECT {group}, count(*) FROM {table} WHERE {key} > ? AND {key} <= ? "
+                                       f"GROUP BY {group}", (tally.upto, frontier)):
+            tally.counts[tuple(labels)] = tally.counts.get(tuple(labels), 0) + n
+        tally.upto = frontier
+    counts = dict(tally.counts)
+    for *labels, n in conn.execute(f"SELECT {group}, count(*) FROM {table} WHERE {key} > ? GROUP BY {group}",
+                                   (tally.upto,)):
+        counts[tuple(labels)] = counts.get(tuple(labels), 0) + n
+    return counts
+
+
+def snapshot(conn: sqlite3.Connection, now: datetime, path: Path,
+             tallies: dict[str, Tally] | None = None) -> dict[str, Any]:
+    """Counts by state, the oldest pending age, the counters of the last complete minute, the database size.
+    `tallies` (kept by the caller between scrapes) makes the work and delivery counts cost only the rows added or
+    still open since the last scrape."""
+    tallies = tallies if tallies is not None else {}
+    work = {(k, s): 0 for k in WORK_KINDS for s in WORK_STATES}
+    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally())).items():
+        work[(kind, state)] = n
+    deliveries = dict.fromkeys(DELIVERY_STATES, 0)
+    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally())).items():
+        deliveries[state] = n
+    actions = dict.fromkeys(ACTION_STATES, 0)
+    for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state"):
+        actions[state] = n
+    oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
+    last_minute = to_text(now - timedelta(minutes=1))[:16]
+    counted: dict[str, int] = {}
+    for kind, n in conn.execute("SELECT kind, sum(count) FROM counters WHERE minute = ? GROUP BY kind",
+                                (last_minute,)):
+        label = code_label(kind)
+        counted[label] = counted.get(label, 0) + n
+    page_size, page_count, free = (conn.execute(f"PRAGMA {p}").fetchone()[0]
+                                   for p in ("page_size", "page_count", "freelist_count"))
+    wal = Path(f"{path}-wal")
+    return {
+        "work": work,
+        "deliveries": deliveries,
+        "actions": actions,
+        "oldest_pending_seconds": max(0.0, (now - from_text(oldest)).total_seconds()) if oldest else 0.0,
+        "counted_last_minute": counted,
+        "db_bytes": page_size * page_count,
+        "db_free_bytes": page_size * free,
+        "wal_bytes": wal.stat().st_size if wal.exists() else 0,
+    }
+
+
+def ops_view(conn: sqlite3.Connection, now: datetime, tallies: dict[str, Tally]) -> dict[str, Any]:
+    """What the operator page shows beside the status counts, each read through an index (no full scan): unknown
+    deliveries, the last failed work and failed or denied parts, open and quarantined actions, the counters of the
+    last hour, the oldest pending age."""
+    figures: dict[str, Any] = {"work": {}, "agent_work": {}, "deliveries": dict.fromkeys(DELIVERY_STATES, 0)}
+    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally())).items():
+        figures["work"][state] = figures["work"].get(state, 0) + n
+        if kind == "agent":
+            figures["agent_work"][state] = n
+    figures["work"] = {s: figures["work"].get(s, 0) for s in WORK_STATES}
+    figures["agent_work"] = {s: figures["agent_work"].get(s, 0) for s in WORK_STATES}
+    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally())).items():
+        figures["deliveries"][state] = n
+    oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
+    figures["oldest_pending_seconds"] = (now - from_text(oldest)).total_seconds() if oldest else None
+    figures["unknown"] = [dict(r) for r in conn.execute(
+        "SELECT report_id, part, parts, chat_id, reason, updated_at FROM deliveries "
+        "WHERE state IN ('pending', 'sending', 'unknown') AND state = 'unknown' "   # the first term: deliveries_open
+        "ORDER BY delivery_id LIMIT 100")]
+    figures["failed_work"] = [dict(r) for r in conn.execute(
+        "SELECT w.work_id, w.source, i.report_id FROM work w LEFT JOIN report_items i USING (work_id) "
+        "WHERE w.state = 'failed' ORDER BY w.work_id DESC LIMIT 20")]
+    figures["failed_deliveries"] = [dict(r) for r in conn.execute(
+        "SELECT report_id, part, chat_id, reason FROM deliveries WHERE state IN ('failed', 'denied') "
+        "ORDER BY delivery_id DESC LIMIT 20")]
+    figures["open_actions"] = [dict(r) for r in conn.execute(
+        "SELECT a.action_id, a.proposal_id, a.state, a.reason, p.item, p.quantity, p.total_cents FROM actions a "
+        "JOIN proposals p USING (proposal_id) WHERE a.state IN ('pending', 'sending', 'unknown', 'quarantined') "
+        "ORDER BY a.action_id LIMIT 100")]
+    counters: dict[str, int] = {}
+    for kind, n in conn.execute("SELECT kind, sum(count) FROM counters WHERE minute >= ? GROUP BY kind",
+                                (to_text(now - timedelta(hours=1))[:16],)):
+        counters[code_label(kind)] = counters.get(code_label(kind), 0) + n
+    figures["counters_last_hour"] = counters
+    return figures
+
+
+def runs_ended_since(conn: sqlite3.Connection, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
+    """Runs that ended at or after `mark` (UTC text), oldest end first: (run_id, outcome, started_at, ended_at,
+    model_calls, input_tokens, output_tokens). Uses the `runs_ended` index (migration 0011)."""
+    return conn.execute(
+        "SELECT run_id, outcome, started_at, ended_at, model_calls, input_tokens, output_tokens FROM runs "
+        "WHERE ended_at >= ? ORDER BY ended_at LIMIT ?", (mark, limit)).fetchall()
+
+
+def window_series(conn: sqlite3.Connection, start: datetime, end: datetime, buckets: int) -> list[dict[str, Any]]:
+    """λ, W and L of agent work in `buckets` equal slices of [start, end] (the operator page's day chart)."""
+    from .stats import window
+    step = (end - start) / buckets
+    series = []
+    for i in range(buckets):
+        s = window(conn, to_text(start + step * i), to_text(start + step * (i + 1)))
+        series.append({"start": to_text(start + step * i), "lambda_per_s": s.lam, "W_s": s.w, "L": s.l})
+    return series

@@ -1,0 +1,86 @@
+"""Retention (`shopbot prune --older-than DAYS`, `SHOPBOT_RETENTION_DAYS`): what is finished and old goes, identity
+and lineage stay.
+
+Removed (rows deleted): agent history entries, operations of ended runs that no proposal or draft points to,
+decided or expired button prompts (a press on a removed nonce is answered "no longer valid", as any unknown
+nonce is), per-minute counters.
+
+Emptied (rows kept as tombstones): the payload of ended work, the body of a report whose every part is confirmed,
+failed or denied, and the text of those parts. A work tombstone keeps its source, session, kind, destination,
+states and times and the payload's SHA-256 (`payload_sha256`), so admission still answers a retried occurrence
+`duplicate` and a changed one `conflict` (C1); a report tombstone keeps its identity, its work items and
+`body_sha256` (C6). The immutability triggers allow exactly this move (migration 0011) and `shopbot check` knows
+tombstones (rules P1, P2). Rows are never deleted from work, reports, deliveries, runs, proposals, actions or their
+decisions, so an id is never reused (`r<id>.<gen>` included) and every action's lineage stays.
+
+Never touched: open work (pending, running), a report with a part not yet ended (pending, sending, unknown), an
+action (whatever its state: quarantined and unknown ones included), stock events, schedules' records.
+
+Each call of `prune_batch` is one short write transaction over at most `batch` rows of each kind; `Store.prune`
+repeats it until nothing is left, so the bot keeps admitting while a year of history is pruned.
+"""
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+ENDED_PART = "('confirmed', 'failed', 'denied')"
+
+
+def content_hash(text: str) -> str:
+    """The SHA-256 a tombstone keeps of the payload or body it replaced (hex, 64 characters)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def prune_batch(conn: sqlite3.Connection, cutoff: str, now: str, batch: int) -> dict[str, int]:
+    """One transaction's worth: up to `batch` rows of each kind older than `cutoff` (UTC text). Returns the rows
+    removed or emptied per kind; all zero when nothing is left."""
+    done = {}
+    done["history"] = conn.execute(
+        "DELETE FROM history WHERE entry_id IN (SELECT entry_id FROM history WHERE created_at < ? LIMIT ?)",
+        (cutoff, batch)).rowcount
+    # Driven from the journal's oldest rows (CROSS JOIN keeps that order): what was deleted is gone from the front,
+    # so a daily prune does not walk every old run again.
+    done["operations"] = conn.execute(
+        "DELETE FROM operations WHERE op_id IN ("
+        "SELECT o.op_id FROM operations o CROSS JOIN runs r ON r.run_id = o.run_id "
+        "WHERE r.ended_at IS NOT NULL AND r.ended_at < ? "
+        "AND NOT EXISTS (SELECT 1 FROM proposals p WHERE p.run_id = r.run_id) "
+        "AND NOT EXISTS (SELECT 1 FROM drafts d WHERE d.run_id = r.run_id) ORDER BY o.op_id LIMIT ?)",
+        (cutoff, batch)).rowcount
+    done["prompts"] = conn.execute(
+        "DELETE FROM prompts WHERE nonce IN (SELECT nonce FROM prompts WHERE (decided_at IS NOT NULL AND "
+        "decided_at < ?) OR (expires_at IS NOT NULL AND expires_at < ?) LIMIT ?)", (cutoff, cutoff, batch)).rowcount
+    done["counters"] = conn.execute(
+        "DELETE FROM counters WHERE (minute, kind) IN (SELECT minute, kind FROM counters WHERE minute < ? LIMIT ?)",
+        (cutoff[:16], batch)).rowcount
+
+    work = conn.execute(
+        "SELECT w.work_id, w.payload FROM work w WHERE w.ended_at IS NOT NULL AND w.ended_at < ? "
+        "AND w.state IN ('finished', 'failed') AND w.pruned_at IS NULL "
+        "AND NOT EXISTS (SELECT 1 FROM report_items i JOIN deliveries d USING (report_id) "
+        f"WHERE i.work_id = w.work_id AND d.state NOT IN {ENDED_PART}) LIMIT ?", (cutoff, batch)).fetchall()
+    conn.executemany("UPDATE work SET payload = '', payload_sha256 = ?, pruned_at = ? WHERE work_id = ?",
+                     [(content_hash(payload), now, work_id) for work_id, payload in work])
+    done["work_payloads"] = len(work)
+
+    reports = conn.execute(
+        "SELECT r.report_id, r.body FROM reports r WHERE r.created_at < ? AND r.pruned_at IS NULL "
+        f"AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.report_id = r.report_id AND d.state NOT IN {ENDED_PART}) "
+        "LIMIT ?", (cutoff, batch)).fetchall()
+    parts = 0
+    for report_id, body in reports:
+        parts += conn.execute("UPDATE deliveries SET text = '', pruned_at = ? WHERE report_id = ? "
+                              "AND pruned_at IS NULL", (now, report_id)).rowcount
+        conn.execute("UPDATE reports SET body = '', body_sha256 = ?, pruned_at = ? WHERE report_id = ?",
+                     (content_hash(body), now, report_id))
+    done["report_bodies"] = len(reports)
+    done["delivery_texts"] = parts
+    return done
+
+
+def payload_matches(row: sqlite3.Row, payload: str) -> bool:
+    """Admission's content check (C1) on a row that may be a tombstone: the payload, or its kept SHA-256."""
+    if row["pruned_at"] is None:
+        return row["payload"] == payload
+    return row["payload_sha256"] == content_hash(payload)

@@ -1,0 +1,82 @@
+"""The deployment files: the systemd unit passes `systemd-analyze verify` (where that command exists) with the
+settings an operator expects, and the Containerfile builds from files that exist, runs as a non-root user with the
+database on a volume. No container engine runs here, so the image itself is not built by the tests."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+UNIT = ROOT / "deploy" / "shopbot.service"
+CONTAINERFILE = ROOT / "deploy" / "Containerfile"
+ANALYZE = shutil.which("systemd-analyze")
+NO_ANALYZE = "systemd-analyze is not installed here: the unit file's verify check is skipped"
+
+
+def settings(text: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if "=" in line and not line.lstrip().startswith(("#", "[")):
+            key, _, value = line.partition("=")
+            found.setdefault(key.strip(), []).append(value.strip())
+    return found
+
+
+def verify(tmp_path: Path, text: str) -> subprocess.CompletedProcess:
+    """systemd-analyze verify on a copy whose commands point at this checkout's shopbot (verify wants them to
+    exist and be executable)."""
+    shopbot = Path(sys.executable).parent / "shopbot"
+    unit = tmp_path / "shopbot.service"
+    unit.write_text(text.replace("/opt/shopbot/bin/shopbot", str(shopbot)))
+    return subprocess.run([ANALYZE, "verify", str(unit)], capture_output=True, text=True, cwd=tmp_path)
+
+
+def test_the_unit_has_what_an_operator_expects():
+    unit = settings(UNIT.read_text())
+    assert unit["Restart"] == ["on-failure"] and unit["KillSignal"] == ["SIGTERM"]
+    assert unit["EnvironmentFile"] == ["/etc/shopbot/shopbot.env"] and unit["User"] == ["shopbot"]
+    assert "SHOPBOT_DB=/var/lib/shopbot/shopbot.sqlite3" in unit["Environment"]
+    assert unit["ExecStart"] == ["/opt/shopbot/bin/shopbot run"]
+    assert unit["ExecStartPre"] == ["/opt/shopbot/bin/shopbot migrate"]
+    for hardening in ("NoNewPrivileges", "ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices",
+                      "RestrictAddressFamilies", "SystemCallFilter", "CapabilityBoundingSet"):
+        assert hardening in unit, hardening
+    assert unit["ProtectSystem"] == ["strict"] and unit["StateDirectory"] == ["shopbot"]
+
+
+@pytest.mark.skipif(ANALYZE is None, reason=NO_ANALYZE)
+def test_systemd_analyze_verifies_the_unit(tmp_path):
+    result = verify(tmp_path, UNIT.read_text())
+    assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+
+
+@pytest.mark.skipif(ANALYZE is None, reason=NO_ANALYZE)
+def test_systemd_analyze_catches_a_broken_unit(tmp_path):
+    """Negative control: the same check fails on a unit with a bad value."""
+    result = verify(tmp_path, UNIT.read_text().replace("Restart=on-failure", "Restart=sometimes")
+                    .replace("KillSignal=SIGTERM", "KillSignal=SIGNOPE"))
+    assert result.returncode != 0 or "Failed to parse" in result.stderr, result.stderr
+
+
+def test_the_containerfile_runs_shopbot_as_non_root_with_the_database_on_a_volume():
+    text = CONTAINERFILE.read_text()
+    assert re.search(r"^FROM \S*python:3\.1\d-slim$", text, flags=re.M)
+    users = re.findall(r"^USER (\S+)$", text, flags=re.M)
+    assert users and users[-1] not in ("root", "0")
+    assert 'VOLUME ["/data"]' in text and "SHOPBOT_DB=/data/shopbot.sqlite3" in text
+    assert "STOPSIGNAL SIGTERM" in text and "shopbot migrate && exec shopbot run" in text
+    for source in re.findall(r"^COPY (.+) \S+$", text, flags=re.M):
+        for name in source.split():
+            assert (ROOT / name).exists(), f"the Containerfile copies {name}, which is not in the repository"
+
+
+def test_the_logrotate_rule_needs_no_copytruncate():
+    text = (ROOT / "deploy" / "logrotate.conf").read_text()
+    rule = text[text.index("{"):]
+    assert "copytruncate" not in rule and "rotate 14" in rule
+    assert "WatchedFileHandler" in (ROOT / "bot" / "logs.py").read_text()
