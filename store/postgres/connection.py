@@ -61,6 +61,8 @@ class _IntegralNumeric(Loader):
 
 
 _PLACEHOLDER = re.compile(r"\?")
+_INDEXED_BY = re.compile(r" (?:INDEXED BY \w+|NOT INDEXED)\b")
+_CROSS_JOIN_ON = re.compile(r"\bCROSS JOIN (\w+(?: \w+)?) ON\b")
 _GROUP_CONCAT = re.compile(r"\bgroup_concat\(([^()]*)\)")
 _EMPTY_NOT_IN = re.compile(r"\bNOT IN \(\)")
 _EMPTY_IN = re.compile(r"\bIN \(\)")
@@ -69,10 +71,13 @@ _EMPTY_IN = re.compile(r"\bIN \(\)")
 def dialect(sql: str) -> str:
     """sqlite3's `?` placeholders become psycopg's `%s` (a literal `%` is doubled); an empty `IN ()` list, which
     SQLite accepts, becomes a comparison with an empty array of the column's type; SQLite's `group_concat(x)` is
-    `string_agg(x, ',')`."""
+    `string_agg(x, ',')`; SQLite's planner hints (`INDEXED BY`, `CROSS JOIN ... ON` for the join order) become plain
+    SQL (PostgreSQL's planner chooses)."""
     sql = _EMPTY_NOT_IN.sub("<> ALL ('{}')", sql.replace("%", "%%"))
     sql = _EMPTY_IN.sub("= ANY ('{}')", sql)
     sql = _GROUP_CONCAT.sub(r"string_agg(\1, ',')", sql)
+    sql = _INDEXED_BY.sub("", sql)
+    sql = _CROSS_JOIN_ON.sub(r"JOIN \1 ON", sql)
     return _PLACEHOLDER.sub("%s", sql)
 
 

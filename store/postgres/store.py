@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -25,7 +26,8 @@ from ..clock import Clock, SystemClock, to_text
 from ..errors import SchemaTooOld, StoreError
 from ..locations import redact
 from ..records import Claim, Decision
-from ..sqlite import inbox, outbox
+from ..sqlite import health, inbox, outbox, stats
+from ..sqlite import metrics as metric_reads
 from ..sqlite.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
 from . import guards, migrations
 from .connection import Database, PgConnection
@@ -56,6 +58,16 @@ def _resolve(conn: PgConnection, report_id: str, decision: str, by: str, now: st
 def _approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
              destination: str, *args: Any) -> Decision:
     return guards.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)
+
+
+class _SizesAsPages(PgConnection):
+    """The three PRAGMAs of SQLite's metrics snapshot answered from PostgreSQL: one "page" of the whole database."""
+
+    _ANSWERS = {"PRAGMA page_size": "SELECT 1", "PRAGMA page_count": "SELECT pg_database_size(current_database())",
+                "PRAGMA freelist_count": "SELECT 0"}
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return super().execute(self._ANSWERS.get(sql, sql), params)
 
 
 class PostgresStore(SqliteStore):
@@ -155,6 +167,46 @@ class PostgresStore(SqliteStore):
             await self._measure_offset()
         return int(await self.db.raw(
             lambda conn: conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()[0]))
+
+    # ---- operations: health, metrics, vacuum (PostgreSQL has no pages, WAL file or busy timeout of its own) -------
+    async def writable(self, probe_interval_s: float = 5.0) -> str | None:
+        """None while writes commit, else a fixed sentence why not: a one-row write probe at most every
+        `probe_interval_s` (under the pool's lock timeout), as SQLite's (store/sqlite/health.py)."""
+        last = self._last_probe
+        if last is None or time.monotonic() - last[0] >= probe_interval_s:
+            now = self.now()
+            try:
+                await self.db.write(lambda conn: conn.execute(
+                    "INSERT INTO health_probe (id, probed_at) VALUES (1, ?) "
+                    "ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", (now,)))
+                last = (time.monotonic(), None)
+            except StoreError as exc:
+                last = (time.monotonic(), exc)
+            self._last_probe = last
+        return health.reason(last[1]) if last[1] is not None else None
+
+    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> dict[str, Any]:
+        """SQLite's figures (store/sqlite/metrics.py `snapshot`); the sizes are the database's (pg_database_size),
+        with no free pages and no WAL file of its own (the server's WAL is the cluster's)."""
+        now_dt = self.now_dt()
+        start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
+
+        def read(conn: PgConnection) -> dict[str, Any]:
+            figures = metric_reads.snapshot(_SizesAsPages(conn.raw), now_dt, Path("/nonexistent/shopbot"),  # type: ignore[arg-type]
+                                            tallies)
+            figures["stats"] = stats.window(conn, start, end)  # type: ignore[arg-type]
+            return figures
+        return await self.db.read(read)
+
+    async def vacuum(self) -> tuple[int, int]:
+        """VACUUM (autovacuum does this on its own; this runs it now). Returns the database's size before and after."""
+        def run(conn: PgConnection) -> tuple[int, int]:
+            def size() -> int:
+                return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+            before = size()
+            conn.execute("VACUUM")
+            return before, size()
+        return await self.db.raw(run)  # type: ignore[arg-type]
 
     async def backup(self, target: str) -> None:
         raise StoreError(
