@@ -22,3 +22,22 @@ async def test_health_metrics_prune_and_vacuum_work_on_postgresql(pg_url, clock:
         assert await store.check() == []
     finally:
         await store.close()
+
+
+async def test_the_running_bot_on_postgresql_answers_healthz_metrics_and_the_owner(pg_url):
+    import asyncio
+
+    import httpx
+
+    from bot.sandbox.local_setup import OWNER_ID, local_product
+    from tests.integration.test_metrics import FAST
+    async with local_product({**FAST, "SHOPBOT_DB": pg_url}) as run:
+        await asyncio.wait_for(run.app.parts.http.started.wait(), 10)
+        base = f"http://127.0.0.1:{run.app.parts.http.port}"
+        async with httpx.AsyncClient(timeout=10) as client:
+            health = await client.get(f"{base}/healthz")
+            metrics = await client.get(f"{base}/metrics")
+        assert health.status_code == 200 and health.json()["database"] == "writable", health.text
+        assert metrics.status_code == 200 and "shopbot_" in metrics.text
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await run.api.wait_for(lambda: any(m.chat_id == OWNER_ID for m in run.api.sent), timeout=30)
