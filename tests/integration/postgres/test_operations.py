@@ -1,7 +1,9 @@
 """The operator's reads and moves on PostgreSQL: /healthz's write probe, /metrics' figures, retention and vacuum."""
 from __future__ import annotations
 
-from store import ManualClock, Occurrence, ReportDraft, WorkKind, open_store
+import pytest
+
+from store import IllegalTransition, ManualClock, Occurrence, ReportDraft, WorkKind, open_store
 
 
 async def test_health_metrics_prune_and_vacuum_work_on_postgresql(pg_url, clock: ManualClock):
@@ -11,12 +13,20 @@ async def test_health_metrics_prune_and_vacuum_work_on_postgresql(pg_url, clock:
         claim = await store.claim("w")
         assert claim is not None
         await store.finish(claim, ReportDraft("answer", destination="tg:1"), user_text="hi")
+        await store.mark_sending(1)
+        await store.mark_confirmed(1, "m1")
         assert await store.writable(0) is None
         figures = await store.metrics()
         assert figures["work"][("agent", "finished")] == 1 and figures["db_bytes"] > 0 and figures["wal_bytes"] == 0
         clock.advance(3 * 86400)
         pruned = await store.prune(2)
         assert pruned.get("history", 0) == 2
+        # retention's tombstone move passed the triggers; any other change of the tombstone is still refused
+        rows = await store.db.read(lambda conn: conn.execute(  # type: ignore[attr-defined]
+            "SELECT payload, length(payload_sha256) FROM work WHERE pruned_at IS NOT NULL").fetchall())
+        assert [tuple(r) for r in rows] == [("", 64)]
+        with pytest.raises(IllegalTransition, match="^C1: an admitted occurrence never changes"):
+            await store.db.write(lambda conn: conn.execute("UPDATE work SET payload = 'back'"))  # type: ignore[attr-defined]
         before, after = await store.vacuum()
         assert before > 0 and after > 0
         assert await store.check() == []
