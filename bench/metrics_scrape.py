@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from bench.common import cleanup, median, print_machine, scratch_dir
 from bot.metrics import Metrics
-from store import ManualClock, Store
+from store import ManualClock, SqliteStore
 from store.sqlite.bulk import load_history
 
 
@@ -40,7 +40,7 @@ async def main(argv: list[str] | None = None) -> int:
     directory = scratch_dir(args.dir)
     end = datetime(2028, 3, 1, tzinfo=UTC)
     start = end - timedelta(days=365)
-    store = await Store.open(directory / "scrape.sqlite3", ManualClock(end), debounce_ms=0)
+    store = await SqliteStore.open(directory / "scrape.sqlite3", ManualClock(end), debounce_ms=0)
     try:
         step = 365 * 86400 / max(1, args.history)
         await store.db.raw(lambda conn: load_history(conn, args.history, start=start, step_seconds=step))

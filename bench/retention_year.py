@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.common import cleanup, print_machine, scratch_dir
-from store import Admission, ManualClock, Occurrence, ReportDraft, Store, WorkKind
+from store import Admission, ManualClock, Occurrence, ReportDraft, SqliteStore, WorkKind
 from store.sqlite.bulk import file_bytes, load_history, load_side_rows
 from store.sqlite.invariants import check
 
@@ -52,7 +52,7 @@ async def main(argv: list[str] | None = None) -> int:
     end = datetime(2028, 3, 1, 9, 0, tzinfo=UTC)
     start = end - timedelta(days=365)
     clock = ManualClock(start - timedelta(hours=1))
-    store = await Store.open(path, clock, debounce_ms=0)
+    store = await SqliteStore.open(path, clock, debounce_ms=0)
     try:
         # a year ago: a till post applied and answered, and a reply whose delivery is unknown
         await store.admit(Occurrence("till:1:close-0001", "till:1", TILL, WorkKind.AGENT, "till:1"))

@@ -95,7 +95,7 @@ class App:
         shop = load_shop(cfg.shop_file)
         clock = parse_clock(cfg.clock, test_mode=cfg.test_mode)
         store = await open_store(cfg.db, clock, capacity=cfg.capacity, debounce_ms=cfg.debounce_ms,
-                                 attempt_cap=cfg.attempt_cap, max_pages=cfg.db_max_pages)
+                                 attempt_cap=cfg.attempt_cap, max_pages=cfg.db_max_pages, secrets=cfg.secrets())
         self._stack.push_async_callback(store.close)
         log.info("database %s (schema %d)", store.location, await store.schema_version())
         if await store.seed_shop(shop.items, str(cfg.shop_file)):

@@ -1,6 +1,7 @@
 """All configuration, read in one place from one mapping (the environment over an optional `.env` file).
 
-A missing or malformed value fails naming the key; an unknown SHOPBOT_ key is refused (a typo must not silently
+Every value is checked at load and every problem is reported at once, one line each naming the key, the bad
+value (a secret's never) and what is expected; an unknown SHOPBOT_ key is refused (a typo must not silently
 fall back to a default); secrets print as ****. Every key is documented in .env.example (a test keeps both in step).
 """
 from __future__ import annotations
@@ -13,7 +14,11 @@ from pathlib import Path
 
 
 class ConfigError(ValueError):
-    pass
+    """One or more configuration problems; `lines` holds one line per problem (the message joins them)."""
+
+    def __init__(self, *lines: str) -> None:
+        self.lines = [line for text in lines for line in str(text).splitlines()] or ["invalid configuration"]
+        super().__init__("\n".join(self.lines))
 
 
 class Secret(str):
@@ -45,8 +50,9 @@ KEYS: dict[str, tuple[str, str]] = {
     "TELEGRAM_BOT_TOKEN": ("", "the bot token from @BotFather (secret); empty runs without Telegram"),
     "TELEGRAM_API_BASE_URL": ("https://api.telegram.org",
                               "Bot API server root; the bot calls <root>/bot<token>/<method>"),
-    "SHOPBOT_OWNER_IDS": ("", "comma-separated Telegram user ids allowed to use the bot"),
-    "SHOPBOT_OWNER_CHAT_ID": ("", "chat for briefs, stock checks and notices; default the first owner id"),
+    "SHOPBOT_OWNER_IDS": ("", "comma-separated Telegram user ids allowed to use the bot (positive, ASCII digits; "
+                              "required with a bot token)"),
+    "SHOPBOT_OWNER_CHAT_ID": ("", "chat for briefs, stock checks and notices: one of the owner ids; default the first"),
     "SHOPBOT_WEBHOOK_URL": ("", "public HTTPS URL of /telegram/webhook; empty uses long polling"),
     "SHOPBOT_WEBHOOK_SECRET": ("", "secret token Telegram sends with each webhook call (secret, 1-256 of A-Za-z0-9_-)"),
     "SHOPBOT_RETENTION_DAYS": ("", "when set, the bot prunes what ended more than this many days ago, once a day "
@@ -93,36 +99,75 @@ def environment(cwd: Path | None = None) -> dict[str, str]:
     return merged
 
 
-def _int(env: Mapping[str, str], key: str, minimum: int | None = None) -> int:
-    raw = env.get(key, "") or KEYS[key][0]
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{key} must be a whole number, got {raw!r}") from None
-    if minimum is not None and value < minimum:
-        raise ConfigError(f"{key} must be at least {minimum}, got {value}")
-    return value
+_WHOLE = re.compile(r"-?[0-9]+")          # ASCII digits only: no "1_000", no full-width digits, no spaces
+_ID = re.compile(r"[0-9]+")
+MAX_ID = 2**53                            # Telegram ids fit in 52 bits; SQLite integers are 64-bit
 
 
-def _ids(env: Mapping[str, str], key: str) -> tuple[int, ...]:
-    raw = env.get(key, "")
-    try:
-        return tuple(int(part) for part in raw.replace(" ", "").split(",") if part)
-    except ValueError:
-        raise ConfigError(f"{key} must be comma-separated Telegram user ids, got {raw!r}") from None
+def _shown(value: str, secret: bool = False) -> str:
+    """How a bad value appears in an error: quoted (so a stray space shows), cut short, a secret never shown."""
+    if secret:
+        return "****" if value else "''"
+    return repr(value if len(value) <= 80 else value[:77] + "...")
 
 
-def _url_password(db: Path | str) -> str:
-    """The password inside a postgresql:// URL ('' for a file or a URL without one)."""
-    if isinstance(db, Path):
-        return ""
-    from urllib.parse import urlsplit
-    return urlsplit(db).password or ""
+class _Checks:
+    """Reads every setting and collects every problem, so one start reports all of them (one line each)."""
 
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.errors: list[str] = []
 
-def _database(value: str) -> Path | str:
-    from store import is_database_url
-    return value if is_database_url(value) else Path(value)
+    def fail(self, key: str, value: str, expected: str, *, secret: bool = False) -> None:
+        self.errors.append(f"{key}={_shown(value, secret)}: expected {expected}")
+
+    def raw(self, key: str) -> str:
+        return self.env.get(key, "")
+
+    def text(self, key: str) -> str:
+        return self.env.get(key, "") or KEYS[key][0]
+
+    def whole(self, key: str, low: int, high: int, meaning: str = "") -> int:
+        """A whole number of ASCII digits from `low` to `high` (the default when unset)."""
+        raw = self.text(key)
+        if _WHOLE.fullmatch(raw) and low <= int(raw) <= high:
+            return int(raw)
+        self.fail(key, raw, f"a whole number from {low} to {high:,}{meaning} (ASCII digits only)")
+        return int(KEYS[key][0] or low)
+
+    def ids(self, key: str) -> tuple[int, ...]:
+        """Comma-separated positive Telegram ids (ASCII digits, optional spaces around the commas); empty: none."""
+        raw = self.raw(key)
+        if not raw.strip():
+            return ()
+        parts = [part.strip() for part in raw.split(",")]
+        if all(_ID.fullmatch(p) and 0 < int(p) < MAX_ID for p in parts):
+            ids = tuple(int(p) for p in parts)
+            if len(set(ids)) == len(ids):
+                return ids
+            self.fail(key, raw, "each Telegram user id once")
+            return ()
+        self.fail(key, raw, "comma-separated positive Telegram user ids of ASCII digits, e.g. 1001,1002")
+        return ()
+
+    def url(self, key: str, *, https_only: bool = False) -> str:
+        """Empty, or an absolute http(s) URL with a host, no spaces, no query or fragment."""
+        raw = self.text(key)
+        if not raw:
+            return raw
+        from urllib.parse import urlsplit
+        schemes = ("https",) if https_only else ("http", "https")
+        try:
+            parts = urlsplit(raw)
+            ok = (parts.scheme in schemes and bool(parts.hostname) and not parts.query and not parts.fragment
+                  and not any(c.isspace() for c in raw) and raw.isascii()
+                  and (parts.port is None or parts.port >= 0))   # .port raises ValueError out of range
+        except ValueError:
+            ok = False
+        if not ok:
+            self.fail(key, raw, f"an absolute {' or '.join(schemes)} URL with a host (no spaces, query or fragment), "
+                                "e.g. https://host.example/path")
+        return raw
 
 
 @dataclass(frozen=True)
@@ -184,79 +229,154 @@ class Config:
         return shown
 
 
+def _url_password(db: Path | str) -> str:
+    """The password inside a postgresql:// URL ('' for a file or a URL without one)."""
+    if isinstance(db, Path):
+        return ""
+    from urllib.parse import urlsplit
+    return urlsplit(db).password or ""
+
+
 # Read by the test suite and the benchmarks, never by the bot: allowed in the environment, not settings of shopbot.
 HARNESS_KEYS = {"SHOPBOT_TEST_PG_DSN": "the PostgreSQL server the tests and bench.store_backends use"}
 
 
 def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] | None = None) -> Config:
+    """Read and check every setting. All problems are collected and raised together as one ConfigError, one line
+    per problem naming the key, the bad value (never a secret's) and what is expected."""
     env = dict(environment() if env is None else env)
     env.update({k: v for k, v in (overrides or {}).items() if v is not None})
     unknown = sorted(k for k in env if k.startswith("SHOPBOT_") and k not in KEYS and k not in HARNESS_KEYS)
     if unknown:
         raise ConfigError(f"unknown setting {', '.join(unknown)}: see .env.example for the known keys")
+    c = _Checks(env)
+    text = c.text
 
-    def text(key: str) -> str:
-        return env.get(key, "") or KEYS[key][0]
+    test_mode_raw = text("SHOPBOT_TEST_MODE")
+    if test_mode_raw not in ("0", "1"):
+        c.fail("SHOPBOT_TEST_MODE", test_mode_raw, "0 or 1")
+    test_mode = test_mode_raw == "1"
+    capacity = c.whole("SHOPBOT_CAPACITY", 1, 1_000_000)
+    debounce_ms = c.whole("SHOPBOT_DEBOUNCE_MS", 0, 3_600_000, " (0 disables)")
+    attempt_cap = c.whole("SHOPBOT_ATTEMPT_CAP", 1, 100)
+    concurrency = c.whole("SHOPBOT_WORKER_CONCURRENCY", 1, 64)
+    expiry = c.whole("SHOPBOT_PROPOSAL_EXPIRY_HOURS", 1, 24 * 366)
+    http_port = c.whole("SHOPBOT_HTTP_PORT", -1, 65535, " (0 picks a free port, -1 disables the server)")
+    chat_pace = c.whole("SHOPBOT_CHAT_PACE_MS", 0, 3_600_000)
+    global_pace = c.whole("SHOPBOT_GLOBAL_PACE_PER_S", 0, 10_000, " (0: no limit)")
 
-    test_mode = text("SHOPBOT_TEST_MODE") == "1"
-    owner_ids = _ids(env, "SHOPBOT_OWNER_IDS")
-    owner_chat = _ids(env, "SHOPBOT_OWNER_CHAT_ID")
-    webhook_url, webhook_secret = text("SHOPBOT_WEBHOOK_URL"), env.get("SHOPBOT_WEBHOOK_SECRET", "")
+    model = text("SHOPBOT_MODEL").strip()
+    provider, sep, model_name = model.partition(":")
+    if model != "offline" and not (sep and provider in ("openai", "anthropic") and model_name.strip()):
+        c.fail("SHOPBOT_MODEL", model, "offline, openai:<model> or anthropic:<model>")
+    model_base_url = c.url("SHOPBOT_MODEL_BASE_URL")
+    supplier_url = c.url("SHOPBOT_SUPPLIER_URL").rstrip("/")
+    telegram_base = c.url("TELEGRAM_API_BASE_URL").rstrip("/")
+    webhook_url = c.url("SHOPBOT_WEBHOOK_URL", https_only=True)
+
+    token = env.get("TELEGRAM_BOT_TOKEN", "")
+    if token and (len(token) > 200 or not token.isascii() or any(ch.isspace() or ch == "/" for ch in token)):
+        c.fail("TELEGRAM_BOT_TOKEN", token, "the token from @BotFather (no spaces or slashes)", secret=True)
+    owner_ids = c.ids("SHOPBOT_OWNER_IDS")
+    if token and not owner_ids and not c.raw("SHOPBOT_OWNER_IDS").strip():
+        c.fail("SHOPBOT_OWNER_IDS", "", "at least one owner id: TELEGRAM_BOT_TOKEN is set, and without owners the "
+                                        "bot would ignore everyone")
+    owner_chat_id: int | None = owner_ids[0] if owner_ids else None
+    chat_raw = c.raw("SHOPBOT_OWNER_CHAT_ID")
+    if chat_raw.strip():
+        chat = c.ids("SHOPBOT_OWNER_CHAT_ID")
+        if chat and (len(chat) != 1 or chat[0] not in owner_ids):
+            c.fail("SHOPBOT_OWNER_CHAT_ID", chat_raw,
+                   "one of the owner ids in SHOPBOT_OWNER_IDS (briefs and proposals to any other chat are refused)")
+        elif chat:
+            owner_chat_id = chat[0]
+
+    webhook_secret = env.get("SHOPBOT_WEBHOOK_SECRET", "")
     if webhook_url and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", webhook_secret):
-        raise ConfigError("SHOPBOT_WEBHOOK_URL is set, so SHOPBOT_WEBHOOK_SECRET must be 1-256 characters of "
-                          "A-Za-z0-9_- (Telegram sends it back with every update)")
+        c.fail("SHOPBOT_WEBHOOK_SECRET", webhook_secret, "1-256 characters of A-Za-z0-9_- because "
+               "SHOPBOT_WEBHOOK_URL is set (Telegram sends it back with every update)", secret=True)
+    till_tokens = env.get("SHOPBOT_TILL_TOKENS", "")
+    from producers.till import parse_till_tokens
+    try:
+        parse_till_tokens(till_tokens)
+    except ValueError as exc:      # the message names the key and the pair, never a token
+        c.errors.append(f"{exc}")
     level = text("SHOPBOT_LOG_LEVEL").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        raise ConfigError(f"SHOPBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
+        c.fail("SHOPBOT_LOG_LEVEL", text("SHOPBOT_LOG_LEVEL"), "DEBUG, INFO, WARNING or ERROR")
     ops_token = env.get("SHOPBOT_OPS_TOKEN", "")
     if ops_token and len(ops_token) < 24:
-        raise ConfigError("SHOPBOT_OPS_TOKEN must be at least 24 characters (it guards the operator page)")
+        c.fail("SHOPBOT_OPS_TOKEN", ops_token, "at least 24 characters (it guards the operator page)", secret=True)
     log_format = text("SHOPBOT_LOG_FORMAT").lower()
     if log_format not in ("text", "json"):
-        raise ConfigError(f"SHOPBOT_LOG_FORMAT must be text or json, got {log_format!r}")
+        c.fail("SHOPBOT_LOG_FORMAT", text("SHOPBOT_LOG_FORMAT"), "text or json")
+    log_file = Path(env["SHOPBOT_LOG_FILE"]) if env.get("SHOPBOT_LOG_FILE") else None
+    if log_file is not None and not log_file.parent.is_dir():
+        c.fail("SHOPBOT_LOG_FILE", str(log_file), "a file in an existing folder")
+    from store import is_database_url
+    db: Path | str = text("SHOPBOT_DB")
+    if not is_database_url(db):
+        db = Path(db)
+    if isinstance(db, Path) and not db.parent.is_dir():
+        c.fail("SHOPBOT_DB", str(db), "a path in an existing folder")
+    model_max_tokens = c.whole("SHOPBOT_MODEL_MAX_TOKENS", 1, 1_000_000)
+    model_timeout_s = c.whole("SHOPBOT_MODEL_TIMEOUT_S", 1, 3600)
+    history_tokens = c.whole("SHOPBOT_HISTORY_TOKENS", 0, 10_000_000)
+    retention_days = c.whole("SHOPBOT_RETENTION_DAYS", 1, 100_000) if env.get("SHOPBOT_RETENTION_DAYS") else None
     max_pages = env.get("SHOPBOT_DB_MAX_PAGES", "")
     if max_pages and not test_mode:
-        raise ConfigError("SHOPBOT_DB_MAX_PAGES is a test-only setting: it needs SHOPBOT_TEST_MODE=1")
-    if text("SHOPBOT_CLOCK") != "system" and not test_mode:
-        raise ConfigError("SHOPBOT_CLOCK=accelerated:... is refused unless SHOPBOT_TEST_MODE=1")
-    from store import faults
+        c.fail("SHOPBOT_DB_MAX_PAGES", max_pages, "nothing: it is a test-only setting and needs SHOPBOT_TEST_MODE=1")
+    elif max_pages:
+        c.whole("SHOPBOT_DB_MAX_PAGES", 1, 2**31 - 1)
+    clock = text("SHOPBOT_CLOCK")
+    from store import faults, parse_clock
+    if clock != "system" and not test_mode:
+        c.fail("SHOPBOT_CLOCK", clock, "system: accelerated:... is refused unless SHOPBOT_TEST_MODE=1")
+    else:
+        try:
+            parse_clock(clock, test_mode=test_mode)
+        except ValueError:
+            c.fail("SHOPBOT_CLOCK", clock, "system or accelerated:<start ISO-8601>:<factor>")
     try:
         faults.parse(text("SHOPBOT_FAULT"))
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        c.fail("SHOPBOT_FAULT", text("SHOPBOT_FAULT"), "a fault point such as K7:kill ("
+               + str(exc).removeprefix("SHOPBOT_FAULT: ") + ")")
+    if c.errors:
+        raise ConfigError(*c.errors)
     return Config(
-        db=_database(text("SHOPBOT_DB")),
-        capacity=_int(env, "SHOPBOT_CAPACITY", 1),
-        debounce_ms=_int(env, "SHOPBOT_DEBOUNCE_MS", 0),
-        attempt_cap=_int(env, "SHOPBOT_ATTEMPT_CAP", 1),
-        worker_concurrency=_int(env, "SHOPBOT_WORKER_CONCURRENCY", 1),
-        model=text("SHOPBOT_MODEL"),
-        model_base_url=text("SHOPBOT_MODEL_BASE_URL"),
+        db=db,
+        capacity=capacity,
+        debounce_ms=debounce_ms,
+        attempt_cap=attempt_cap,
+        worker_concurrency=concurrency,
+        model=model,
+        model_base_url=model_base_url,
         model_api_key=Secret(env.get("SHOPBOT_MODEL_API_KEY", "")),
-        model_max_tokens=_int(env, "SHOPBOT_MODEL_MAX_TOKENS", 1),
-        model_timeout_s=float(_int(env, "SHOPBOT_MODEL_TIMEOUT_S", 1)),
-        history_tokens=_int(env, "SHOPBOT_HISTORY_TOKENS", 0),
+        model_max_tokens=model_max_tokens,
+        model_timeout_s=float(model_timeout_s),
+        history_tokens=history_tokens,
         shop_file=Path(text("SHOPBOT_SHOP_FILE")),
-        supplier_url=text("SHOPBOT_SUPPLIER_URL").rstrip("/"),
+        supplier_url=supplier_url,
         supplier_token=Secret(env.get("SHOPBOT_SUPPLIER_TOKEN", "")),
-        proposal_expiry_hours=_int(env, "SHOPBOT_PROPOSAL_EXPIRY_HOURS", 1),
-        till_tokens=Secret(env.get("SHOPBOT_TILL_TOKENS", "")),
-        telegram_token=Secret(env.get("TELEGRAM_BOT_TOKEN", "")),
-        telegram_api_base_url=text("TELEGRAM_API_BASE_URL").rstrip("/"),
+        proposal_expiry_hours=expiry,
+        till_tokens=Secret(till_tokens),
+        telegram_token=Secret(token),
+        telegram_api_base_url=telegram_base,
         owner_ids=owner_ids,
-        owner_chat_id=owner_chat[0] if owner_chat else (owner_ids[0] if owner_ids else None),
+        owner_chat_id=owner_chat_id,
         webhook_url=webhook_url,
         webhook_secret=Secret(webhook_secret),
-        retention_days=_int(env, "SHOPBOT_RETENTION_DAYS", 1) if env.get("SHOPBOT_RETENTION_DAYS") else None,
+        retention_days=retention_days,
         http_host=text("SHOPBOT_HTTP_HOST"),
-        http_port=_int(env, "SHOPBOT_HTTP_PORT", -1),
+        http_port=http_port,
         ops_token=Secret(ops_token),
-        chat_pace_ms=_int(env, "SHOPBOT_CHAT_PACE_MS", 0),
-        global_pace_per_s=_int(env, "SHOPBOT_GLOBAL_PACE_PER_S", 0),
+        chat_pace_ms=chat_pace,
+        global_pace_per_s=global_pace,
         log_level=level,
-        log_file=Path(env["SHOPBOT_LOG_FILE"]) if env.get("SHOPBOT_LOG_FILE") else None,
+        log_file=log_file,
         log_format=log_format,
-        clock=text("SHOPBOT_CLOCK"),
+        clock=clock,
         test_mode=test_mode,
         fault=text("SHOPBOT_FAULT"),
         db_max_pages=int(max_pages) if max_pages else None,

@@ -53,7 +53,7 @@ EVENTS: dict[str, tuple[str, str]] = {
     "till.read_failed": ("shopbot.till", "till read failed till=%s: %s"),
     "till.not_stored": ("shopbot.till",
                         "till request not stored till=%s, answering 500 so the till sends it again: %s"),
-    "till.unauthorized": ("shopbot.till", "till request without a valid token from %s"),
+    "till.unauthorized": ("shopbot.till", "till request without a valid token from %s%s"),
     # the clock, the stock watcher and their scheduler
     "clock.admitted": ("shopbot.clock", "clock admitted source=%s fire_time=%s"),
     "clock.missed": ("shopbot.clock", "clock missed schedule=%s key=%s reason=%s"),

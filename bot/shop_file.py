@@ -70,14 +70,26 @@ def _table(value: object, where: str) -> dict:
     return value
 
 
-def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ShopFileError(f"{source} is not valid TOML: {exc}") from None
-    except RecursionError:
-        raise ShopFileError(f"{source} nests tables or arrays too deeply") from None
-    _unknown(data, TOP, "")
+class _Problems:
+    """Collects every problem of one shop file, so a start reports all of them at once (one line each, each with
+    its path in the file)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def check(self, fn, default=None):  # type: ignore[no-untyped-def]
+        """`fn()`, or `default` after recording its ShopFileError."""
+        try:
+            return fn()
+        except ShopFileError as exc:
+            self.lines.append(str(exc))
+            return default
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def _timezone(data: dict) -> str:
     timezone = data.get("timezone")
     if not isinstance(timezone, str) or not timezone:
         raise ShopFileError("timezone is required: an IANA name such as Europe/London")
@@ -85,69 +97,120 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise ShopFileError(f"timezone {timezone[:80]!r} is not a known IANA time zone") from None
+    return timezone
+
+
+def _currency(data: dict) -> str:
     currency = data.get("currency", "USD")
     if not isinstance(currency, str) or not re.fullmatch(r"[A-Z]{3}", currency):
-        raise ShopFileError(f"currency must be a three-letter code such as USD, got {currency!r}")
+        raise ShopFileError(f"currency must be a three-letter code such as USD, got {currency!r}"[:300])
+    return currency
+
+
+def _locale(data: dict) -> str:
     locale = data.get("locale", "en_US")
     if not isinstance(locale, str) or not re.fullmatch(r"[a-z]{2}(?:[_-][A-Z]{2})?", locale) \
             or locale[:2] not in LOCALES:
         raise ShopFileError(f"locale must be a language (and region) such as en_US or de_DE, one of the languages "
                             f"{', '.join(LOCALES)}; got {locale!r}"[:300])
-    hours_table = _table(data.get("hours", {}), "hours")
+    return locale
+
+
+def _hours(data: dict) -> tuple[tuple[str, str], ...]:
     hours = []
-    for days, span in hours_table.items():
+    for days, span in _table(data.get("hours", {}), "hours").items():
         if not re.fullmatch(r"[A-Za-z, -]{1,40}", days) or not isinstance(span, str) or not (
                 span == "closed" or re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d", span)):
             raise ShopFileError(f"hours.{days[:40]} must be \"HH:MM-HH:MM\" or \"closed\", got {span!r}"[:300])
         hours.append((days, span))
-    supplier = _table(data.get("supplier", {"name": "supplier"}), "supplier")
-    _unknown(supplier, {"name", "lead_time_days"}, "supplier.")
-    limits = _table(data.get("limits", {}), "limits")
-    _unknown(limits, {"order_max_cents", "day_max_cents"}, "limits.")
-    watch = _table(data.get("stock_watch", {}), "stock_watch")
-    _unknown(watch, {"cron"}, "stock_watch.")
-    items_table = _table(data.get("items", {}), "items")
+    return tuple(hours)
+
+
+def _item(name: str, raw: object, p: _Problems) -> ItemSpec | None:
+    where = f"items.{name}"
+    if not _ITEM_NAME.fullmatch(name):
+        p.add(f"{where[:60]}: item names are 1-40 lowercase letters, digits, spaces, - or _")
+        return None
+    table = p.check(lambda: _table(raw, where))
+    if table is None:
+        return None
+    p.check(lambda: _unknown(table, ITEM, f"{where}."))
+    before = len(p.lines)
+    for required in ("on_hand", "reorder_point", "target", "unit_cost_cents"):
+        if required not in table:
+            p.add(f"{where}.{required} is required")
+    if len(p.lines) > before:
+        return None
+    max_order = table.get("max_order")
+    values = [p.check(lambda key=key: _int(table[key], f"{where}.{key}"))
+              for key in ("on_hand", "reorder_point", "target", "unit_cost_cents")]
+    cap = p.check(lambda: _int(max_order, f"{where}.max_order", 1)) if max_order is not None else None
+    unit = p.check(lambda: _text(table.get("unit"), f"{where}.unit", "units"))
+    if len(p.lines) > before:
+        return None
+    return ItemSpec(item=name, unit=unit, on_hand=values[0], reorder_point=values[1], target=values[2],
+                    unit_cost_cents=values[3], max_order=cap)
+
+
+def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
+    """Parse and check a shop file. Every problem found is reported in one ShopFileError, one line each."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ShopFileError(f"{source} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ShopFileError(f"{source} nests tables or arrays too deeply") from None
+    p = _Problems()
+    p.check(lambda: _unknown(data, TOP, ""))
+    timezone = p.check(lambda: _timezone(data))
+    currency = p.check(lambda: _currency(data))
+    locale = p.check(lambda: _locale(data))
+    hours = p.check(lambda: _hours(data), ())
+    supplier = p.check(lambda: _table(data.get("supplier", {"name": "supplier"}), "supplier"), {})
+    p.check(lambda: _unknown(supplier, {"name", "lead_time_days"}, "supplier."))
+    limits = p.check(lambda: _table(data.get("limits", {}), "limits"), {})
+    p.check(lambda: _unknown(limits, {"order_max_cents", "day_max_cents"}, "limits."))
+    watch = p.check(lambda: _table(data.get("stock_watch", {}), "stock_watch"), {})
+    p.check(lambda: _unknown(watch, {"cron"}, "stock_watch."))
+    items_table = p.check(lambda: _table(data.get("items", {}), "items"), {})
     if not items_table:
-        raise ShopFileError("the shop needs at least one [items.<name>] table")
-    items = []
-    for name, raw in items_table.items():
-        where = f"items.{name}"
-        if not _ITEM_NAME.fullmatch(name):
-            raise ShopFileError(f"{where}: item names are 1-40 lowercase letters, digits, spaces, - or _")
-        raw = _table(raw, where)
-        _unknown(raw, ITEM, f"{where}.")
-        for required in ("on_hand", "reorder_point", "target", "unit_cost_cents"):
-            if required not in raw:
-                raise ShopFileError(f"{where}.{required} is required")
-        max_order = raw.get("max_order")
-        items.append(ItemSpec(
-            item=name, unit=_text(raw.get("unit"), f"{where}.unit", "units"),
-            on_hand=_int(raw["on_hand"], f"{where}.on_hand"),
-            reorder_point=_int(raw["reorder_point"], f"{where}.reorder_point"),
-            target=_int(raw["target"], f"{where}.target"),
-            unit_cost_cents=_int(raw["unit_cost_cents"], f"{where}.unit_cost_cents"),
-            max_order=_int(max_order, f"{where}.max_order", 1) if max_order is not None else None))
+        p.add("the shop needs at least one [items.<name>] table")
+    items = [spec for name, raw in items_table.items() if (spec := _item(name, raw, p)) is not None]
     schedules_raw = data.get("schedule", [])
     if not isinstance(schedules_raw, list):
-        raise ShopFileError("schedule must be an array of tables: [[schedule]]")
+        p.add("schedule must be an array of tables: [[schedule]]")
+        schedules_raw = []
     stock_cron = watch.get("cron", "*/15 * * * *")
-    try:
-        schedules = parse_schedules(schedules_raw, shop_timezone=timezone)
-        # the stock watcher's cron follows the same rules as a schedule's (checked the same way)
-        parse_schedules([{"name": "stock_watch", "cron": stock_cron, "prompt": "stock check"}], shop_timezone=timezone)
-    except ScheduleError as exc:
-        raise ShopFileError(str(exc).replace("schedule 'stock_watch'", "[stock_watch]")) from None
+    schedules: list[Schedule] = []
+    if timezone is not None:
+        for index, raw in enumerate(schedules_raw):
+            try:
+                schedules += parse_schedules([raw], shop_timezone=timezone)
+            except ScheduleError as exc:
+                p.add(str(exc) if str(exc).startswith("schedule") else f"schedule[{index}]: {exc}")
+        try:   # the stock watcher's cron follows the same rules as a schedule's (checked the same way)
+            parse_schedules([{"name": "stock_watch", "cron": stock_cron, "prompt": "stock check"}],
+                            shop_timezone=timezone)
+        except ScheduleError as exc:
+            p.add(str(exc).replace("schedule 'stock_watch'", "[stock_watch]"))
+        names = [s.name for s in schedules]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            p.add(f"schedule {name!r}: the name is used by two schedules; names must be unique")
+    name = p.check(lambda: _text(data.get("name"), "name", "the shop"))
+    supplier_name = p.check(lambda: _text(supplier.get("name"), "supplier.name", "supplier"))
+    lead_time = p.check(lambda: _int(supplier.get("lead_time_days", 3), "supplier.lead_time_days", 1))
+    order_max = (p.check(lambda: _int(limits["order_max_cents"], "limits.order_max_cents"))
+                 if "order_max_cents" in limits else None)
+    day_max = p.check(lambda: _int(limits["day_max_cents"], "limits.day_max_cents")) \
+        if "day_max_cents" in limits else None
+    tolerance = p.check(lambda: _int(data.get("count_tolerance", 0), "count_tolerance"))
+    if p.lines:
+        raise ShopFileError("\n".join(p.lines))
     return ShopSpec(
-        name=_text(data.get("name"), "name", "the shop"), timezone=timezone, currency=currency, locale=locale,
-        hours=tuple(hours),
-        supplier=_text(supplier.get("name"), "supplier.name", "supplier"),
-        lead_time_days=_int(supplier.get("lead_time_days", 3), "supplier.lead_time_days", 1),
-        order_max_cents=(_int(limits["order_max_cents"], "limits.order_max_cents")
-                         if "order_max_cents" in limits else None),
-        day_max_cents=_int(limits["day_max_cents"], "limits.day_max_cents") if "day_max_cents" in limits else None,
-        count_tolerance=_int(data.get("count_tolerance", 0), "count_tolerance"),
-        stock_cron=stock_cron, items=tuple(items), schedules=tuple(schedules),
-        source=source)
+        name=name, timezone=timezone, currency=currency, locale=locale, hours=hours, supplier=supplier_name,
+        lead_time_days=lead_time,
+        order_max_cents=order_max, day_max_cents=day_max, count_tolerance=tolerance,
+        stock_cron=stock_cron, items=tuple(items), schedules=tuple(schedules), source=source)
 
 
 def load_shop(path: Path) -> ShopSpec:

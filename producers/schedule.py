@@ -21,7 +21,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -81,8 +81,8 @@ class Schedule:
         """Fires at most once per local day: the cron's minute and hour fields each allow exactly one value.
 
         Such a cron matches one wall-clock time a day. On a DST fall-back day that wall time happens twice; the
-        second is dropped (fire_times keeps the first), and on a spring-forward day a time in the gap fires once, an
-        hour later by the wall clock (APScheduler's behaviour). Its occurrences are keyed by local date.
+        second is dropped (fire_times keeps the first), and on a spring-forward day a time in the gap fires once, at
+        the first instant after the gap (as cron does). Its occurrences are keyed by local date.
         """
         return _compile_cron(self.cron).daily
 
@@ -138,6 +138,18 @@ _ITEM_RE = re.compile(
 class _Cron:
     aps_expr: str  # the five fields as APScheduler must read them
     daily: bool
+    minutes: frozenset[int] = frozenset()
+    hours: frozenset[int] = frozenset()
+    days: frozenset[int] = frozenset()
+    months: frozenset[int] = frozenset()
+    weekdays: frozenset[int] = frozenset()   # cron numbering: 0 = Sunday
+
+    def matches_date(self, day: date) -> bool:
+        """The day-of-month, month and weekday fields all allow `day` (one of the two day fields is `*`)."""
+        return day.day in self.days and day.month in self.months and day.isoweekday() % 7 in self.weekdays
+
+    def matches_wall_time(self, local: datetime) -> bool:
+        return local.minute in self.minutes and local.hour in self.hours
 
 
 class _CronError(ScheduleError):
@@ -225,7 +237,9 @@ def _compile_cron(cron: str) -> _Cron:
         _render(months, 1, 12),
         dow_expr,
     ])
-    return _Cron(aps_expr=aps_expr, daily=len(minutes) == 1 and len(hours) == 1)
+    return _Cron(aps_expr=aps_expr, daily=len(minutes) == 1 and len(hours) == 1, minutes=frozenset(minutes),
+                 hours=frozenset(hours), days=frozenset(days), months=frozenset(months),
+                 weekdays=frozenset(weekdays))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -348,9 +362,74 @@ def _aware(moment: datetime, name: str) -> datetime:
     return moment.astimezone(UTC)
 
 
+def _cron_trigger(schedule: Schedule) -> CronTrigger:
+    """APScheduler's own reading of the cron (fire_times corrects it on spring-forward days)."""
+    return CronTrigger.from_crontab(_compile_cron(schedule.cron).aps_expr, timezone=ZoneInfo(schedule.timezone))
+
+
+class ShopCronTrigger(CronTrigger):
+    """A CronTrigger that wakes the process at the fire times `fire_times` gives (`next_wakeup`), so a time that
+    does not exist on a spring-forward day wakes it at the first instant after the gap, as cron does."""
+
+    schedule: Schedule
+
+    def get_next_fire_time(self, previous_fire_time, now):  # type: ignore[no-untyped-def,override]
+        start = previous_fire_time if previous_fire_time is not None else now - timedelta(microseconds=1)
+        found = next_wakeup(self.schedule, start)
+        return found.astimezone(self.timezone) if found is not None else None
+
+
 def trigger_for(schedule: Schedule) -> CronTrigger:
     """The APScheduler trigger of a schedule: a wake-up call only, never the source of an identity."""
-    return CronTrigger.from_crontab(_compile_cron(schedule.cron).aps_expr, timezone=ZoneInfo(schedule.timezone))
+    trigger = ShopCronTrigger.from_crontab(_compile_cron(schedule.cron).aps_expr,
+                                           timezone=ZoneInfo(schedule.timezone))
+    trigger.schedule = schedule
+    return trigger
+
+
+def _exists(local: datetime, zone: ZoneInfo) -> bool:
+    """False for a wall-clock time skipped by a spring-forward change."""
+    return local.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == local.replace(tzinfo=None)
+
+
+def _gap_end(local: datetime, zone: ZoneInfo) -> datetime:
+    """The first instant after the gap that swallows the nonexistent wall time `local` (aware UTC, to the second):
+    the change itself, e.g. 02:00 BST for 01:30 on the day London springs forward."""
+    lo = local.replace(fold=1).astimezone(UTC)     # before the change (read with the later offset)
+    hi = local.replace(fold=0).astimezone(UTC)     # after the change (read with the earlier offset)
+    lo, hi = min(lo, hi), max(lo, hi)
+    after = hi.astimezone(zone).utcoffset()
+    while hi - lo > timedelta(seconds=1):
+        mid = lo + (hi - lo) / 2
+        if mid.astimezone(zone).utcoffset() == after:
+            hi = mid
+        else:
+            lo = mid
+    return hi.replace(microsecond=0)
+
+
+def _gap_fires(schedule: Schedule, after: datetime, until: datetime) -> list[datetime]:
+    """Fire times in (after, until] of wall times that a spring-forward change skipped: each such day fires once
+    per gap, at the first instant after it (Vixie cron's rule). Only days whose UTC offset changes are examined."""
+    cron = _compile_cron(schedule.cron)
+    zone = ZoneInfo(schedule.timezone)
+    day = after.astimezone(zone).date()
+    last = until.astimezone(zone).date()
+    found: set[datetime] = set()
+    while day <= last:
+        start = datetime(day.year, day.month, day.day, tzinfo=zone)
+        following = day + timedelta(days=1)
+        if cron.matches_date(day) and start.utcoffset() != datetime(
+                following.year, following.month, following.day, tzinfo=zone).utcoffset():
+            for hour in sorted(cron.hours):
+                for minute in sorted(cron.minutes):
+                    local = datetime(day.year, day.month, day.day, hour, minute, tzinfo=zone)
+                    if not _exists(local, zone):
+                        moment = _gap_end(local, zone)
+                        if after < moment <= until:
+                            found.add(moment)
+        day = following
+    return sorted(found)
 
 
 def _is_repeat(fire_time: datetime, zone: ZoneInfo) -> bool:
@@ -378,7 +457,8 @@ def fire_times(schedule: Schedule, after: datetime, until: datetime) -> list[dat
     after, until = _aware(after, "after"), _aware(until, "until")
     if after >= until:
         return []
-    trigger = trigger_for(schedule)
+    trigger = _cron_trigger(schedule)
+    cron = _compile_cron(schedule.cron)
     zone = ZoneInfo(schedule.timezone)
     daily = schedule.daily
     result: list[datetime] = []
@@ -399,29 +479,36 @@ def fire_times(schedule: Schedule, after: datetime, until: datetime) -> list[dat
         previous = moment
         if daily and _is_repeat(moment, zone):
             continue
+        if not cron.matches_wall_time(moment.astimezone(zone)):
+            continue     # APScheduler's shift of a skipped wall time: replaced by the gap's end below
         if len(result) >= MAX_FIRE_TIMES:
             raise ScheduleError(
                 f"schedule {schedule.name!r}: more than {MAX_FIRE_TIMES} fire times between "
                 f"{after.isoformat()} and {until.isoformat()}")
         result.append(moment)
-    return result
+    gaps = [t for t in _gap_fires(schedule, after, until) if t not in result]
+    return sorted(result + gaps) if gaps else result
 
 
 def next_wakeup(schedule: Schedule, now: datetime) -> datetime | None:
     """The first fire time strictly after now (aware UTC), or None if the cron never fires again."""
     now = _aware(now, "now")
-    trigger = trigger_for(schedule)
+    trigger = _cron_trigger(schedule)
+    cron = _compile_cron(schedule.cron)
     zone = ZoneInfo(schedule.timezone)
     previous = now
-    for _ in range(3):  # at most one DST repeat to step over
+    candidate = None
+    for _ in range(4):  # at most one DST repeat and one spring-forward shift to step over
         found = trigger.get_next_fire_time(previous, previous + timedelta(days=366 * 9))
         if found is None:
-            return None
+            break
         moment = found.astimezone(UTC)
-        if not (schedule.daily and _is_repeat(moment, zone)):
-            return moment
+        if not (schedule.daily and _is_repeat(moment, zone)) and cron.matches_wall_time(moment.astimezone(zone)):
+            candidate = moment
+            break
         previous = moment
-    return None  # pragma: no cover - unreachable for a valid cron
+    gaps = _gap_fires(schedule, now, candidate or now + timedelta(days=366))
+    return gaps[0] if gaps else candidate
 
 
 def plan_catch_up(schedule: Schedule, cursor: datetime | None, now: datetime) -> CatchUp:

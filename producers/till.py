@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
+import time
 from collections.abc import Mapping
 
 from starlette.requests import Request
@@ -64,6 +65,8 @@ class TillApi:
         self.store = store
         self._tokens = [(till_id, token.encode()) for till_id, token in tokens.items()]
         self.retry_after_s = retry_after_s
+        self._refused_logged_at = float("-inf")
+        self._refused_unlogged = 0
         if not self._tokens:
             log.warning("no till tokens configured (SHOPBOT_TILL_TOKENS): every till request is answered 401")
 
@@ -86,11 +89,16 @@ class TillApi:
         return found
 
     async def _unauthorized(self, request: Request) -> Response:
-        log.warning("till request without a valid token from %s", request.client.host if request.client else "?")
-        try:
-            await self.store.count("till_unauthorized")
-        except StoreError:
-            pass   # the answer is 401 either way; nothing was admitted
+        """401, counted in memory and logged at most once a second (a flood of bad tokens costs no commit and no
+        log line per request)."""
+        now = time.monotonic()
+        self._refused_unlogged += 1
+        if now - self._refused_logged_at >= 1.0:
+            more = self._refused_unlogged - 1
+            log.warning("till request without a valid token from %s%s", request.client.host if request.client else "?",
+                        f" ({more} more in the last {now - self._refused_logged_at:.0f} s)" if more else "")
+            self._refused_logged_at, self._refused_unlogged = now, 0
+        self.store.tally("till_unauthorized")   # in memory: a flood of bad tokens costs no commit (C1)
         return _error(UNAUTHORIZED, {"WWW-Authenticate": "Bearer"})
 
     # ---- POST /till/counts ---------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ This is a public interface for a till vendor: every refusal is a `TillError` wit
 a sentence a vendor can act on, and the JSON path of the offending field (or null). Parsing never raises: any bytes
 give either a `TillCounts` or a `TillError`.
 
-Body: `{"request_id": "<1-64 of A-Za-z0-9._->", "counts": {"<item>": <int 0..1000000>, ...}, "note": "<optional>"}`.
+Body: `{"request_id": "<1-64 of A-Za-z0-9._-, not only dots>", "counts": {"<item>": <int 0..1000000>, ...},
+"note": "<optional>"}`.
 Decisions: a JSON object with a repeated key is refused (`invalid_json`), because the last value silently winning
 would hide a till bug; `NaN`/`Infinity` are refused (not JSON); `"note": null` is the same as no note; a
 `charset` parameter other than UTF-8 is refused with 415 (JSON is UTF-8, RFC 8259); a byte order mark is refused.
@@ -70,8 +71,10 @@ class TillCounts:
 
 
 def valid_request_id(text: str) -> bool:
-    """1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-' (for the body field and the GET path segment alike)."""
-    return isinstance(text, str) and _REQUEST_ID_RE.fullmatch(text) is not None
+    """1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-', not made only of dots (for the body field and the GET
+    path segment alike): `.` and `..` are URL dot-segments that clients and proxies rewrite, so
+    `GET /till/counts/..` could never reach its request."""
+    return isinstance(text, str) and _REQUEST_ID_RE.fullmatch(text) is not None and text.strip(".") != ""
 
 
 def request_id_error(text: str) -> TillError | None:
@@ -80,7 +83,7 @@ def request_id_error(text: str) -> TillError | None:
         return None
     return TillError(400, "invalid_request_id",
                      f"the request id in the path must be 1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-', "
-                     f"got {_show(text)}", None)
+                     f"not only dots, got {_show(text)}", None)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -230,7 +233,7 @@ def parse_counts_body(raw: bytes, content_type: str | None, known_items: Collect
     if not valid_request_id(request_id):
         return TillError(400, "invalid_request_id",
                          f"request_id must be 1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-', "
-                         f"got {_show(request_id)}", "$.request_id")
+                         f"not only dots, got {_show(request_id)}", "$.request_id")
 
     counts = body["counts"]
     if not isinstance(counts, dict) or not counts:

@@ -1,5 +1,6 @@
 """Durable state of shopbot. The other packages use only these names: the ports (store/ports.py), the records, the
 errors, the clock, the fault points, and `open_store`, which opens the configured implementation."""
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import faults
@@ -8,6 +9,8 @@ from .errors import (
     IllegalTransition,
     InstanceLocked,
     NotClaimed,
+    NotShopbotDatabase,
+    RestoreRefused,
     SchemaTooNew,
     SchemaTooOld,
     ShopbotError,
@@ -65,11 +68,13 @@ from .sqlite import (
 
 async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
                      debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
-                     create: bool = True, migrate: bool = False, max_pages: int | None = None) -> Store:
+                     create: bool = True, migrate: bool = False, max_pages: int | None = None,
+                     secrets: Sequence[str] = ()) -> Store:
     """Open the store at `location`: a `postgresql://` (or `postgres://`) URL opens the PostgreSQL store
     (store/postgres, the `postgres` extra); anything else is a SQLite file path. A missing database is created at
     the current schema (when `create`); an older one is refused with the command that migrates it (unless
-    `migrate`); a newer one is refused before anything changes."""
+    `migrate`); a newer one is refused before anything changes. `secrets` (the configured credentials) are masked
+    in everything the store keeps from outside text."""
     if is_database_url(location):
         try:
             from .postgres import PostgresStore  # imported only when asked for: psycopg is an optional extra
@@ -78,9 +83,10 @@ async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFA
                                    "pip install 'shopbot[postgres]'") from exc
         return await PostgresStore.open(str(location), clock, capacity=capacity, debounce_ms=debounce_ms,
                                         attempt_cap=attempt_cap, create=create, migrate=migrate,
-                                        max_pages=max_pages)
+                                        max_pages=max_pages, secrets=secrets)
     return await SqliteStore.open(location, clock, capacity=capacity, debounce_ms=debounce_ms,
-                                  attempt_cap=attempt_cap, create=create, migrate=migrate, max_pages=max_pages)
+                                  attempt_cap=attempt_cap, create=create, migrate=migrate, max_pages=max_pages,
+                                  secrets=secrets)
 
 
 __all__ = [
@@ -95,8 +101,8 @@ __all__ = [
     # time
     "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text",
     # errors
-    "ShopbotError", "IllegalTransition", "InstanceLocked", "NotClaimed", "SchemaTooNew", "SchemaTooOld", "StoreBusy",
-    "StoreError", "StoreUnavailable", "UnknownTarget",
+    "ShopbotError", "IllegalTransition", "InstanceLocked", "NotClaimed", "NotShopbotDatabase", "RestoreRefused",
+    "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError", "StoreUnavailable", "UnknownTarget",
     # records
     "Action", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState", "FinishOutcome",
     "ItemSpec", "Occurrence", "Policy", "Prompt", "RecoverySummary", "ReportDraft", "Stats", "Violation", "WorkItem",

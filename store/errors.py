@@ -27,6 +27,20 @@ class SchemaTooOld(StoreError):
             f"Back it up (`shopbot backup PATH`), then run `shopbot migrate --db {path}`.")
 
 
+class NotShopbotDatabase(StoreError):
+    """The file is not a shopbot database: damaged, not SQLite at all, or SQLite holding someone else's tables."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        super().__init__(f"{path} is not a usable shopbot database ({why}). Nothing was changed. Check SHOPBOT_DB, "
+                         "or restore a backup with `shopbot restore PATH`.")
+
+
+class RestoreRefused(StoreError):
+    """`shopbot restore` refused the file (not a shopbot database, fails integrity_check, newer schema): nothing
+    changed."""
+
+
 class IllegalTransition(StoreError):
     """The database refused a state move (a C4/C6/C7/C8/C11 trigger) or the code found the move illegal. Carries
     the table, the row, the state the move expected and the state found (None where the database only said no)."""

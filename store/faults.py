@@ -12,8 +12,8 @@ import signal
 import sys
 
 POINTS = {
-    "K1": "after a Telegram batch is fetched, before its admission commits",
-    "K2": "after admission commits, before the offset advances",
+    "K1": "after a Telegram batch is fetched (or a webhook call read), before its admission commits",
+    "K2": "after admission commits, before the offset advances (or the webhook call is answered)",
     "K3": "after claim, before the model call",
     "K4": "during the model call",
     "K5": "after a tool operation, before finish",

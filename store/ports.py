@@ -85,6 +85,10 @@ class Transaction(Protocol):
     def count(self, kind: str, by: int = 1) -> int:
         """Add to this minute's counter of `kind` (refusals, strangers, malformed updates); returns the new count."""
 
+    def tally(self, kind: str, by: int = 1) -> None:
+        """Count a refusal in memory (C1): it rides along with this transaction's commit if the transaction writes
+        anything else, and otherwise costs no commit at all (`Inbox.tally`)."""
+
     def admit_answered(self, occurrence: Occurrence,
                        answer: Callable[[Transaction, int], ReportDraft]) -> AdmitResult:
         """A control or notice item: admitted, moved to running and finished with the report `answer(tx, work_id)`
@@ -195,6 +199,10 @@ class Inbox(Protocol):
 
     async def count(self, kind: str, by: int = 1) -> int:
         """`Transaction.count` in a transaction of its own."""
+
+    def tally(self, kind: str, by: int = 1) -> None:
+        """Count a refusal (a bad till token, a stranger) in memory: written with the next commit that writes anyway,
+        or by a flush at most once a second. A crash may lose the last second of counts, never work (C1)."""
 
     async def atomic(self, fn: Callable[[Transaction], T]) -> T:
         """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2)."""

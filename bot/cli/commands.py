@@ -12,10 +12,12 @@ from typing import Any
 
 from bot import config as config_module
 from bot.cli.render import print_status
+from bot.shop_file import ShopFileError
 from store import (
     Admission,
     InstanceLock,
     Occurrence,
+    RestoreRefused,
     Store,
     StoreError,
     WorkKind,
@@ -45,7 +47,7 @@ def load_config(args: argparse.Namespace) -> config_module.Config:
 async def open_configured(cfg: config_module.Config, *, create: bool = True, migrate: bool = False) -> Store:
     return await open_store(cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode), capacity=cfg.capacity,
                             debounce_ms=cfg.debounce_ms, attempt_cap=cfg.attempt_cap, create=create,
-                            migrate=migrate, max_pages=cfg.db_max_pages)
+                            migrate=migrate, max_pages=cfg.db_max_pages, secrets=cfg.secrets())
 
 
 def with_store(args: argparse.Namespace, fn: Callable[[Store], Any], *, create: bool = False) -> Any:
@@ -174,9 +176,14 @@ def cmd_restore(args: argparse.Namespace) -> int:
         raise StoreError("a PostgreSQL store is restored with pg_restore into an empty database, then `shopbot "
                          "migrate`; `shopbot restore` restores a SQLite backup file")
     with InstanceLock(cfg.db.resolve()):
-        n = restore(Path(args.path), cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode))
-    print(f"restored {args.path} into {cfg.db.resolve()}; {n} delivery(ies) not known to be sent are now unknown "
-          "(see `shopbot status`; resolve each with `shopbot resolve`)")
+        try:
+            done = restore(Path(args.path), cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode))
+        except RestoreRefused as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    kept = f"; the replaced database is kept as {done.replaced}" if done.replaced else ""
+    print(f"restored {args.path} into {cfg.db.resolve()}{kept}; {done.unknown} delivery(ies) not known to be sent "
+          "are now unknown (see `shopbot status`; resolve each with `shopbot resolve`)")
     return 0
 
 
@@ -275,8 +282,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def local_config() -> config_module.Config:
     """The demo and chat print a conversation: their log stays at WARNING unless SHOPBOT_LOG_LEVEL says otherwise."""
+    from bot.sandbox.local_setup import OWNER_ID
     env = config_module.environment()
     env.setdefault("SHOPBOT_LOG_LEVEL", "WARNING")
+    env["SHOPBOT_OWNER_IDS"] = str(OWNER_ID)     # the local setup's owner, whatever the real .env says
+    env.pop("SHOPBOT_OWNER_CHAT_ID", None)
     return config_module.load(env)
 
 
@@ -395,7 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except config_module.ConfigError as exc:
-        _refused(args, f"configuration error: {exc}")
+        for line in exc.lines:
+            _refused(args, f"configuration error: {line}")
+        return 2
+    except ShopFileError as exc:
+        for line in str(exc).splitlines():
+            _refused(args, f"configuration error: {line}")
         return 2
     except StoreError as exc:
         _refused(args, f"error: {exc}")

@@ -10,9 +10,15 @@ def print_status(status: dict, out: TextIO) -> None:
     work, deliveries = status["work"], status["deliveries"]
     line("work:       " + "  ".join(f"{k} {v}" for k, v in work.items()))
     line("deliveries: " + "  ".join(f"{k} {v}" for k, v in deliveries.items()))
-    oldest = status["oldest_pending_seconds"]
-    line(f"open agent work: {status['open_agent_work']}; oldest pending: "
-         + (f"{oldest:.1f} s" if oldest is not None else "none"))
+    oldest, ahead = status["oldest_pending_seconds"], status.get("oldest_pending_ahead_seconds")
+    if ahead is not None:
+        shown = (f"unknown (admitted {ahead:.1f} s ahead of this clock: the wall clock stepped back; the work is "
+                 "claimed as usual)")
+    elif oldest is not None:
+        shown = f"{oldest:.1f} s" if oldest >= 0.1 else f"{oldest * 1000:.1f} ms"
+    else:
+        shown = "none"
+    line(f"open agent work: {status['open_agent_work']}; oldest pending: {shown}")
     law = status["littles_law"]
     line(f"last {law['window_seconds'] / 60:.0f} min: λ {law['lambda_per_s']:.4f}/s  W {law['W_s']:.2f} s  "
          f"L {law['L']:.3f}  λW {law['lambda_W']:.3f}  arrivals {law['arrivals']}  refused {law['refused']}")

@@ -3,7 +3,8 @@ repeated idempotency keys (answering with the order it already has), and can los
 
 `POST /orders` (Bearer token, `Idempotency-Key` header, JSON `{"supplier", "reference", "lines": [{item, quantity}]}`)
 answers 201 `{"order_id": ...}` for a new key and 200 with the same order for a repeated one; `GET /orders/<key>`
-answers 200 or 404. Faults (`inject`): `drop_after_commit`, `drop_before_commit`, `500`, `422`, `429`, `slow`; and
+answers 200 or 404. Faults (`inject`): `drop_after_commit`, `drop_before_commit`, `500`, `422`, `429`, `slow`,
+`401_echo` (a 401 whose body repeats the Authorization header it got); and
 `refuse()`/`accept()`. Process mode: `python -m bot.sandbox.supplier --port N --state FILE --token T`, with
 `/_control/inject`, `/_control/orders`, `/_control/refuse_for`.
 """
@@ -99,6 +100,9 @@ class LocalSupplier:
     async def _route(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Response | None:
         if path.startswith("/_control/"):
             return await self._control(path, body)
+        if method == "POST" and self._faults and self._faults[0][0] == "401_echo":
+            self._faults.pop(0)                # a server that repeats the credential it refused (tests: C16-style)
+            return _json(401, {"error": f"unauthorized: {headers.get('authorization', '')} is not a valid token"})
         if self.token and headers.get("authorization", "") != f"Bearer {self.token}":
             return _json(401, {"error": "unauthorized"})
         if method == "POST" and path == "/orders":

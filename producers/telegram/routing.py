@@ -99,7 +99,7 @@ class Router:
             reason = "stranger"
         else:
             return True
-        tx.count(reason)
+        tx.tally(reason)
         result.bump(reason)
         log.warning("update refused update_id=%s reason=%s sender=%s chat=%s", update_id, reason,
                     getattr(user, "id", None), getattr(chat, "id", None))
@@ -112,7 +112,7 @@ class Router:
             if update is None or failure is not None:
                 # a malformed update, or one this code could not handle: counted and confirmed as dropped,
                 # never allowed to stop ingestion; its own writes were undone
-                tx.count("malformed")
+                tx.tally("malformed")
                 result.bump("malformed")
                 log.warning("malformed update dropped update_id=%s%s", update_id,
                             f" ({type(failure).__name__})" if failure is not None else "")
@@ -144,12 +144,12 @@ class Router:
         elif update.my_chat_member is not None:
             member = update.my_chat_member
             status = member.new_chat_member.status if member.new_chat_member else "unknown"
-            tx.count(f"chat_member_{status}")
+            tx.tally(f"chat_member_{status}")
             result.bump("chat_member")
             log.warning("chat member update chat=%s status=%s (a blocked bot cannot deliver to this chat)",
                         member.chat.id, status)
         else:
-            tx.count("unsupported_update")
+            tx.tally("unsupported_update")
             result.bump("unsupported")
             log.info("unsupported update kind dropped update_id=%s", update.update_id)
 

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from store import StoreError
+from store import StoreError, faults
 
 from .polling import Ingress
 
@@ -38,6 +38,7 @@ def webhook_route(ingress: Ingress, secret: str) -> Route:
             raw = json.loads(body) if len(body) <= MAX_WEBHOOK_BYTES else None
         except (ValueError, UnicodeDecodeError, RecursionError):   # malformed: counted, answered 200
             raw = None
+        faults.reached("K1")        # the update is read, its admission not committed: Telegram will send it again
         try:
             # malformed, strangers and refusals are counted and answered 200 (Telegram retries every non-2xx
             # and holds back the updates behind it); only a failed commit gets 5xx so Telegram retries.
@@ -45,6 +46,7 @@ def webhook_route(ingress: Ingress, secret: str) -> Route:
         except StoreError as exc:
             log.error("webhook admission failed, answering 500 so Telegram retries: %s", exc)
             return JSONResponse({"ok": False, "error": "not stored"}, status_code=500)
+        faults.reached("K2")        # committed, not yet answered: the retry is a duplicate (C1)
         asyncio.get_running_loop().create_task(ingress.after_commit(result))
         return JSONResponse({"ok": True})
     return Route(WEBHOOK_PATH, webhook, methods=["POST"])

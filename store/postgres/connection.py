@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -61,6 +61,7 @@ class _IntegralNumeric(Loader):
 
 
 _PLACEHOLDER = re.compile(r"\?")
+_NAMED = re.compile(r"(?<![:\w']):([A-Za-z_]\w*)")
 _INDEXED_BY = re.compile(r" (?:INDEXED BY \w+|NOT INDEXED)\b")
 _CROSS_JOIN_ON = re.compile(r"\bCROSS JOIN (\w+(?: \w+)?) ON\b")
 _GROUP_CONCAT = re.compile(r"\bgroup_concat\(([^()]*)\)")
@@ -68,7 +69,7 @@ _EMPTY_NOT_IN = re.compile(r"\bNOT IN \(\)")
 _EMPTY_IN = re.compile(r"\bIN \(\)")
 
 
-def dialect(sql: str) -> str:
+def dialect(sql: str, named: bool = False) -> str:
     """sqlite3's `?` placeholders become psycopg's `%s` (a literal `%` is doubled); an empty `IN ()` list, which
     SQLite accepts, becomes a comparison with an empty array of the column's type; SQLite's `group_concat(x)` is
     `string_agg(x, ',')`; SQLite's planner hints (`INDEXED BY`, `CROSS JOIN ... ON` for the join order) become plain
@@ -77,6 +78,8 @@ def dialect(sql: str) -> str:
     sql = _EMPTY_IN.sub("= ANY ('{}')", sql)
     sql = _GROUP_CONCAT.sub(r"string_agg(\1, ',')", sql)
     sql = _INDEXED_BY.sub("", sql)
+    if named:      # sqlite3's `:name` placeholders (a dict of parameters) become psycopg's `%(name)s`
+        return _NAMED.sub(r"%(\1)s", sql)
     sql = _CROSS_JOIN_ON.sub(r"JOIN \1 ON", sql)
     return _PLACEHOLDER.sub("%s", sql)
 
@@ -87,9 +90,12 @@ class PgConnection:
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
         cursor = self.raw.cursor()
-        cursor.execute(dialect(sql), tuple(params))
+        if isinstance(params, Mapping):
+            cursor.execute(dialect(sql, named=True), params)
+        else:
+            cursor.execute(dialect(sql), tuple(params))
         return cursor
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]] | Iterator[Sequence[Any]]) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
 from ..sqlite import actions, inbox, invariants, producer_state
-from ..sqlite.inbox import work_item
+from ..sqlite.inbox import DUE, work_item
 from .connection import PgConnection
 
 ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
@@ -81,18 +81,20 @@ def admit_answered(conn: PgConnection, occurrence: Occurrence, now: str, answer:
 
 def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
           skip_sessions: Sequence[str] = ()) -> Claim | None:
-    """C5 as on SQLite, safe with several claimers: only a session's anchor qualifies and it is locked SKIP LOCKED,
-    so a concurrent claimer takes another session or none, and never item 2 of a session out of order."""
+    """C5 as on SQLite (the same due rule, `DUE`, clock steps included), safe with several claimers: only a
+    session's anchor qualifies and it is locked SKIP LOCKED, so a concurrent claimer takes another session or none,
+    and never item 2 of a session out of order."""
     skip = tuple(skip_sessions)
+    marks = ",".join(f":skip{i}" for i in range(len(skip)))
     row = conn.execute(
         f"""SELECT w.session, w.work_id FROM work w
             WHERE w.state = 'pending' AND w.kind = 'agent'
               AND NOT EXISTS (SELECT 1 FROM work x WHERE x.session = w.session AND x.kind = 'agent'
                               AND x.state IN ('pending', 'running') AND x.work_id < w.work_id)
-              AND w.admitted_at <= ? AND (w.not_before IS NULL OR w.not_before <= ?)
-              AND w.session NOT IN ({','.join('?' * len(skip))})
+              AND {DUE}
+              AND w.session NOT IN ({marks})
             ORDER BY w.work_id LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
-        (debounce_cutoff, now, *skip)).fetchone()
+        {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
     if row is None:
         return None
     session = row["session"]

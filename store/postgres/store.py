@@ -16,12 +16,14 @@ clock, which is what its waits use. Any other clock (ManualClock in the tests) i
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from .. import redaction
 from ..clock import Clock, SystemClock, to_text
 from ..errors import SchemaTooOld, StoreError
 from ..locations import redact
@@ -95,12 +97,13 @@ class PostgresStore(SqliteStore):
     async def open(cls, url: Any, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
                    debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
                    create: bool = True, migrate: bool = False, max_pages: int | None = None,
-                   pool_size: int = 8) -> PostgresStore:
+                   secrets: Sequence[str] = (), pool_size: int = 8) -> PostgresStore:
         """Open the database at `url`. A database without shopbot's tables is given the current schema (when
         `create`); an older one is refused with the command that migrates it (unless `migrate`); a newer one is
         refused before anything changes. `max_pages` is SQLite's test-only cap and is refused here."""
         if max_pages:
             raise ValueError("SHOPBOT_DB_MAX_PAGES is SQLite's; a PostgreSQL database has no page cap")
+        redaction.register(secrets)
         where = redact(str(url))
         db = await Database.open(str(url), max_size=pool_size)
         try:

@@ -8,6 +8,7 @@ import secrets
 import sqlite3
 from typing import Any
 
+from .. import redaction
 from ..errors import IllegalTransition, UnknownTarget
 from ..records import Action, Decision
 from . import orders
@@ -169,7 +170,7 @@ def decide(conn: sqlite3.Connection, action_id: int, decision: str, by: str, now
     if new == "delivered" and not receipt:
         receipt = f"confirmed by {by}"
     conn.execute("INSERT INTO action_decisions (action_id, decision, detail, decided_by, decided_at) "
-                 "VALUES (?, ?, ?, ?, ?)", (action_id, decision, detail, by, now))
+                 "VALUES (?, ?, ?, ?, ?)", (action_id, decision, redaction.error_detail(detail), by, now))
     columns: dict[str, object] = {"reason": detail or decision}
     if new == "delivered":
         columns["receipt"] = receipt

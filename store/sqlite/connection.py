@@ -9,15 +9,16 @@ so a transaction never fails half-way on a lock upgrade.
 """
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 
-from ..errors import IllegalTransition, StoreBusy, StoreError, StoreUnavailable
+from ..errors import IllegalTransition, NotShopbotDatabase, StoreBusy, StoreError, StoreUnavailable
 
 T = TypeVar("T")
 
@@ -52,6 +53,31 @@ def translate(exc: sqlite3.Error) -> StoreError:
     return StoreError(f"{type(exc).__name__}: {text}")
 
 
+def opening_error(exc: sqlite3.Error, path: Path) -> StoreError:
+    """An error met while opening `path`, as one sentence naming the file."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.DatabaseError) and any(
+            word in text for word in ("not a database", "malformed", "encrypted")):
+        return NotShopbotDatabase(str(path), f"damaged or not SQLite: {text}")
+    if isinstance(exc, sqlite3.OperationalError) and any(
+            word in text for word in ("unable to open", "readonly", "read-only", "disk I/O")):
+        return StoreUnavailable(f"cannot open the database {path}: {text} (is its folder writable, and the file "
+                                "a readable regular file?)")
+    return translate(exc)
+
+
+async def _close_quietly(conn: aiosqlite.Connection) -> None:
+    """Stop the connection's thread and wait until it has stopped (while the event loop still runs: a thread that
+    answers a closed loop prints a traceback, one that is never stopped keeps the process alive)."""
+    try:
+        await conn.close()      # a failed connect has already queued the thread's stop (nothing to close)
+    except Exception:           # the thread must stop; the opening error is the one to report
+        conn.stop()
+    thread = conn._thread
+    if thread.is_alive():
+        await asyncio.to_thread(thread.join, 10)
+
+
 def configure(conn: sqlite3.Connection, max_pages: int | None = None) -> None:
     for pragma in PRAGMAS:
         conn.execute(pragma)
@@ -59,6 +85,14 @@ def configure(conn: sqlite3.Connection, max_pages: int | None = None) -> None:
         # Test-only (SHOPBOT_DB_MAX_PAGES): a database that becomes full while the bot runs.
         conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
     conn.row_factory = sqlite3.Row
+
+
+class CommitHooks(Protocol):
+    def before_commit(self, conn: sqlite3.Connection) -> None: ...
+
+    def committed(self) -> None: ...
+
+    def rolled_back(self) -> None: ...
 
 
 class Database:
@@ -70,16 +104,34 @@ class Database:
         # The last write that could not commit for the lock or the disk (never a refused move): (monotonic time,
         # error). /healthz reports it until a later write probe commits (store/health.py).
         self.last_write_failure: tuple[float, StoreError] | None = None
+        self.commits = 0          # write transactions that changed the database (each a durable, fsynced commit)
+        self.hooks: CommitHooks | None = None
 
     @classmethod
-    async def open(cls, path: Path, *, max_pages: int | None = None) -> Database:
+    async def open(cls, path: Path, *, max_pages: int | None = None,
+                   probe: Callable[[sqlite3.Connection], object] | None = None) -> Database:
+        """Connect and configure. `probe(raw)` runs first, before any pragma changes the file (a foreign file is
+        refused untouched: WAL mode would rewrite its header). Any failure closes the connection's thread before
+        raising (a thread left open would keep the process alive for ever after the error was printed), and names
+        the file."""
         conn = aiosqlite.connect(str(path), isolation_level=None)  # autocommit: we issue BEGIN ourselves
         try:
             await conn
         except sqlite3.Error as exc:
-            raise translate(exc) from exc
+            await _close_quietly(conn)
+            raise opening_error(exc, path) from exc
         db = cls(conn, path)
-        await db._call(lambda raw: configure(raw, max_pages))
+        try:
+            def setup(raw: sqlite3.Connection) -> None:
+                if probe is not None:
+                    probe(raw)
+                configure(raw, max_pages)
+            await db._conn._execute(setup, db._conn._conn)  # type: ignore[no-untyped-call]
+        except BaseException as exc:
+            await _close_quietly(conn)
+            if isinstance(exc, sqlite3.Error):
+                raise opening_error(exc, path) from exc
+            raise
         return db
 
     async def close(self) -> None:
@@ -94,14 +146,28 @@ class Database:
             raise translate(exc) from exc
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(raw, *args)` inside BEGIN IMMEDIATE ... COMMIT. When it changed anything, `hooks.before_commit` adds
+        its own writes to the same commit (the in-memory counters ride along: store/api.py `tally`)."""
         def transaction(raw: sqlite3.Connection) -> T:
             raw.execute("BEGIN IMMEDIATE")
+            before = raw.total_changes
+            hooked = False
             try:
                 result = fn(raw, *args)
+                if self.hooks is not None and raw.total_changes != before:
+                    hooked = True
+                    self.hooks.before_commit(raw)
+                raw.execute("COMMIT")
             except BaseException:
-                raw.execute("ROLLBACK")
+                if raw.in_transaction:
+                    raw.execute("ROLLBACK")
+                if hooked and self.hooks is not None:
+                    self.hooks.rolled_back()
                 raise
-            raw.execute("COMMIT")
+            if raw.total_changes != before:
+                self.commits += 1
+            if hooked and self.hooks is not None:
+                self.hooks.committed()
             return result
         try:
             return await self._call(transaction)

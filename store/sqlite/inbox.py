@@ -5,10 +5,11 @@ given, so a producer can admit inside its own transaction together with its curs
 """
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from .. import faults
+from .. import faults, redaction
 from ..clock import from_text
 from ..errors import NotClaimed
 from ..records import (
@@ -86,11 +87,15 @@ def admit_answered(conn: sqlite3.Connection, occurrence: Occurrence, now: str,
     """
     if occurrence.kind is WorkKind.AGENT:
         raise ValueError("admit_answered is for control and notice items")
+    # the bot's own text, which may quote outside error text (an order's outcome on its card, a fault): no secret
+    # is stored in its payload or its report (store/redaction.py)
+    occurrence = dataclasses.replace(occurrence, payload=redaction.error_detail(occurrence.payload))
     result = admit(conn, occurrence, now, capacity=0)
     if result.outcome is not Admission.ACCEPTED:
         return result
     assert result.work_id is not None
     draft = answer(result.work_id)
+    draft = dataclasses.replace(draft, body=redaction.error_detail(draft.body))
     conn.execute("UPDATE work SET state = 'running' WHERE work_id = ?", (result.work_id,))
     report_id = outbox.insert_report(conn, [result.work_id], draft, now, run_id=None)
     conn.execute("UPDATE work SET state = ?, ended_at = ? WHERE work_id = ?",
@@ -108,21 +113,33 @@ def session_epoch(conn: sqlite3.Connection, session: str) -> int:
     return row[0] if row else 0
 
 
+# C5 under clock steps. Times are wall-clock text, so a backward step of the wall clock puts earlier stamps in the
+# future. A debounce judged only as `admitted_at <= now - debounce` would then hold admitted work for the whole step
+# (an hour's step: an hour's silence), and a not-before time would wait the step on top of its delay. So an item
+# stamped after `now` (admitted before a backward step) is due at once, and so is a not-before time set by a release
+# stamped after `now`: a backward step never delays admitted work by more than the debounce window (it can only
+# shorten one window or one back-off), and a forward step claims early by at most the step.
+DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now) AND (w.not_before IS NULL OR w.not_before <= :now "
+       "OR (SELECT r.ended_at FROM runs r WHERE r.run_id = w.run_id) > :now)")
+
+
 def claim(conn: sqlite3.Connection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
           skip_sessions: Sequence[str] = ()) -> Claim | None:
     """C5: the pending items of one due session become one turn, running for this worker, committed before any
     model runs. A session is due when its oldest pending item was admitted at or before the cutoff (the debounce
-    window is not reset by later items) and has no not-before time in the future, and no turn of it is running."""
+    window is not reset by later items) and has no not-before time in the future, and no turn of it is running
+    (`DUE`, which also keeps a backward clock step from holding admitted work)."""
     skip = tuple(skip_sessions)
+    marks = ",".join(f":skip{i}" for i in range(len(skip)))
     row = conn.execute(
         f"""SELECT w.session, w.work_id FROM work w
             WHERE w.state = 'pending' AND w.kind = 'agent'
               AND w.work_id = (SELECT min(x.work_id) FROM work x
                                WHERE x.session = w.session AND x.state IN ('pending', 'running') AND x.kind = 'agent')
-              AND w.admitted_at <= ? AND (w.not_before IS NULL OR w.not_before <= ?)
-              AND w.session NOT IN ({','.join('?' * len(skip))})
+              AND {DUE}
+              AND w.session NOT IN ({marks})
             ORDER BY w.work_id LIMIT 1""",
-        (debounce_cutoff, now, *skip)).fetchone()
+        {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
     if row is None:
         return None
     session = row["session"]
@@ -140,10 +157,11 @@ def claim(conn: sqlite3.Connection, worker_id: str, run_id: str, now: str, debou
     return Claim(run_id, worker_id, session, items, attempt, epoch)
 
 
-def waiting_sessions(conn: sqlite3.Connection) -> list[tuple[str, str | None]]:
-    """(admitted_at, not_before) of the oldest item of every session whose turn is not running."""
+def waiting_sessions(conn: sqlite3.Connection) -> list[tuple[str, str | None, str | None]]:
+    """(admitted_at, not_before, released_at) of the oldest item of every session whose turn is not running."""
     return [tuple(r) for r in conn.execute(
-        "SELECT w.admitted_at, w.not_before FROM work w WHERE w.state = 'pending' AND w.kind = 'agent' "
+        "SELECT w.admitted_at, w.not_before, (SELECT r.ended_at FROM runs r WHERE r.run_id = w.run_id) "
+        "FROM work w WHERE w.state = 'pending' AND w.kind = 'agent' "
         "AND w.work_id = (SELECT min(x.work_id) FROM work x WHERE x.session = w.session "
         "AND x.state IN ('pending', 'running') AND x.kind = 'agent')").fetchall()]
 
@@ -169,7 +187,7 @@ def _end_run(conn: sqlite3.Connection, run_id: str, now: str, outcome: str, *, r
         "UPDATE runs SET ended_at = ?, outcome = ?, report_id = ?, stop_reason = ?, "
         "model_calls = model_calls + ?, input_tokens = input_tokens + ?, output_tokens = output_tokens + ? "
         "WHERE run_id = ?",
-        (now, outcome, report_id, stop_reason, *usage, run_id))
+        (now, outcome, report_id, redaction.error_detail(stop_reason), *usage, run_id))
 
 
 def finish(conn: sqlite3.Connection, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft],

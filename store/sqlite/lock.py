@@ -9,7 +9,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from ..errors import InstanceLocked
+from ..errors import InstanceLocked, StoreUnavailable
 
 
 class InstanceLock:
@@ -18,7 +18,11 @@ class InstanceLock:
         self._fd: int | None = None
 
     def acquire(self) -> InstanceLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:       # a missing or read-only folder: one sentence, not a traceback
+            raise StoreUnavailable(f"cannot create the instance lock {self.path}: {exc.strerror} (is the "
+                                   "database's folder there and writable?)") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 
+from .. import redaction
 from ..errors import IllegalTransition
 
 
 def move(conn: sqlite3.Connection, table: str, key: str, row_id: int, expect: str, new: str, now: str,
          **columns: object) -> None:
+    reason = columns.get("reason")
+    if isinstance(reason, str):    # outside error text: no secret is stored (store/redaction.py)
+        columns["reason"] = redaction.error_detail(reason)
     sets = "".join(f", {name} = ?" for name in columns)
     cursor = conn.execute(f"UPDATE {table} SET state = ?, updated_at = ?{sets} WHERE {key} = ? AND state = ?",
                           (new, now, *columns.values(), row_id, expect))

@@ -5,11 +5,13 @@ Functions run inside their caller's transaction. The relay's moves are each one 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from .. import redaction
 from ..errors import IllegalTransition, UnknownTarget
 from ..records import Delivery, DeliveryState, ReportDraft
 from .moves import move
@@ -80,7 +82,11 @@ def next_generation(conn: sqlite3.Connection, anchor: int) -> int:
 def insert_report(conn: sqlite3.Connection, work_ids: Sequence[int], draft: ReportDraft, now: str, *,
                   run_id: str | None) -> str:
     """Insert a report for a turn (anchor = lowest work id, next generation), link it to every item of the turn,
-    and queue its deliveries when the destination is a Telegram chat."""
+    and queue its deliveries when the destination is a Telegram chat. The body is redacted first (configured
+    secrets always; credential shapes too in an error report: store/redaction.py)."""
+    body = redaction.error_detail(draft.body) if draft.is_error else redaction.secrets_only(draft.body)
+    if body != draft.body:
+        draft = dataclasses.replace(draft, body=body)
     anchor = min(work_ids)
     generation = next_generation(conn, anchor)
     report_id = f"r{anchor}.{generation}"
@@ -195,7 +201,8 @@ def _cascade(conn: sqlite3.Connection, delivery_id: int, state: str, reason: str
     else:
         source = "pending"
     conn.execute(f"UPDATE deliveries SET state = ?, reason = ?, updated_at = ? {later}",
-                 (state, f"an earlier part was {state}: {reason}", now, row["report_id"], row["part"], source))
+                 (state, redaction.error_detail(f"an earlier part was {state}: {reason}"), now, row["report_id"],
+                  row["part"], source))
 
 
 def mark_failed(conn: sqlite3.Connection, delivery_id: int, reason: str, now: str) -> None:

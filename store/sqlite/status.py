@@ -10,6 +10,18 @@ from ..records import Stats
 from . import inbox, producer_state
 
 
+def pending_age(now: datetime, oldest: str | None) -> dict[str, float | None]:
+    """The oldest pending item's age. An item stamped after `now` was admitted before a backward step of the wall
+    clock: its age cannot be told from the wall clock, so it is not shown as zero or negative but as unknown, with
+    how far ahead of this clock its stamp is (`oldest_pending_ahead_seconds`)."""
+    if oldest is None:
+        return {"oldest_pending_seconds": None, "oldest_pending_ahead_seconds": None}
+    age = (now - from_text(oldest)).total_seconds()
+    if age < 0:
+        return {"oldest_pending_seconds": None, "oldest_pending_ahead_seconds": -age}
+    return {"oldest_pending_seconds": age, "oldest_pending_ahead_seconds": None}
+
+
 def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict[str, Any]:
     work = {state: 0 for state in ("pending", "running", "finished", "failed")}
     for state, n in conn.execute("SELECT state, count(*) FROM work GROUP BY state"):
@@ -42,7 +54,7 @@ def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> dict[
         "agent_work": agent_work,
         "deliveries": deliveries,
         "open_agent_work": inbox.open_agent_work(conn),
-        "oldest_pending_seconds": (now - from_text(oldest)).total_seconds() if oldest else None,
+        **pending_age(now, oldest),
         "unknown": unknown,
         "failed_work": failed_work,
         "failed_deliveries": failed_deliveries,

@@ -6,6 +6,7 @@ connection.py); none holds a network call. The contracts are documented once, on
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sqlite3
 import time
@@ -15,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from .. import redaction
 from ..clock import Clock, from_text, to_text
 from ..errors import SchemaTooOld, StoreError
 from ..records import (
@@ -53,6 +55,7 @@ from . import (
 from . import metrics as metric_reads
 from .connection import BUSY_TIMEOUT_MS, Database
 from .status import read_reports, read_status
+from .tallies import FLUSH_S, Tallies
 from .transaction import SqliteTransaction as Transaction
 
 DEFAULT_CAPACITY = 100
@@ -72,6 +75,12 @@ class SqliteStore:
         self.signals = Signals()
         self._seen_version: int | None = None
         self._last_probe: tuple[float, StoreError | None] | None = None   # /healthz's write probe (`writable`)
+        self.tallies = Tallies()
+        db.hooks = self.tallies
+        self._flush: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None
+        self._loop = asyncio.get_running_loop()
+        self._closed = False
 
     # The statements whose text or guards differ by dialect (store/postgres/store.py overrides them); everything
     # else is the SQL of this package's modules, shared.
@@ -92,12 +101,15 @@ class SqliteStore:
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
                    debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
-                   create: bool = True, migrate: bool = False, max_pages: int | None = None) -> SqliteStore:
+                   create: bool = True, migrate: bool = False, max_pages: int | None = None,
+                   secrets: Sequence[str] = ()) -> SqliteStore:
         """Open a database. A missing or empty one is created at the current schema (when `create`); an older one
         is refused with the command that migrates it (unless `migrate`); a newer one is refused before anything
-        changes."""
+        changes. `secrets` (the configured credentials) are masked in everything stored from outside text."""
+        redaction.register(secrets)
         path = Path(path).resolve()
-        db = await Database.open(path, max_pages=max_pages)
+        db = await Database.open(path, max_pages=max_pages,
+                                 probe=lambda conn: migrations.check_not_newer(conn, str(path)))
         try:
             version = await db.raw(lambda conn: migrations.check_not_newer(conn, str(path)))
             if version < migrations.LATEST:
@@ -113,6 +125,20 @@ class SqliteStore:
         return cls(db, clock, capacity=capacity, debounce_ms=debounce_ms, attempt_cap=attempt_cap)
 
     async def close(self) -> None:
+        self._closed = True              # no new flush is armed; the last counts are written below
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        flushing = self._flushing
+        if flushing is not None:
+            await asyncio.gather(flushing, return_exceptions=True)
+        if self._flush is not None:      # re-armed by the flush that just ended
+            self._flush.cancel()
+            self._flush = None
+        try:
+            await self.flush_counts()
+        except StoreError:
+            pass         # a database that cannot be written loses these counts, as a crash would
         await self.db.close()
 
     @property
@@ -173,7 +199,9 @@ class SqliteStore:
         return result
 
     async def notice(self, kind: str, subject: str, text: str, destination: str) -> bool:
-        """A system notice `notice:<kind>:<subject>` with its report; the identity makes it once only."""
+        """A system notice `notice:<kind>:<subject>` with its report; the identity makes it once only. The text is
+        outside error text as far as the store knows: redacted before it is stored (store/redaction.py)."""
+        text = redaction.error_detail(text)
         result = await self.admit_answered(
             Occurrence(f"notice:{kind}:{subject}", f"notice:{kind}", text, WorkKind.NOTICE, destination),
             lambda tx, work_id: ReportDraft(text, destination=destination))
@@ -182,6 +210,48 @@ class SqliteStore:
     async def count(self, kind: str, by: int = 1) -> int:
         now = self.now()
         return await self.db.write(lambda conn: inbox.count(conn, now, kind, by))
+
+    def tally(self, kind: str, by: int = 1) -> None:
+        """C1: count a refusal (bad till token, stranger, malformed update) in memory, no commit. The counts ride
+        along with the next commit that writes anyway, or are flushed at most once a second (store/tallies.py). Safe
+        to call from inside a transaction's function (the connection thread)."""
+        self.tallies.add(self.now(), kind, by)
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._arm_flush()
+        else:
+            self._loop.call_soon_threadsafe(self._arm_flush)
+
+    def _arm_flush(self) -> None:
+        if self._flush is None and self._flushing is None and not self._closed:
+            self._flush = self._loop.call_later(FLUSH_S, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._flush = None
+        self._flushing = self._loop.create_task(self._flush_quietly())
+
+    async def _flush_quietly(self) -> None:
+        try:
+            await self.flush_counts()
+        except StoreError:
+            pass                   # the database is busy or full: the counts wait for the next try
+        finally:
+            self._flushing = None
+        if self.tallies:           # counted while this flush ran, or not written: flushed a second from now
+            self._arm_flush()
+
+    async def flush_counts(self) -> int:
+        """Write the counts held in memory now (one commit, only when there are any). Returns the kinds written."""
+        if not self.tallies:
+            return 0
+        def flush(conn: sqlite3.Connection) -> int:
+            kinds = len(self.tallies.pending())
+            self.tallies.before_commit(conn)    # Database sees the change and completes the hook at commit
+            return kinds
+        return await self.db.write(flush)
 
     async def atomic(self, fn: Callable[[Transaction], Any]) -> Any:
         """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2)."""
@@ -200,11 +270,18 @@ class SqliteStore:
             lambda conn: self._claim(conn, worker_id, run_id, to_text(now_dt), cutoff, skip_sessions))
 
     async def next_claim_time(self) -> datetime | None:
-        """When the earliest waiting session becomes due (debounce, not-before); None when none is waiting."""
+        """When the earliest waiting session becomes due (debounce, not-before, judged as `inbox.DUE` judges them
+        under a backward clock step); None when none is waiting."""
+        now = self.clock.now()
         rows = await self.db.read(inbox.waiting_sessions)
-        due = [max(from_text(admitted) + self.debounce, from_text(not_before) if not_before else from_text(admitted))
-               for admitted, not_before in rows]
-        return min(due) if due else None
+
+        def due(admitted_text: str, not_before: str | None, released: str | None) -> datetime:
+            admitted = from_text(admitted_text)
+            debounced = now if admitted > now else admitted + self.debounce
+            held = from_text(not_before) if not_before and not (released and from_text(released) > now) else None
+            return max(debounced, held) if held else debounced
+        times = [due(*row) for row in rows]
+        return min(times) if times else None
 
     async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
                      user_text: str | None = None,
@@ -483,7 +560,10 @@ class SqliteStore:
     async def status(self, window_seconds: float = 3600.0) -> dict[str, Any]:
         now_dt = self.now_dt()
         window = await self.stats(now_dt - timedelta(seconds=window_seconds), now_dt)
-        return await self.db.read(lambda conn: read_status(conn, now_dt, window))
+        status = await self.db.read(lambda conn: read_status(conn, now_dt, window))
+        for kind, n in self.tallies.pending().items():        # counted in memory, not yet flushed
+            status["counters"][kind] = status["counters"].get(kind, 0) + n
+        return status
 
     async def reports(self, limit: int = 20) -> list[dict[str, Any]]:
         return await self.db.read(read_reports, limit)

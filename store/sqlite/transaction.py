@@ -56,6 +56,9 @@ class SqliteTransaction:
     def count(self, kind: str, by: int = 1) -> int:
         return inbox.count(self._conn, self._now, kind, by)
 
+    def tally(self, kind: str, by: int = 1) -> None:
+        self._store.tally(kind, by)
+
     def admit_answered(self, occurrence: Occurrence,
                        answer: Callable[[SqliteTransaction, int], ReportDraft]) -> AdmitResult:
         return self._store._admit_answered(self._conn, occurrence, self._now, lambda work_id: answer(self, work_id))

@@ -166,3 +166,80 @@ async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, 
         expected = "reconciled_found" if point == "K10" else "reconciled_absent"
         assert product.query("SELECT decision FROM action_decisions") == [(expected,)]
         await audit(product, supplier)
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def post_until_answered(url: str, update: dict, secret: str, timeout: float = 30.0) -> list:
+    """What Telegram does with a webhook: post the update until a 2xx comes back; returns every outcome."""
+    import asyncio
+
+    import httpx
+    outcomes: list = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    async with httpx.AsyncClient(timeout=5) as client:
+        while loop.time() < deadline:
+            try:
+                answer = await client.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": secret})
+                outcomes.append(answer.status_code)
+                if answer.status_code == 200:
+                    return outcomes
+            except httpx.HTTPError as exc:
+                if not outcomes or outcomes[-1] != type(exc).__name__:
+                    outcomes.append(type(exc).__name__)
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"the webhook never answered 200: {outcomes}")
+
+
+@pytest.mark.parametrize("point", ["K1", "K2"])
+async def test_webhook_killed_before_the_answer_then_one_reply_after_restart(tmp_path, api, point):
+    """K1/K2 on the webhook path: killed after reading the update (K1) or after its commit (K2), before answering.
+    Telegram posts the update again until it gets 200; the owner gets exactly one reply."""
+    secret, port = "kill-point-webhook-secret", free_port()
+    product = Product(tmp_path, api, SHOPBOT_WEBHOOK_URL="https://bot.example/telegram/webhook",
+                      SHOPBOT_WEBHOOK_SECRET=secret, SHOPBOT_HTTP_PORT=str(port))
+    url = f"http://127.0.0.1:{port}/telegram/webhook"
+    update = {"update_id": 1, "message": {"message_id": 1, "date": 1, "text": "how much vanilla",
+                                          "chat": {"id": OWNER, "type": "private", "first_name": "L"},
+                                          "from": {"id": OWNER, "is_bot": False, "first_name": "L"}}}
+    await product.start(point)
+    first = await post_until_answered_or_killed(url, update, secret, product)
+    await product.died_at_fault()
+    assert product.query("SELECT count(*) FROM work") == [(0 if point == "K1" else 1,)]
+    await product.start()
+    try:
+        outcomes = await post_until_answered(url, update, secret)
+        await api.wait_for(lambda: len(owner_texts(api)) >= 1, timeout=30)
+        await product.wait_db("SELECT state FROM deliveries", [("confirmed",)], context=lambda: owner_texts(api))
+    finally:
+        assert await product.stop() == 0
+    assert first != 200 and outcomes[-1] == 200
+    assert len(owner_texts(api)) == 1 and "vanilla on hand: 9 tubs" in owner_texts(api)[0]
+    assert product.query("SELECT source, state, attempts FROM work") == [(f"tg:{OWNER}:1", "finished", 1)]
+    rc, out = await product.check()
+    assert rc == 0, out
+    result = full_audit(product.db, [m.text for m in api.sent], owner_messages=1)
+    assert result.ok, result.violations
+
+
+async def post_until_answered_or_killed(url: str, update: dict, secret: str, product: Product) -> object:
+    """Post until the armed process answers (it must not: it dies at its kill point) or dies; the last outcome."""
+    import asyncio
+
+    import httpx
+    async with httpx.AsyncClient(timeout=5) as client:
+        while product.proc is not None and product.proc.returncode is None:
+            try:
+                answer = await client.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": secret})
+                return answer.status_code
+            except httpx.ConnectError:           # not listening yet
+                await asyncio.sleep(0.05)
+            except httpx.HTTPError as exc:       # the process died while holding the request
+                return type(exc).__name__
+    return "died"

@@ -181,6 +181,7 @@ async def admit(path: Path, batch: list, owners: frozenset[int] = OWNERS, capaci
         finally:
             logger.removeHandler(sink)
             logger.setLevel(level)
+        await store.flush_counts()          # refusals are counted in memory first (C1)
         after = snapshot(path)
         assert invariants.check(path) == []
         return result, before, after, sink.lines, None
@@ -345,6 +346,7 @@ def test_a_press_decides_only_with_the_exact_data_from_the_prompts_chat(data: st
             press = owner_press(7, choice["press_id"], f"{choice['verb']}:{mangled}", chat, sender, kind)
             before = snapshot(path)
             routed = await ingress.admit_raw([press])
+            await store.flush_counts()
             after = snapshot(path)
             assert invariants.check(path) == []
         finally:

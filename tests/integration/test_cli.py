@@ -131,7 +131,7 @@ def test_shop_sync_keeps_counted_stock(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("colour = 'blue'\n" + (ROOT / "shop.example.toml").read_text())
     refused = shopbot("shop", "sync", db=db, SHOPBOT_SHOP_FILE=str(bad))
-    assert refused.returncode == 1 and "unknown field colour" in refused.stderr
+    assert refused.returncode == 2 and "unknown field colour" in refused.stderr
 
 
 def test_check_cannot_check_a_missing_database(tmp_path):

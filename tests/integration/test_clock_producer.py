@@ -255,9 +255,9 @@ async def test_daily_schedules_over_2027_admit_one_occurrence_per_local_date(clo
             local = {key: t.astimezone(BERLIN) for key, t in fired[name].items()}
             assert all(t.date().isoformat() == key for key, t in local.items())
             off = {key: (t.hour, t.minute) for key, t in local.items() if (t.hour, t.minute) != wall}
-            if name == "night":   # on the spring-forward day 02:30 does not exist: it fires at 03:30 local
-                assert off == {"2027-03-28": (3, 30)}
-                assert fired[name]["2027-03-28"] == datetime(2027, 3, 28, 1, 30, tzinfo=UTC)
+            if name == "night":   # on the spring-forward day 02:30 does not exist: it fires at 03:00, the gap's end
+                assert off == {"2027-03-28": (3, 0)}
+                assert fired[name]["2027-03-28"] == datetime(2027, 3, 28, 1, 0, tzinfo=UTC)
                 assert fired[name]["2027-10-31"] == datetime(2027, 10, 31, 0, 30, tzinfo=UTC)   # the first 02:30
             else:
                 assert off == {}

@@ -144,7 +144,7 @@ def test_the_log_file_survives_rotation(tmp_path):
     assert [line["event"] for line in parse_lines(log_file.read_text())] == ["app.running"]
 
 
-def test_a_run_that_refuses_to_start_says_so_in_one_json_line(tmp_path):
+def test_a_run_that_refuses_to_start_says_so_in_json_lines(tmp_path):
     """Configuration and store errors come before logging is set up; in the JSON format they are JSON too."""
     import os
     import subprocess
@@ -154,5 +154,7 @@ def test_a_run_that_refuses_to_start_says_so_in_one_json_line(tmp_path):
     result = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--db", str(tmp_path / "x.sqlite3")],
                             capture_output=True, text=True, env=env, cwd=tmp_path)
     assert result.returncode == 2 and result.stdout == ""
-    (line,) = parse_lines(result.stderr)
-    assert line["event"] == "run.refused" and "SHOPBOT_CAPACITY" in line["message"]
+    lines = parse_lines(result.stderr)        # one JSON line per problem: the capacity, and a token without owners
+    assert {line["event"] for line in lines} == {"run.refused"} and len(lines) == 2
+    assert any("SHOPBOT_CAPACITY" in line["message"] for line in lines)
+    assert any("SHOPBOT_OWNER_IDS" in line["message"] for line in lines)

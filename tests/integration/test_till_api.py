@@ -102,14 +102,18 @@ async def test_a_full_queue_answers_503_with_retry_after(till, store, raw):
     {"Authorization": "Bearer"},
     {"Authorization": f"Bearer {TOKENS['1']}x"},
 ])
-async def test_a_wrong_or_missing_token_is_401_and_changes_nothing(till, raw, headers):
+async def test_a_wrong_or_missing_token_is_401_and_changes_nothing(till, store, raw, headers):
     before = raw.execute("SELECT count(*) FROM work").fetchone()[0]
+    commits = store.db.commits
     post = await till.post("/till/counts", json={"request_id": "r-1", "counts": {"vanilla": 3}}, headers=headers)
     error_shape(post, 401, "unauthorized", None)
     assert post.headers["WWW-Authenticate"] == "Bearer"
     got = await till.get("/till/counts/r-1", headers=headers)
     error_shape(got, 401, "unauthorized", None)
     assert raw.execute("SELECT count(*) FROM work").fetchone()[0] == before == 0
+    assert store.db.commits == commits                     # nothing durable: counted in memory (C1)
+    assert (await store.status())["counters"]["till_unauthorized"] == 2
+    await store.flush_counts()
     assert raw.execute("SELECT sum(count) FROM counters WHERE kind = 'till_unauthorized'").fetchone()[0] == 2
 
 
@@ -187,6 +191,15 @@ async def test_a_till_cannot_read_another_tills_results(till):
 async def test_a_bad_request_id_in_the_path_is_400(till):
     error_shape(await till.get("/till/counts/" + "x" * 65, headers=auth("1")), 400, "invalid_request_id", None)
     error_shape(await till.get("/till/counts/a%20b", headers=auth("1")), 400, "invalid_request_id", None)
+
+
+@pytest.mark.parametrize("request_id", [".", "..", "..."])
+async def test_formerly_bug_a_request_id_made_only_of_dots_is_refused_in_the_body(till, raw, request_id):
+    response = await till.post("/till/counts", json={"request_id": request_id, "counts": {"vanilla": 3}},
+                               headers=auth("1"))
+    error_shape(response, 400, "invalid_request_id", "$.request_id")
+    assert "not only dots" in response.json()["detail"]
+    assert work_rows(raw) == []
 
 
 async def test_healthz_beside_the_till(till):

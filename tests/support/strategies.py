@@ -252,7 +252,7 @@ header_value = st.binary(max_size=300).map(lambda b: bytes(c for c in b if c not
 # ---- till bodies ---------------------------------------------------------------------------------------------------
 
 TILL_ITEMS = ["vanilla", "chocolate", "strawberry"]
-request_ids = st.one_of(st.sampled_from(["r-1", "r-2", "r.3", "R_4", "a" * 64]), st.text(
+request_ids = st.one_of(st.sampled_from(["r-1", "r-2", "r.3", "R_4", "a" * 64, ".", ".."]), st.text(
     string.ascii_letters + string.digits + "._-", min_size=1, max_size=64), json_values, plain_text,
     st.just("a" * 65))
 count_values = st.one_of(st.integers(0, 20), st.integers(-5, 2_000_000), json_values, st.floats(0, 10))
@@ -292,7 +292,7 @@ def till_body_valid(body: Any, known: list[str]) -> bool:
     if not isinstance(body, dict) or set(body) - {"request_id", "counts", "note"}:
         return False
     rid, counts, note = body.get("request_id"), body.get("counts"), body.get("note")
-    if not isinstance(rid, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", rid):
+    if not isinstance(rid, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", rid) or set(rid) == {"."}:
         return False
     if not isinstance(counts, dict) or not counts or len(counts) > 1000:
         return False

@@ -39,7 +39,8 @@ def test_unknown_keys_and_bad_values_are_refused():
 
 
 def test_secrets_never_show(tmp_path):
-    cfg = config.load({"TELEGRAM_BOT_TOKEN": "123:abcdef", "SHOPBOT_MODEL_API_KEY": "sk-secret"})
+    cfg = config.load({"TELEGRAM_BOT_TOKEN": "123:abcdef", "SHOPBOT_MODEL_API_KEY": "sk-secret",
+                       "SHOPBOT_OWNER_IDS": "1"})
     assert "abcdef" not in repr(cfg) and "sk-secret" not in repr(cfg)
     assert cfg.redacted()["telegram_token"] == "****"
 

@@ -339,9 +339,9 @@ def test_daily_schedule_over_2027_gives_one_occurrence_per_local_date(cron):
 def test_daily_0230_on_dst_days():
     s = make(cron="30 2 * * *")
     times = {occurrence_key(s, t): t for t in fire_times(s, YEAR_START, YEAR_END)}
-    # spring forward: 02:30 does not exist, it fires at 03:30 CEST = 01:30 UTC
-    assert times["2027-03-28"] == utc(2027, 3, 28, 1, 30)
-    assert times["2027-03-28"].astimezone(BERLIN).strftime("%H:%M %Z") == "03:30 CEST"
+    # spring forward: 02:30 does not exist, it fires at the first instant after the gap, 03:00 CEST = 01:00 UTC
+    assert times["2027-03-28"] == utc(2027, 3, 28, 1, 0)
+    assert times["2027-03-28"].astimezone(BERLIN).strftime("%H:%M %Z") == "03:00 CEST"
     # fall back: 02:30 happens twice, it fires once, at the first (02:30 CEST = 00:30 UTC)
     assert times["2027-10-31"] == utc(2027, 10, 31, 0, 30)
     day = fire_times(s, berlin(2027, 10, 30, 12), berlin(2027, 11, 1, 0))
@@ -365,6 +365,53 @@ def test_quarter_hourly_over_dst_days_keeps_every_instant():
     assert len(spring) == len(set(spring)) == 23 * 4
     keys = [occurrence_key(s, t) for t in fall]
     assert len(set(keys)) == len(keys) and "2027-10-31T00:30:00Z" in keys and "2027-10-31T01:30:00Z" in keys
+
+
+LONDON = ZoneInfo("Europe/London")     # 2027: springs forward 01:00 -> 02:00 on 28 March, falls back 31 October
+NEW_YORK = ZoneInfo("America/New_York")  # 2027: 02:00 -> 03:00 on 14 March, 02:00 -> 01:00 on 7 November
+
+
+@pytest.mark.parametrize("zone, cron, day, fires", [
+    (LONDON, "30 1 * * *", date(2027, 3, 28), "02:00 BST"),       # daily, in the skipped hour
+    (LONDON, "30 1 * * 0", date(2027, 3, 28), "02:00 BST"),       # weekly (Sundays), in the skipped hour
+    (NEW_YORK, "30 2 * * *", date(2027, 3, 14), "03:00 EDT"),
+    (NEW_YORK, "30 2 * * 0", date(2027, 3, 14), "03:00 EDT"),
+])
+def test_formerly_bug_a_schedule_in_the_spring_gap_fires_once_at_the_first_instant_after_it(zone, cron, day, fires):
+    s = make(cron=cron, tz=zone.key)
+    start = datetime(day.year, day.month, day.day, tzinfo=zone) - timedelta(days=8)
+    times = fire_times(s, start, start + timedelta(days=16))
+    that_day = [t for t in times if t.astimezone(zone).date() == day]
+    assert [t.astimezone(zone).strftime("%H:%M %Z") for t in that_day] == [fires]
+    assert occurrence_key(s, that_day[0]) == day.isoformat()
+    assert len({occurrence_key(s, t) for t in times}) == len(times) == (16 if cron.endswith("*") else 3)
+    # whatever the window's start, the fire is not lost: a wake-up inside the gap hour still gets it
+    just_before = that_day[0] - timedelta(seconds=1)
+    assert fire_times(s, just_before, that_day[0] + timedelta(hours=2)) == that_day
+    assert next_wakeup(s, just_before) == that_day[0]
+    assert trigger_for(s).get_next_fire_time(None, just_before).astimezone(UTC) == that_day[0]
+    # and the live producer, woken only by the trigger, admits it once
+    producer = Producer(s, cursor=start.astimezone(UTC))
+    producer.run(start.astimezone(UTC), (start + timedelta(days=16)).astimezone(UTC))
+    assert producer.admitted.count(f"clock:job:{day.isoformat()}") == 1 and producer.missed == []
+
+
+@pytest.mark.parametrize("zone, cron, day, fires", [
+    (LONDON, "30 1 * * *", date(2027, 10, 31), "01:30 BST"),      # 01:30 happens twice: the first one only
+    (LONDON, "30 1 * * 0", date(2027, 10, 31), "01:30 BST"),
+    (NEW_YORK, "30 1 * * *", date(2027, 11, 7), "01:30 EDT"),
+    (NEW_YORK, "30 1 * * 0", date(2027, 11, 7), "01:30 EDT"),
+])
+def test_a_schedule_in_the_autumn_repeat_fires_once(zone, cron, day, fires):
+    s = make(cron=cron, tz=zone.key)
+    start = datetime(day.year, day.month, day.day, tzinfo=zone) - timedelta(days=8)
+    times = fire_times(s, start, start + timedelta(days=16))
+    that_day = [t for t in times if t.astimezone(zone).date() == day]
+    assert [t.astimezone(zone).strftime("%H:%M %Z") for t in that_day] == [fires]
+    assert occurrence_key(s, that_day[0]) == day.isoformat()
+    producer = Producer(s, cursor=start.astimezone(UTC))
+    producer.run(start.astimezone(UTC), (start + timedelta(days=16)).astimezone(UTC))
+    assert producer.admitted.count(f"clock:job:{day.isoformat()}") == 1 and producer.missed == []
 
 
 @pytest.mark.parametrize("cron", ["30 8 * * *", "30 2 * * *"])
@@ -472,4 +519,4 @@ def test_next_wakeup():
     assert next_wakeup(brief, berlin(2027, 6, 2, 8, 0)) == berlin(2027, 6, 2, 8, 30)
     assert next_wakeup(brief, berlin(2027, 6, 2, 8, 30)) == berlin(2027, 6, 3, 8, 30)  # strictly after now
     assert next_wakeup(brief, berlin(2027, 6, 2, 8, 30)).tzinfo is UTC
-    assert next_wakeup(make(cron="30 2 * * *"), utc(2027, 3, 27, 12)) == utc(2027, 3, 28, 1, 30)
+    assert next_wakeup(make(cron="30 2 * * *"), utc(2027, 3, 27, 12)) == utc(2027, 3, 28, 1, 0)   # the gap's end

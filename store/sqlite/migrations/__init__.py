@@ -5,7 +5,7 @@ import re
 import sqlite3
 from importlib import resources
 
-from ...errors import SchemaTooNew, SchemaTooOld
+from ...errors import NotShopbotDatabase, SchemaTooNew
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -35,13 +35,16 @@ def current_version(conn: sqlite3.Connection) -> int:
     if not exists:
         has_tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
         if has_tables:
-            raise SchemaTooOld(0, LATEST, "this database (it holds tables but no shopbot schema record)")
+            raise NotShopbotDatabase("this database", "it holds tables but no shopbot schema record")
         return 0
     return conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
 
 
 def check_not_newer(conn: sqlite3.Connection, path: str) -> int:
-    version = current_version(conn)
+    try:
+        version = current_version(conn)
+    except NotShopbotDatabase as exc:
+        raise NotShopbotDatabase(path, "it holds tables but no shopbot schema record") from exc
     if version > LATEST:
         raise SchemaTooNew(version, LATEST, path)
     return version

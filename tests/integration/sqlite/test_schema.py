@@ -9,7 +9,7 @@ from importlib import resources
 
 import pytest
 
-from store import InstanceLock, InstanceLocked, SchemaTooNew, SchemaTooOld, SqliteStore
+from store import InstanceLock, InstanceLocked, NotShopbotDatabase, SchemaTooNew, SchemaTooOld, SqliteStore
 from store.sqlite.migrations import LATEST, split_statements
 
 
@@ -71,7 +71,7 @@ async def test_a_foreign_database_is_refused(db_path, clock):
     conn.execute("CREATE TABLE something_else (x)")
     conn.commit()
     conn.close()
-    with pytest.raises(SchemaTooOld):
+    with pytest.raises(NotShopbotDatabase, match="no shopbot schema record"):
         await SqliteStore.open(db_path, clock)
 
 

@@ -1,0 +1,71 @@
+"""Unauthenticated requests cost nothing durable (C1): refusals of bad till tokens and Telegram strangers are counted
+in memory and flushed at most once a second or with the next commit. Commits are counted on the store
+(`Database.commits`) and, independently, with `PRAGMA data_version` on another connection."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from producers.telegram.polling import Ingress
+from store import Occurrence, SqliteStore, WorkKind
+from tests.edge.test_fuzz_inputs import BOT, OWNER, owner_message
+from tests.integration.test_till_api import ITEMS, till  # noqa: F401 - the fixture
+
+STRANGER = 666
+
+
+def data_version(raw) -> int:
+    return raw.execute("PRAGMA data_version").fetchone()[0]
+
+
+def stored(raw, kind: str) -> int:
+    return raw.execute("SELECT coalesce(sum(count), 0) FROM counters WHERE kind = ?", (kind,)).fetchone()[0]
+
+
+async def until(check, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not reached in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_formerly_bug_a_flood_of_bad_till_tokens_makes_no_commit_per_request(till, store, raw):  # noqa: F811
+    commits, version = store.db.commits, data_version(raw)
+    bad = {"Authorization": "Bearer not-a-till-token-at-all"}
+    answers = await asyncio.gather(*(till.post("/till/counts", json={"request_id": f"r{i}", "counts": {"vanilla": 1}},
+                                               headers=bad) for i in range(100)))
+    assert {a.status_code for a in answers} == {401}
+    assert store.db.commits == commits and data_version(raw) == version     # 100 refusals, not one commit
+    assert stored(raw, "till_unauthorized") == 0
+    assert (await store.status())["counters"]["till_unauthorized"] == 100   # but counted
+    await until(lambda: stored(raw, "till_unauthorized") == 100)            # flushed within about a second
+    assert store.db.commits == commits + 1                                  # in one commit
+
+
+async def test_counts_ride_along_with_the_next_commit(store, raw):
+    store.tally("till_unauthorized", 3)
+    await store.admit(Occurrence("tg:1001:1", "tg:1001", "stock", WorkKind.AGENT, "tg:1001"))
+    assert stored(raw, "till_unauthorized") == 3                            # at once, with the admission
+    assert store.tallies.pending() == {}
+
+
+async def test_formerly_bug_telegram_strangers_make_no_commit(store, raw):
+    ingress = Ingress(store, BOT, None, lambda: frozenset({OWNER}))  # type: ignore[arg-type] - nothing is sent
+    commits, version = store.db.commits, data_version(raw)
+    for n in range(20):
+        await ingress.admit_raw([owner_message(100 + n, n, "free ice cream", chat=STRANGER, sender=STRANGER)])
+    assert store.db.commits == commits and data_version(raw) == version
+    await store.flush_counts()
+    assert stored(raw, "stranger") == 20
+    # the negative control: an owner's message is a commit as before, and takes waiting counts with it
+    store.tally("stranger")
+    await ingress.admit_raw([owner_message(200, 1, "stock")])
+    assert store.db.commits == commits + 2 and stored(raw, "stranger") == 21
+
+
+async def test_closing_the_store_flushes_what_it_counted(db_path, clock, raw):
+    other = await SqliteStore.open(db_path, clock)
+    other.tally("malformed", 2)
+    await other.close()
+    assert stored(raw, "malformed") == 2
+
