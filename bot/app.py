@@ -6,9 +6,10 @@ before anything else and held for the life of the process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -26,6 +27,7 @@ from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
 from bot.relays.telegram import Relay, RelaySettings, RelayStopped
+from bot.relays.typing import TypingIndicator
 from bot.shop_file import ShopSpec, load_shop
 from bot.till_openapi import openapi_route
 from producers.clock import ClockProducer
@@ -57,6 +59,7 @@ class Parts:
     health: Health
     actions: ActionRelay | None = None
     producers: ProducerScheduler | None = None
+    typing: TypingIndicator | None = None
 
 
 class StartAborted(Exception):
@@ -106,12 +109,14 @@ class App:
         owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
         health = Health()
         metrics = Metrics(lambda: self._parts_up(health), start_mark=store.now())   # turns count from here
-        sender = bot = None
+        sender = bot = typing = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
             await self._initialize(bot)
             self._stack.push_async_callback(bot.shutdown)
             sender = MeteredSender(bot, metrics)
+            typing = TypingIndicator(sender.typing)
+            self._stack.push_async_callback(typing.aclose)     # before the Bot's client closes
         try:
             model = MeteredModel(load_model(cfg.model, base_url=cfg.model_base_url or None,
                                             api_key=str(cfg.model_api_key) or None, timeout=cfg.model_timeout_s,
@@ -128,7 +133,8 @@ class App:
             shop_name=shop.name, hours=shop.hours, history_tokens=cfg.history_tokens,
             schedules=tuple((s.name, s.cron) for s in shop.schedules),
             notice_destination=owner_chat, shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents,
-            day_max_cents=shop.day_max_cents, proposal_expiry_s=cfg.proposal_expiry_hours * 3600),
+            day_max_cents=shop.day_max_cents, proposal_expiry_s=cfg.proposal_expiry_hours * 3600,
+            aliases=shop.aliases),
             on_turn=self._typing if sender else None, on_stock_change=watcher.check)
         supplier_destination = f"supplier:{shop.supplier}"
         actions = None
@@ -140,8 +146,8 @@ class App:
             log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
         rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination, shop.lead_time_days)
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(
-            chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s)) \
-            if sender else None
+            chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s, chat_burst=cfg.chat_burst,
+            global_burst=cfg.global_burst)) if sender else None
         ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules) \
             if bot and sender else None
         routes = [health_route(store, health), metrics_route(store, metrics)]
@@ -151,7 +157,7 @@ class App:
         if cfg.ops_token:
             routes += OpsPage(store, str(cfg.ops_token)).routes()
         http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
-        self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler)
+        self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler, typing)
         return self
 
     async def _initialize(self, bot: Any) -> None:
@@ -194,10 +200,11 @@ class App:
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
 
-    async def _typing(self, claim: Claim) -> None:
-        assert self.parts and self.parts.sender
-        if claim.destination and claim.destination.startswith("tg:"):
-            await self.parts.sender.typing(int(claim.destination[3:]))
+    def _typing(self, claim: Claim) -> AbstractAsyncContextManager[object]:
+        """"typing…" in the reply's chat while the model runs, never awaited on the reply's path (relays/typing.py)."""
+        if self.parts and self.parts.typing and claim.destination and claim.destination.startswith("tg:"):
+            return self.parts.typing.during(int(claim.destination[3:]))
+        return contextlib.nullcontext()
 
     async def _telegram_setup(self) -> None:
         p = self.parts

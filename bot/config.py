@@ -61,9 +61,12 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_HTTP_PORT": ("8080", "port of the HTTP server; 0 picks a free port; -1 disables the server"),
     "SHOPBOT_OPS_TOKEN": ("", "the operator page /ops is served only when this is set: at least 24 characters "
                               "(secret), typed into the page's login form"),
-    "SHOPBOT_CHAT_PACE_MS": ("1000", "least time between two messages to one chat (Telegram allows about 1/s)"),
-    "SHOPBOT_GLOBAL_PACE_PER_S": ("30",
-                                  "most messages per second over all chats (Telegram allows about 30); 0: no limit"),
+    "SHOPBOT_CHAT_PACE_MS": ("1000", "a chat's bucket refills one message per this many ms once its burst is spent "
+                                     "(Telegram allows about 1/s); 0: no per-chat pacing"),
+    "SHOPBOT_CHAT_BURST": ("3", "messages one chat may get at once (a reply in parts) before its pace applies"),
+    "SHOPBOT_GLOBAL_PACE_PER_S": ("30", "messages per second over all chats once the global burst is spent "
+                                        "(Telegram allows about 30); 0: no limit"),
+    "SHOPBOT_GLOBAL_BURST": ("30", "messages over all chats at once before the global rate applies"),
     "SHOPBOT_LOG_LEVEL": ("INFO", "DEBUG | INFO | WARNING | ERROR"),
     "SHOPBOT_LOG_FILE": ("", "also write the log to this file (reopened when logrotate moves it)"),
     "SHOPBOT_LOG_FORMAT": ("text", "text | json (one JSON object a line: ts, level, logger, event, ids)"),
@@ -200,7 +203,9 @@ class Config:
     http_port: int
     ops_token: Secret
     chat_pace_ms: int
+    chat_burst: int
     global_pace_per_s: int
+    global_burst: int
     log_level: str
     log_file: Path | None
     log_format: str
@@ -264,6 +269,8 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     http_port = c.whole("SHOPBOT_HTTP_PORT", -1, 65535, " (0 picks a free port, -1 disables the server)")
     chat_pace = c.whole("SHOPBOT_CHAT_PACE_MS", 0, 3_600_000)
     global_pace = c.whole("SHOPBOT_GLOBAL_PACE_PER_S", 0, 10_000, " (0: no limit)")
+    chat_burst = c.whole("SHOPBOT_CHAT_BURST", 1, 1_000)
+    global_burst = c.whole("SHOPBOT_GLOBAL_BURST", 1, 10_000)
 
     model = text("SHOPBOT_MODEL").strip()
     provider, sep, model_name = model.partition(":")
@@ -372,7 +379,9 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         http_port=http_port,
         ops_token=Secret(ops_token),
         chat_pace_ms=chat_pace,
+        chat_burst=chat_burst,
         global_pace_per_s=global_pace,
+        global_burst=global_burst,
         log_level=level,
         log_file=log_file,
         log_format=log_format,

@@ -33,11 +33,13 @@ class ShopSpec:
     items: tuple[ItemSpec, ...]
     schedules: tuple[Schedule, ...]
     source: str
+    aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (item, its other names), for items that have some
 
 
 TOP = {"name", "timezone", "currency", "locale", "hours", "count_tolerance", "supplier", "limits", "stock_watch",
        "items", "schedule"}
-ITEM = {"unit", "on_hand", "reorder_point", "target", "unit_cost_cents", "max_order"}
+ITEM = {"unit", "on_hand", "reorder_point", "target", "unit_cost_cents", "max_order", "aliases"}
+MAX_ALIASES = 10
 _ITEM_NAME = re.compile(r"^[a-z0-9][a-z0-9 _-]{0,39}$")
 
 
@@ -68,6 +70,22 @@ def _table(value: object, where: str) -> dict:
     if not isinstance(value, dict):
         raise ShopFileError(f"{where} must be a table")
     return value
+
+
+def _aliases(value: object, where: str) -> tuple[str, ...]:
+    """An item's other names (`aliases = ["vainilla"]`): lowercase names like item names, each at most once."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_ALIASES:
+        raise ShopFileError(f"{where} must be a list of at most {MAX_ALIASES} names, got {value!r}"[:300])
+    out: list[str] = []
+    for alias in value:
+        if not isinstance(alias, str) or not _ITEM_NAME.fullmatch(alias):
+            raise ShopFileError(f"{where}: each alias is 1-40 lowercase letters, digits, spaces, - or _, "
+                                f"got {alias!r}"[:300])
+        if alias not in out:
+            out.append(alias)
+    return tuple(out)
 
 
 class _Problems:
@@ -176,6 +194,19 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     if not items_table:
         p.add("the shop needs at least one [items.<name>] table")
     items = [spec for name, raw in items_table.items() if (spec := _item(name, raw, p)) is not None]
+    aliases: list[tuple[str, tuple[str, ...]]] = []
+    for name, raw in items_table.items():
+        if isinstance(raw, dict) and raw.get("aliases") is not None:
+            names = p.check(lambda name=name, raw=raw: _aliases(raw.get("aliases"), f"items.{name}.aliases"), ())
+            if names:
+                aliases.append((name, names))
+    owners: dict[str, str] = {}
+    for item, names in aliases:
+        for alias in names:
+            other = alias if alias in items_table else owners.get(alias)
+            if other is not None and other != item:
+                p.add(f"items.{item}.aliases: {alias!r} already names {other}")
+            owners[alias] = item
     schedules_raw = data.get("schedule", [])
     if not isinstance(schedules_raw, list):
         p.add("schedule must be an array of tables: [[schedule]]")
@@ -210,7 +241,8 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
         name=name, timezone=timezone, currency=currency, locale=locale, hours=hours, supplier=supplier_name,
         lead_time_days=lead_time,
         order_max_cents=order_max, day_max_cents=day_max, count_tolerance=tolerance,
-        stock_cron=stock_cron, items=tuple(items), schedules=tuple(schedules), source=source)
+        stock_cron=stock_cron, items=tuple(items), schedules=tuple(schedules), source=source,
+        aliases=tuple(aliases))
 
 
 def load_shop(path: Path) -> ShopSpec:

@@ -8,9 +8,11 @@ checked once a second; an idle worker does nothing else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -97,6 +99,7 @@ class WorkerSettings:
     order_max_cents: int | None = None
     day_max_cents: int | None = None
     proposal_expiry_s: float = 24 * 3600
+    aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # the shop file's other names per item
 
     def fmt(self) -> ShopFormat:
         return ShopFormat(self.currency, self.locale, self.shop_timezone)
@@ -109,7 +112,7 @@ class WorkerSettings:
 
 class Worker:
     def __init__(self, store: Store, model: Model, settings: WorkerSettings | None = None, *,
-                 on_turn: Callable[[Claim], Awaitable[None]] | None = None,
+                 on_turn: Callable[[Claim], AbstractAsyncContextManager[object]] | None = None,
                  on_stock_change: Callable[[], Awaitable[object]] | None = None) -> None:
         self.store = store
         self.model = _K4Model(model)
@@ -117,7 +120,7 @@ class Worker:
         self.registry = shop_registry()
         for tool in insight_tools():
             self.registry.register(tool)
-        self.on_turn = on_turn            # e.g. the Telegram "typing" action: best effort, never the outbox
+        self.on_turn = on_turn            # around the model call, e.g. "typing…": best effort, never the outbox
         self.on_stock_change = on_stock_change   # the stock watcher checks after every stock change
         self.turns_done = 0
         self._consecutive_transient = 0
@@ -261,17 +264,18 @@ class Worker:
                               self.settings.history_tokens)
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
-                          policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone)
+                          policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone,
+                          aliases=dict(self.settings.aliases))
         fmt = self.settings.fmt()
         shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
         system, context_figures = build_system(shop,
                                                await self.store.shop_items(), self.store.clock.now())
-        if self.on_turn is not None:
-            await self.on_turn(claim)
+        around = self.on_turn(claim) if self.on_turn is not None else contextlib.nullcontext()
         try:
-            result = await run_agent(model=self.model, registry=self.registry, system=system, history=history,
-                                     user_text=user_text, journal=_StoreJournal(self.store, ctx), context=ctx,
-                                     limits=self.settings.limits, fmt=fmt, context_figures=context_figures)
+            async with around:          # entered and left without waiting for anything (bot/relays/typing.py)
+                result = await run_agent(model=self.model, registry=self.registry, system=system, history=history,
+                                         user_text=user_text, journal=_StoreJournal(self.store, ctx), context=ctx,
+                                         limits=self.settings.limits, fmt=fmt, context_figures=context_figures)
         except ModelTransient as exc:
             await self._transient(claim, exc)
             return

@@ -2,18 +2,19 @@
 an honest outcome after it. It never resends an unknown part by itself; it tells the owner once instead (C8).
 
 One send per part, each its own short transaction before and after; the network never sits inside a transaction.
-Wakes on new reports (an in-process signal), on the earliest not-before time, and once a second to notice
-commits made by other processes (a CLI resolution).
+Wakes on new reports (an in-process signal), on the earliest not-before time, when pacing lets a held send go
+(token buckets per chat and over all chats, bot/relays/pacing.py), and once a second to notice commits made by
+other processes (a CLI resolution).
 """
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.relays.notices import announce_unknowns
+from bot.relays.pacing import Pacer, PacingSettings
 from bot.relays.render import render_part
 from bot.relays.sender import SendOutcome
 from store import Delivery, Store, StoreError, faults
@@ -41,8 +42,10 @@ class Transport:
 
 @dataclass
 class RelaySettings:
-    chat_pace_s: float = 1.0          # least time between two messages to one chat (Telegram: about 1 per second)
-    global_per_s: int = 30            # most messages per second over all chats (Telegram: about 30); 0: no limit
+    chat_pace_s: float = 1.0          # a chat's bucket refills one message per this long (Telegram: about 1/s); 0: off
+    global_per_s: int = 30            # the global bucket refills this many a second (Telegram: about 30); 0: off
+    chat_burst: int = 3               # messages one chat may get at once before its pace applies
+    global_burst: int = 30            # messages over all chats at once before the global rate applies
     not_sent_retry_s: float = 2.0     # a request that never left the machine is tried again after this long
     batch: int = 20
 
@@ -54,8 +57,8 @@ class Relay:
         self.transport = transport
         self.allowed = allowed
         self.settings = settings or RelaySettings()
-        self._last_send: dict[int, float] = {}
-        self._recent: collections.deque[float] = collections.deque()   # send times within the last second
+        s = self.settings
+        self.pacer = Pacer(PacingSettings(s.chat_pace_s, s.chat_burst, s.global_per_s, s.global_burst))
         self._carry: tuple[int, str] | None = None     # a receipt not yet committed
         self._stop = asyncio.Event()
         self.sent = 0
@@ -65,11 +68,12 @@ class Relay:
         self.store.signals.deliveries.notify()
 
     def _paced(self, now: float) -> list[int]:
-        """Chats sent to less than the pace ago (older entries are dropped, so the map stays small)."""
-        pace = self.settings.chat_pace_s
-        for chat in [chat for chat, at in self._last_send.items() if now - at >= pace]:
-            del self._last_send[chat]
-        return list(self._last_send)
+        """Chats whose bucket has no token now (bot/relays/pacing.py): left out of the next query."""
+        return self.pacer.blocked_chats(now)
+
+    def pace_delay(self, now: float) -> float | None:
+        """Seconds until pacing lets a held send go (a chat's bucket or the global one refills); None: none held."""
+        return self.pacer.next_ready(now)
 
     async def run(self) -> None:
         failures = 0
@@ -95,10 +99,9 @@ class Relay:
             wake = await self.store.next_delivery_time()
             if wake is not None:
                 timeout = min(timeout, max(0.0, (wake - self.store.clock.now()).total_seconds()))
-            paced = [at + self.settings.chat_pace_s - loop.time() for at in self._last_send.values()]
-            pending_pace = [p for p in paced if p > 0]
-            if pending_pace:
-                timeout = min(timeout, min(pending_pace))
+            paced = self.pace_delay(loop.time())
+            if paced is not None:
+                timeout = min(timeout, paced)
             await self.store.signals.deliveries.wait(timeout)
 
     async def drain(self) -> int:
@@ -113,35 +116,25 @@ class Relay:
                 continue
             if not await self.store.due_deliveries(1):
                 return handled
-            await asyncio.sleep(self.settings.chat_pace_s / 4)   # only pacing holds them: wait it out
+            await asyncio.sleep(self.pace_delay(loop.time()) or 0.05)   # only pacing holds them: wait it out
 
     async def deliver_due(self, monotonic: Callable[[], float]) -> int:
-        """Send a batch of due deliveries, one HTTP call each. A receipt is committed together with the next
-        delivery's `sending` mark (one commit per message); the last one of the batch on its own."""
+        """Send a batch of due deliveries, one HTTP call each, as far as pacing allows now; never sleeps (the
+        caller waits `pace_delay`). A receipt is committed together with the next delivery's `sending` mark (one
+        commit per message); the last one of the batch, or one before pacing holds the rest, on its own."""
+        if self.pacer.global_wait(monotonic()) > 0:
+            return 0
         due = await self.store.due_deliveries(self.settings.batch, skip_chats=self._paced(monotonic()))
         handled = 0
         for delivery in due:
-            if self._stop.is_set():
+            if self._stop.is_set() or self.pacer.global_wait(monotonic()) > 0:
                 break
-            if delivery.chat_id in self._paced(monotonic()):
+            if self.pacer.chat_wait(delivery.chat_id, monotonic()) > 0:
                 continue
             await self.deliver(delivery, monotonic)
             handled += 1
         await self._flush()
         return handled
-
-    async def _global_pace(self, monotonic: Callable[[], float]) -> None:
-        """At most `global_per_s` sends in any second, over all chats (Telegram's global flood limit)."""
-        limit = self.settings.global_per_s
-        if not limit:
-            return
-        now = monotonic()
-        while self._recent and now - self._recent[0] >= 1.0:
-            self._recent.popleft()
-        if len(self._recent) >= limit:
-            await asyncio.sleep(max(0.0, 1.0 - (now - self._recent[0])))
-            self._recent.popleft()
-        self._recent.append(monotonic())
 
     async def _flush(self) -> None:
         if self._carry is not None:
@@ -155,11 +148,10 @@ class Relay:
             await self.store.mark_denied(delivery.delivery_id, "the chat is no longer allow-listed (C3)")
             log.warning("delivery denied report_id=%s chat=%s", delivery.report_id, delivery.chat_id)
             return "denied"
-        await self._global_pace(monotonic)
         carry, self._carry = self._carry, None
         await self.store.mark_sending(delivery.delivery_id, confirm=carry)
         faults.reached("K7")
-        self._last_send[delivery.chat_id] = monotonic()
+        self.pacer.take(delivery.chat_id, monotonic())
         try:
             html = render_part(delivery.text, delivery.report_id)
             buttons = [list(row) for row in delivery.buttons] if delivery.buttons else None
@@ -171,6 +163,8 @@ class Relay:
             # Shutdown while the request may be on the wire: that is exactly `unknown`.
             await asyncio.shield(self.store.mark_unknown(delivery.delivery_id, "stopped while sending"))
             raise
+        if outcome.kind == "retry_later":      # 429: the chat, and every send, wait out retry_after
+            self.pacer.flood(delivery.chat_id, outcome.retry_after or 1.0, monotonic())
         return await self.record(delivery, outcome)
 
     async def record(self, delivery: Delivery, outcome: SendOutcome) -> str:

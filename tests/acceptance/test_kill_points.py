@@ -54,7 +54,12 @@ async def test_killed_before_the_reply_then_one_reply_after_restart(tmp_path, ap
     assert len(owner_texts(api)) == 1 and "vanilla on hand: 9 tubs" in owner_texts(api)[0]
     assert product.query("SELECT source, state FROM work") == [(f"tg:{OWNER}:1", "finished")]
     attempts = product.query("SELECT attempts FROM work")[0][0]
-    assert attempts == (2 if point in ("K3", "K4", "K5", "K6") else 1)
+    if point == "K2":
+        # the worker's own claim may be queued in the store's thread right behind the admission and commit before
+        # the process dies at K2 (no await lies between them): then recovery counts a second attempt
+        assert attempts in (1, 2)
+    else:
+        assert attempts == (2 if point in ("K3", "K4", "K5", "K6") else 1)
     await audit(product)
 
 

@@ -6,7 +6,7 @@ from worker.agent_loop import Limits, run_agent
 from worker.figures import DASH
 from worker.models import OfflineModel, load_model
 from worker.models.base import Message
-from worker.models.offline import HELP, NOT_UNDERSTOOD
+from worker.models.offline import GREETING, HELP, HELP_ES, NOT_UNDERSTOOD, NOT_UNDERSTOOD_ES
 from worker.tools.registry import ToolRegistry
 
 
@@ -128,13 +128,22 @@ async def test_reorder_every_low_item_then_nothing_left_to_reorder():
     assert again.prose.startswith("Nothing to reorder")
 
 
-async def test_unknown_text_gets_the_help_list():
+async def test_a_greeting_gets_one_line_and_no_tool():
     shop = FakeShop()
     result = await ask(shop, "hello there")
-    assert result.prose == f"{NOT_UNDERSTOOD}\n\n{HELP}"
+    assert result.prose == GREETING["en"] and "\n" not in result.prose
     assert runs(shop) == [] and result.model_calls == 1
     assert (await ask(shop, "help")).prose == HELP
+    assert (await ask(shop, "ayuda")).prose == HELP_ES
     assert DASH not in result.text
+
+
+async def test_text_it_does_not_understand_gets_one_short_line():
+    shop = FakeShop()
+    result = await ask(shop, "the weather is nice")
+    assert result.prose == NOT_UNDERSTOOD and "\n" not in result.prose and len(result.prose) < 100
+    assert runs(shop) == [("list_stock", {})]     # it first checks the line names no item, even misspelt
+    assert (await ask(shop, "el tiempo está raro")).prose == NOT_UNDERSTOOD_ES
 
 
 async def test_several_messages_in_one_turn_each_answered_once():
@@ -169,3 +178,59 @@ def test_load_model_offline_is_the_default():
         load_model("gpt-4o")
     with pytest.raises(ValueError):
         load_model("openai:")
+
+
+async def test_an_ambiguous_typo_asks_which_one_and_never_guesses():
+    shop = FakeShop({"peach": stock_item(5, 2, 6, 400), "pear": stock_item(6, 2, 6, 400)})
+    result = await ask(shop, "how much peah")
+    assert result.prose == "Which one do you mean: peach or pear?"
+    assert runs(shop) == [("list_stock", {})]          # no item read: nothing guessed
+    assert (await ask(shop, "cuánta peah hay")).prose == "¿Cuál quieres decir: peach o pear?"
+    assert (await ask(shop, "how much peach")).prose == "peach: 5 tubs on hand."   # the exact name is no typo
+
+
+async def test_typos_plurals_and_case_find_the_item_learnt_from_the_stock():
+    for text in ("vanila", "Vanilla?", "VANILLAS", "how much vanlila"):
+        assert (await ask(FakeShop(), text)).prose == "vanilla: 2 tubs on hand.", text
+    assert (await ask(FakeShop(), "¿cuánta vanilla hay?")).prose == "vanilla: 2 tubs en existencia."
+
+
+async def test_cover_needs_the_sales_tools_and_says_so_without_them():
+    result = await ask(FakeShop(), "enough vanilla for the weekend?")
+    assert result.prose == "I cannot work out cover here: the days_of_cover tool is not available."
+
+
+async def test_whats_low_without_an_on_order_tool_uses_the_stock_alone():
+    shop = FakeShop()
+    result = await ask(shop, "what's low?")
+    assert result.prose == ("Low: vanilla 2 tubs (reorder point 8), strawberry 1 tubs (reorder point 5).\n"
+                            'Send "order more vanilla" to propose an order.')
+    assert runs(shop) == [("list_stock", {})] and DASH not in result.text
+
+
+async def test_order_more_of_an_item_with_an_open_proposal_proposes_nothing():
+    shop = FakeShop()
+    shop.stock["vanilla"]["open_proposal"] = "p0"
+    result = await ask(shop, "order more vanilla")
+    assert result.prose == "vanilla already has an open proposal awaiting your approval."
+    assert runs(shop, "propose_order") == []
+    result = await ask(shop, "order more chocolate")     # 12 on hand, target 12
+    assert result.prose.startswith("chocolate needs no order: 12 tubs, reorder point 6.")
+    result = await ask(shop, "order 3 chocolate")
+    assert result.prose == "Proposed: chocolate 3 tubs for $7.50, awaiting your approval."
+
+
+async def test_greetings_and_thanks_answer_in_the_owners_language_in_one_line():
+    shop = FakeShop()
+    assert (await ask(shop, "hola")).prose == GREETING["es"]
+    assert (await ask(shop, "thanks!")).prose == "You're welcome!"
+    assert (await ask(shop, "gracias")).prose == "¡De nada!"
+    assert runs(shop) == []
+
+
+async def test_is_an_item_low_answers_against_its_reorder_point():
+    assert (await ask(FakeShop(), "is vanilla low?")).prose == "vanilla: 2 tubs on hand (below its reorder point of 8)."
+    # "running out" of a named item is a cover question: the sales tools answer it (none in this fake shop)
+    assert (await ask(FakeShop(), "is chocolate running out")).prose.startswith("I cannot work out cover here")
+    result = await ask(FakeShop(), "¿está baja la chocolate? queda poco?")
+    assert result.prose == "chocolate: 12 tubs en existencia (en o sobre su punto de pedido de 6)."

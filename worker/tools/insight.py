@@ -46,7 +46,7 @@ class NoArgs(BaseModel):
 async def _item_name(ctx: TurnContext, name: str | None) -> str | None:
     if name is None or not name.strip():
         return None
-    item = await ctx.store.shop_item(name.strip().lower())
+    item = await ctx.store.shop_item(ctx.resolve(name))
     if item is None:
         known = ", ".join(i["item"] for i in await ctx.store.shop_items())
         raise ToolError(f"unknown item {name!r}; the shop has: {known}")

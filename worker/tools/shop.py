@@ -27,6 +27,15 @@ class TurnContext:
     current_call: str | None = None
     policy: Policy | None = None                              # the shop's rules, checked before the owner sees it
     timezone: str = "UTC"                                     # the shop's time zone (dates the tools give)
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)   # item -> the shop file's other names
+
+    def resolve(self, name: str) -> str:
+        """An item's name from a name or one of its aliases (lowercase, trimmed); other text as it is."""
+        key = name.strip().lower()
+        for item, names in self.aliases.items():
+            if key in names:
+                return item
+        return key
 
 
 class NoArgs(BaseModel):
@@ -49,18 +58,21 @@ class OrderArgs(BaseModel):
     quantity: int = Field(gt=0, le=100000, description="how many units")
 
 
-def _public(item: dict, orders: list[dict] | None = None) -> dict:
-    """What the model sees of an item: stock on hand, what is on order (approved orders not yet received) and the
-    position (on hand plus on order), which is what reorder decisions look at."""
+def _public(item: dict, ctx: TurnContext, orders: list[dict] | None = None) -> dict:
+    """What the model sees of an item: stock on hand, what is on order (approved orders not yet received), the
+    position (on hand plus on order), which is what reorder decisions look at, and the shop file's other names for
+    it (aliases) when it has some."""
     public = {key: item[key] for key in ("item", "on_hand", "on_order", "position", "reorder_point", "target",
                                          "unit_cost_cents", "unit", "open_proposal")}
     public["orders"] = [{"order": o["proposal_id"], "quantity": o["quantity"], "status": o["status"]}
                         for o in (orders or []) if o["item"] == item["item"]]
+    if ctx.aliases.get(item["item"]):
+        public["aliases"] = list(ctx.aliases[item["item"]])
     return public
 
 
 async def _item(ctx: TurnContext, name: str) -> dict:
-    item = await ctx.store.shop_item(name.strip().lower())
+    item = await ctx.store.shop_item(ctx.resolve(name))
     if item is None:
         known = ", ".join(i["item"] for i in await ctx.store.shop_items())
         raise ToolError(f"unknown item {name!r}; the shop has: {known}")
@@ -80,12 +92,12 @@ def _need(item: dict) -> dict:
 
 async def list_stock(args: NoArgs, ctx: TurnContext) -> dict:
     orders = await ctx.store.open_orders()
-    return {"items": [_public(i, orders) for i in await ctx.store.shop_items()], "currency": ctx.currency}
+    return {"items": [_public(i, ctx, orders) for i in await ctx.store.shop_items()], "currency": ctx.currency}
 
 
 async def get_item(args: ItemArgs, ctx: TurnContext) -> dict:
     item = await _item(ctx, args.item)
-    return _public(item, await ctx.store.open_orders(item["item"]))
+    return _public(item, ctx, await ctx.store.open_orders(item["item"]))
 
 
 async def reorder_need(args: NeedArgs, ctx: TurnContext) -> dict:
@@ -123,7 +135,8 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict:
 def shop_registry() -> ToolRegistry:
     return ToolRegistry([
         Tool("list_stock", "Every item with stock on hand, what is on order (approved, not yet received), position "
-             "(on hand plus on order), reorder point, target and unit cost.", NoArgs, list_stock, "read"),
+             "(on hand plus on order), reorder point, target, unit cost and the other names (aliases) the owner "
+             "uses for it.", NoArgs, list_stock, "read"),
         Tool("get_item", "One item's stock on hand, its orders on order, position, reorder point, target and unit "
              "cost.", ItemArgs, get_item, "read"),
         Tool("reorder_need", "Quantity and cost to bring an item's position (on hand plus on order) to its target; "

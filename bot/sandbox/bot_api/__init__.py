@@ -17,8 +17,9 @@ entities and the HTML as sent. `reply_parameters` quotes a message of the chat (
 sends), from JSON bodies and from the query string.
 
 The user side (`post_message`, `post_callback`, `post_edit`, `post_raw_update`, `redeliver`), the records of what
-the bot did (`sent`, `chat_actions`, ...) and fault injection (`inject`, `refuse`, `accept`) are Python methods; in
-process mode (`serve`, `python -m bot.sandbox.bot_api`) the same operations are offered over HTTP under `/_control/`.
+the bot did (`sent`, `chat_actions`, `timeline`: every call's arrival and answer in order, ...) and fault injection
+(`inject`, `refuse`, `accept`) are Python methods; in process mode (`serve`, `python -m bot.sandbox.bot_api`) the
+same operations are offered over HTTP under `/_control/`.
 
 Fault semantics (each `inject` applies to the next `count` calls of one method, or of any method with "*"):
 
@@ -32,6 +33,10 @@ Fault semantics (each `inject` applies to the next `count` calls of one method, 
 | 400 / 403          | "Bad Request: chat not found" / "Forbidden: bot was blocked by the user" | no     |
 | 500 / 502_html     | 500 JSON error / 502 with an nginx HTML page         | no                         |
 | 409                | "Conflict: terminated by other getUpdates request"  | no                         |
+
+Flood control: with `flood_per_s` (`--flood-per-s`) sendMessage is answered 429 (`retry_after` 1) when it would
+overflow a bucket of `flood_burst` calls (`--flood-burst`, default one second's worth) draining at that rate over all
+chats (Telegram's limit as python-telegram-bot models it); `state()["flood_refused"]` counts them. Off by default.
 
 Persistence: with `state_path` (a SQLite file owned by the server) every update (pending and confirmed), the
 confirmed offset, sent messages, message-id counters, callback queries, webhook, commands and the logs survive a

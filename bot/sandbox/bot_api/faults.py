@@ -8,6 +8,7 @@ reopen its listener.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -130,3 +131,34 @@ def _refusal(fault: _Fault) -> _Response | None:
     if kind == "409":
         return _err(409, desc or _CONFLICT_POLL)
     return None
+
+
+class FloodLimit:
+    """Telegram's flood control over all chats as python-telegram-bot's rate limiter models it (a leaky bucket,
+    as aiolimiter keeps it): at most `capacity` sendMessage calls at once, draining at `per_s` a second. A call
+    that would overflow it is answered 429 with `retry_after` 1, and counted in `refused`. Off unless configured
+    (`LocalBotApi(flood_per_s=...)`, `--flood-per-s`)."""
+
+    def __init__(self, per_s: float, capacity: float | None = None, clock=time.monotonic) -> None:  # type: ignore[no-untyped-def]
+        if per_s <= 0:
+            raise ValueError("a flood limit needs a positive rate")
+        self.per_s = per_s
+        self.capacity = capacity if capacity is not None else per_s
+        self.clock = clock
+        self.level = 0.0
+        self.last = clock()
+        self.refused = 0
+
+    def admit(self) -> bool:
+        now = self.clock()
+        self.level = max(0.0, self.level - (now - self.last) * self.per_s)
+        self.last = now
+        if self.level + 1 > self.capacity + 1e-9:
+            self.refused += 1
+            return False
+        self.level += 1
+        return True
+
+
+def flood_refusal() -> _Response:
+    return _err(429, "Too Many Requests: retry after 1", {"retry_after": 1})

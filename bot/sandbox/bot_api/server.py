@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from bot.sandbox.bot_api.faults import FaultPlan, _Drop, _Fault
+from bot.sandbox.bot_api.faults import FaultPlan, FloodLimit, _Drop, _Fault, flood_refusal
 from bot.sandbox.bot_api.methods import HANDLERS, _err, _json_response, _parse_params, _utf16_len
 from bot.sandbox.bot_api.state import ApiState, _NoStore
 from bot.sandbox.mini_http import BadHttp as _BadHttp
@@ -44,6 +44,8 @@ class LocalBotApi(ApiState):
         port: int = 0,
         state_path: Path | None = None,
         bot_user_id: int = 999,
+        flood_per_s: float | None = None,
+        flood_burst: float | None = None,
     ) -> None:
         if not token:
             raise ValueError("LocalBotApi needs a token")
@@ -54,6 +56,7 @@ class LocalBotApi(ApiState):
         self._conns: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self._background: set[asyncio.Task] = set()
         self._fault_plan = FaultPlan()
+        self.flood = FloodLimit(flood_per_s, flood_burst) if flood_per_s else None   # 429 above a rate, if set
         super().__init__(state_path=state_path, bot_user_id=bot_user_id)
 
     # ------------------------------------------------------------------ lifecycle
@@ -125,6 +128,10 @@ class LocalBotApi(ApiState):
                 await task
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    def state(self) -> dict:
+        """What `/_control/state` answers, with the sendMessage calls the flood limit refused."""
+        return {**super().state(), "flood_refused": self.flood.refused if self.flood else 0}
 
     # ------------------------------------------------------------------ waiting
 
@@ -324,8 +331,11 @@ class LocalBotApi(ApiState):
         if not secrets.compare_digest(token.encode(), self._token.encode()):
             return _err(401, "Unauthorized")
         self.calls[api_method] = self.calls.get(api_method, 0) + 1
+        self.timeline.append(("call", api_method))
         try:
-            return await self._call_api(api_method.lower(), params)
+            response = await self._call_api(api_method.lower(), params)
+            self.timeline.append(("answer", api_method))
+            return response
         finally:
             self._notify()
 
@@ -333,6 +343,8 @@ class LocalBotApi(ApiState):
         handler = HANDLERS.get(method)
 
         async def process() -> _Response:
+            if method == "sendmessage" and self.flood is not None and not self.flood.admit():
+                return flood_refusal()
             return _err(404, "Not Found") if handler is None else await handler(self, params)
 
         return await self._fault_plan.run(method, process, self._notify)
@@ -417,9 +429,11 @@ def _describe(predicate: Callable[[], bool]) -> str:
 # ---------------------------------------------------------------------- process mode
 
 
-async def serve(token: str, host: str, port: int, state_path: Path | None) -> None:
+async def serve(token: str, host: str, port: int, state_path: Path | None, flood_per_s: float | None = None,
+                flood_burst: float | None = None) -> None:
     """Run a LocalBotApi until cancelled. Prints one line `local_api listening on http://HOST:PORT` (no token)."""
-    api = LocalBotApi(token, host=host, port=port, state_path=state_path)
+    api = LocalBotApi(token, host=host, port=port, state_path=state_path, flood_per_s=flood_per_s,
+                      flood_burst=flood_burst)
     await api.start()
     try:
         print(f"local_api listening on {api.base_url}", flush=True)
@@ -436,11 +450,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--state", type=Path, default=None, help="SQLite file that keeps the server's state")
+    parser.add_argument("--flood-per-s", type=float, default=None,
+                        help="answer sendMessage 429 above this rate over all chats; default off")
+    parser.add_argument("--flood-burst", type=float, default=None,
+                        help="sendMessage calls the flood limit takes at once (default: the rate's one second)")
     args = parser.parse_args(argv)
     token = args.token or os.environ.get("SHOPBOT_LOCAL_API_TOKEN")
     if not token:
         parser.error("a token is required (--token or $SHOPBOT_LOCAL_API_TOKEN)")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(token, args.host, args.port, args.state))
+        asyncio.run(serve(token, args.host, args.port, args.state, args.flood_per_s, args.flood_burst))
     return 0

@@ -159,6 +159,9 @@ class ApiState:
         self.edited_texts: list[dict] = []    # {"chat_id", "message_id", "text", "html", "reply_markup"}
         self.timeline: list[tuple[str, Any]] = []   # ("sent", SentMessage) and ("edited", entry), in arrival order
         self.calls: dict[str, int] = {}  # requests per Bot API method (as named by the client), faults included
+        # ("call", method) when a Bot API request arrived and ("answer", method) when its reply was ready, in the
+        # order the server saw them (method names as the client spelt them); shows what waited for what
+        self.timeline: list[tuple[str, str]] = []
         self.connections_opened = 0  # TCP connections accepted (keep-alive reuse keeps this low)
         self.webhook: dict = {"url": ""}
 

@@ -1,0 +1,85 @@
+"""The "typing…" indicator while a turn's model call runs, kept off the reply's path.
+
+Telegram shows a chat action for about 5 seconds, or until the bot's next message arrives. So for each turn whose
+reply goes to a Telegram chat, `TypingIndicator.during(chat_id)` starts one tracked task that sends
+`sendChatAction` at once and again every `renew_s` (default 4 s) while the turn runs, and cancels it when the turn
+ends. Nothing on the turn's path awaits a Telegram round trip: the first call is fired, not waited for.
+
+Best effort, never silent, never in the way:
+- each call is its own task; at most one per chat is in flight (a slow answer is not stacked up by renewals) and
+  at most `max_in_flight` over all chats, so slow chat actions never take the connections replies need (the Bot's
+  pool holds 8);
+- a failed call is logged at debug by the sender (`TelegramSender.typing`), and anything else a task raises is
+  logged at debug by its done-callback: nothing is lost without a line;
+- a call already on the wire when the turn ends is left to finish (cancelling it would only drop a connection);
+  `aclose` cancels whatever is left at shutdown, before the Bot's HTTP client closes.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+log = logging.getLogger("shopbot.typing")
+
+RENEW_S = 4.0
+
+
+class TypingIndicator:
+    def __init__(self, send: Callable[[int], Awaitable[None]], *, renew_s: float = RENEW_S,
+                 max_in_flight: int = 4) -> None:
+        self._send = send                     # e.g. TelegramSender.typing (best effort, logs its own failures)
+        self.renew_s = renew_s
+        self.max_in_flight = max_in_flight
+        self._in_flight: dict[int, asyncio.Task] = {}    # chat -> its sendChatAction call on the wire
+        self._renewals: set[asyncio.Task] = set()
+        self.fired = 0                        # calls started (for tests and benchmarks)
+        self.skipped = 0                      # renewals not sent because a call was still in flight
+
+    @contextlib.asynccontextmanager
+    async def during(self, chat_id: int) -> AsyncIterator[None]:
+        """Show "typing…" in `chat_id` while the body runs; entering and leaving never wait for Telegram."""
+        renewal = asyncio.get_running_loop().create_task(self._renew(chat_id), name=f"typing-{chat_id}")
+        self._renewals.add(renewal)
+        renewal.add_done_callback(self._done)
+        try:
+            yield
+        finally:
+            renewal.cancel()
+
+    async def _renew(self, chat_id: int) -> None:
+        while True:
+            self.fire(chat_id)
+            await asyncio.sleep(self.renew_s)
+
+    def fire(self, chat_id: int) -> None:
+        """Start one sendChatAction for `chat_id` unless one is still in flight; returns at once."""
+        if chat_id in self._in_flight or len(self._in_flight) >= self.max_in_flight:
+            self.skipped += 1
+            return
+        task = asyncio.get_running_loop().create_task(self._send(chat_id), name=f"sendChatAction-{chat_id}")
+        self._in_flight[chat_id] = task
+        self.fired += 1
+        task.add_done_callback(lambda t, chat=chat_id: self._call_done(chat, t))
+
+    def _call_done(self, chat_id: int, task: asyncio.Task) -> None:
+        if self._in_flight.get(chat_id) is task:
+            del self._in_flight[chat_id]
+        self._done(task)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._renewals.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.debug("typing indicator task %s failed (best effort, ignored): %s: %s", task.get_name(),
+                      type(exc).__name__, exc)
+
+    async def aclose(self) -> None:
+        """Cancel every renewal and call still running, and wait for them (at shutdown)."""
+        tasks = [*self._renewals, *self._in_flight.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
