@@ -12,6 +12,7 @@ import signal
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC
+from pathlib import Path
 from typing import Any
 
 from telegram.error import InvalidToken, NetworkError, RetryAfter
@@ -92,7 +93,8 @@ class App:
         for secret in cfg.secrets():   # redacted from every log line and every /healthz reason, however started
             add_secret(secret)
         faults.arm(cfg.fault)
-        self._stack.enter_context(InstanceLock(cfg.db.resolve()))
+        if isinstance(cfg.db, Path):       # the instance lock is SQLite's (one process per file, C10)
+            self._stack.enter_context(InstanceLock(cfg.db.resolve()))
         shop = load_shop(cfg.shop_file)
         clock = parse_clock(cfg.clock, test_mode=cfg.test_mode)
         store = await open_store(cfg.db, clock, capacity=cfg.capacity, debounce_ms=cfg.debounce_ms,

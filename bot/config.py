@@ -30,7 +30,7 @@ class Secret(str):
 
 # key -> (default, help). The order is the order of .env.example.
 KEYS: dict[str, tuple[str, str]] = {
-    "SHOPBOT_DB": ("./shopbot.sqlite3", "path of the SQLite database"),
+    "SHOPBOT_DB": ("./shopbot.sqlite3", "path of the SQLite database, or a postgresql:// URL (the postgres extra)"),
     "SHOPBOT_CAPACITY": ("100", "most open agent work (pending + running) before new work is refused"),
     "SHOPBOT_DEBOUNCE_MS": ("300", "a session is claimed this long after its oldest pending item arrived; 0 disables"),
     "SHOPBOT_ATTEMPT_CAP": ("3", "attempts per work item before it fails with an error report"),
@@ -175,7 +175,8 @@ class _Checks:
 
 @dataclass(frozen=True)
 class Config:
-    db: Path
+    # A SQLite file path, or a postgresql:// URL (kept as text, never a path; out of repr: it may hold a password).
+    db: Path | str = field(repr=False)
     capacity: int
     debounce_ms: int
     attempt_cap: int
@@ -219,6 +220,7 @@ class Config:
         values = [str(v) for v in (self.model_api_key, self.telegram_token, self.webhook_secret, self.supplier_token,
                                    self.ops_token)]
         values += [pair.partition(":")[2] for pair in str(self.till_tokens).split(",")]
+        values.append(_url_password(self.db))
         return [v for v in values if v]
 
     def redacted(self) -> dict[str, str]:
@@ -226,7 +228,22 @@ class Config:
         for f in fields(self):
             value = getattr(self, f.name)
             shown[f.name] = "****" if isinstance(value, Secret) and value else str(value)
+            if f.name == "db":
+                from store import describe_location
+                shown[f.name] = describe_location(value)     # a URL's password is never shown
         return shown
+
+
+def _url_password(db: Path | str) -> str:
+    """The password inside a postgresql:// URL ('' for a file or a URL without one)."""
+    if isinstance(db, Path):
+        return ""
+    from urllib.parse import urlsplit
+    return urlsplit(db).password or ""
+
+
+# Read by the test suite and the benchmarks, never by the bot: allowed in the environment, not settings of shopbot.
+HARNESS_KEYS = {"SHOPBOT_TEST_PG_DSN": "the PostgreSQL server the tests and bench.store_backends use"}
 
 
 def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] | None = None) -> Config:
@@ -234,7 +251,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     per problem naming the key, the bad value (never a secret's) and what is expected."""
     env = dict(environment() if env is None else env)
     env.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    unknown = sorted(k for k in env if k.startswith("SHOPBOT_") and k not in KEYS)
+    unknown = sorted(k for k in env if k.startswith("SHOPBOT_") and k not in KEYS and k not in HARNESS_KEYS)
     if unknown:
         raise ConfigError(f"unknown setting {', '.join(unknown)}: see .env.example for the known keys")
     c = _Checks(env)
@@ -303,8 +320,11 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     log_file = Path(env["SHOPBOT_LOG_FILE"]) if env.get("SHOPBOT_LOG_FILE") else None
     if log_file is not None and not log_file.parent.is_dir():
         c.fail("SHOPBOT_LOG_FILE", str(log_file), "a file in an existing folder")
-    db = Path(text("SHOPBOT_DB"))
-    if not db.parent.is_dir():
+    from store import is_database_url
+    db: Path | str = text("SHOPBOT_DB")
+    if not is_database_url(db):
+        db = Path(db)
+    if isinstance(db, Path) and not db.parent.is_dir():
         c.fail("SHOPBOT_DB", str(db), "a path in an existing folder")
     model_max_tokens = c.whole("SHOPBOT_MODEL_MAX_TOKENS", 1, 1_000_000)
     model_timeout_s = c.whole("SHOPBOT_MODEL_TIMEOUT_S", 1, 3600)

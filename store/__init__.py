@@ -20,6 +20,8 @@ from .errors import (
     StoreUnavailable,
     UnknownTarget,
 )
+from .locations import describe as describe_location
+from .locations import is_database_url
 from .ports import (
     ActionOutbox,
     Admin,
@@ -69,10 +71,20 @@ async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFA
                      debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
                      create: bool = True, migrate: bool = False, max_pages: int | None = None,
                      secrets: Sequence[str] = ()) -> Store:
-    """Open the store at `location` (a SQLite file path). A missing database is created at the current schema
-    (when `create`); an older one is refused with the command that migrates it (unless `migrate`); a newer one is
-    refused before anything changes. `secrets` (the configured credentials) are masked in everything the store
-    keeps from outside text."""
+    """Open the store at `location`: a `postgresql://` (or `postgres://`) URL opens the PostgreSQL store
+    (store/postgres, the `postgres` extra); anything else is a SQLite file path. A missing database is created at
+    the current schema (when `create`); an older one is refused with the command that migrates it (unless
+    `migrate`); a newer one is refused before anything changes. `secrets` (the configured credentials) are masked
+    in everything the store keeps from outside text."""
+    if is_database_url(location):
+        try:
+            from .postgres import PostgresStore  # imported only when asked for: psycopg is an optional extra
+        except ModuleNotFoundError as exc:
+            raise StoreUnavailable(f"SHOPBOT_DB is a PostgreSQL URL but its driver is not installed ({exc.name}): "
+                                   "pip install 'shopbot[postgres]'") from exc
+        return await PostgresStore.open(str(location), clock, capacity=capacity, debounce_ms=debounce_ms,
+                                        attempt_cap=attempt_cap, create=create, migrate=migrate,
+                                        max_pages=max_pages, secrets=secrets)
     return await SqliteStore.open(location, clock, capacity=capacity, debounce_ms=debounce_ms,
                                   attempt_cap=attempt_cap, create=create, migrate=migrate, max_pages=max_pages,
                                   secrets=secrets)
@@ -81,7 +93,7 @@ async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFA
 __all__ = [
     # the ports and the way to open an implementation
     "Store", "Transaction", "Inbox", "Journal", "Outbox", "ActionOutbox", "ShopRecords", "Insights",
-    "ChangeNotification", "Admin", "ProducerRecords", "open_store",
+    "ChangeNotification", "Admin", "ProducerRecords", "open_store", "is_database_url", "describe_location",
     # the SQLite implementation's own operator moves (the instance lock, restore of a backup file, the backup
     # taken before a migration)
     "SqliteStore", "InstanceLock", "restore", "backup_before_migration",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from store import ManualClock, SqliteStore
+from tests.support import postgres as pg_support  # imported first: it reads SHOPBOT_TEST_PG_DSN before any test
 
 START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -49,3 +50,22 @@ def raw(db_path: Path, store):
     conn.row_factory = sqlite3.Row
     yield conn
     conn.close()
+
+
+@pytest.fixture(scope="session")
+def pg_template():
+    """A migrated PostgreSQL template database (tests/support/postgres.py); skipped without a server."""
+    yield from pg_support.make_template()
+
+
+@pytest.fixture
+def pg_url(pg_template: str):
+    """A fresh PostgreSQL database for one test, copied from the template."""
+    pg_support.server_or_skip()
+    yield from pg_support.fresh_database(pg_template)
+
+
+@pytest.fixture
+def pg_empty_url():
+    """An empty PostgreSQL database (no schema), for the migration tests; skipped without a server."""
+    yield from pg_support.empty_database()

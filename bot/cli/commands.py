@@ -22,6 +22,7 @@ from store import (
     StoreError,
     WorkKind,
     backup_before_migration,
+    describe_location,
     open_store,
     parse_clock,
     restore,
@@ -51,7 +52,7 @@ async def open_configured(cfg: config_module.Config, *, create: bool = True, mig
 
 def with_store(args: argparse.Namespace, fn: Callable[[Store], Any], *, create: bool = False) -> Any:
     cfg = load_config(args)
-    if not create and not cfg.db.exists():
+    if not create and isinstance(cfg.db, Path) and not cfg.db.exists():
         raise StoreError(f"no database at {cfg.db.resolve()} (set SHOPBOT_DB or --db; `shopbot migrate` creates one)")
 
     async def main() -> Any:
@@ -86,7 +87,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     try:
-        violations = check_invariants(cfg.db)
+        if isinstance(cfg.db, Path):
+            violations = check_invariants(cfg.db)
+        else:   # PostgreSQL: the rules in one READ ONLY, REPEATABLE READ transaction (one snapshot)
+            violations = with_store(args, lambda s: s.check())
     except (FileNotFoundError, OSError) as exc:
         print(f"cannot check: {exc}", file=sys.stderr)
         return 2
@@ -122,20 +126,23 @@ def cmd_reports(args: argparse.Namespace) -> int:
 @command("migrate")
 def cmd_migrate(args: argparse.Namespace) -> int:
     cfg = load_config(args)
-    with InstanceLock(cfg.db.resolve()):
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        taken = backup_before_migration(cfg.db.resolve(), stamp)   # an online backup before anything changes
-        if taken:
-            print(f"backed up schema version {taken[0]} to {taken[1]} before migrating")
 
-        async def main() -> int:
-            store = await open_configured(cfg, create=True, migrate=True)
-            try:
-                return await store.schema_version()
-            finally:
-                await store.close()
-        version = asyncio.run(main())
-    print(f"{cfg.db.resolve()} is at schema version {version}")
+    async def main() -> tuple[str, int]:
+        store = await open_configured(cfg, create=True, migrate=True)
+        try:
+            return store.location, await store.schema_version()
+        finally:
+            await store.close()
+    if isinstance(cfg.db, Path):
+        with InstanceLock(cfg.db.resolve()):
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            taken = backup_before_migration(cfg.db.resolve(), stamp)   # an online backup before anything changes
+            if taken:
+                print(f"backed up schema version {taken[0]} to {taken[1]} before migrating")
+            location, version = asyncio.run(main())
+    else:       # PostgreSQL: migrations serialise on an advisory lock in the database itself (back up with pg_dump)
+        location, version = asyncio.run(main())
+    print(f"{location} is at schema version {version}")
     return 0
 
 
@@ -165,6 +172,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
 @command("restore")
 def cmd_restore(args: argparse.Namespace) -> int:
     cfg = load_config(args)
+    if not isinstance(cfg.db, Path):
+        raise StoreError("a PostgreSQL store is restored with pg_restore into an empty database, then `shopbot "
+                         "migrate`; `shopbot restore` restores a SQLite backup file")
     with InstanceLock(cfg.db.resolve()):
         try:
             done = restore(Path(args.path), cfg.db, parse_clock(cfg.clock, test_mode=cfg.test_mode))
@@ -245,7 +255,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
 
     from telegram.error import InvalidToken
-    log.info("starting with database %s", cfg.db.resolve())
+    log.info("starting with database %s", describe_location(cfg.db))
     from bot.app import StartAborted
     try:
         return asyncio.run(main())
@@ -323,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--db", type=Path, help="database path (default: SHOPBOT_DB or ./shopbot.sqlite3)")
+        p.add_argument("--db", help="database path or postgresql:// URL (default: SHOPBOT_DB or ./shopbot.sqlite3)")
         return p
 
     p = add("admit", "admit one occurrence; prints accepted, duplicate, conflict or refused")

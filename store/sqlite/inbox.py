@@ -36,7 +36,7 @@ def count(conn: sqlite3.Connection, now: str, kind: str, by: int = 1) -> int:
     """Bump a per-minute counter (refusals, strangers, malformed input) and return its new value."""
     row = conn.execute(
         "INSERT INTO counters (minute, kind, count) VALUES (?, ?, ?) "
-        "ON CONFLICT (minute, kind) DO UPDATE SET count = count + excluded.count RETURNING count",
+        "ON CONFLICT (minute, kind) DO UPDATE SET count = counters.count + excluded.count RETURNING count",
         (minute_of(now), kind, by)).fetchone()
     return row[0]
 
@@ -46,7 +46,8 @@ def open_agent_work(conn: sqlite3.Connection, cap: int | None = None) -> int:
     the queue is full, and counting a long queue is the costly part of an admission)."""
     if cap is None:
         return conn.execute(f"SELECT count(*) FROM work WHERE {OPEN_AGENT}").fetchone()[0]
-    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {OPEN_AGENT} LIMIT ?)", (cap,)).fetchone()[0]
+    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {OPEN_AGENT} LIMIT ?) AS open",
+                        (cap,)).fetchone()[0]
 
 
 def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: int,
@@ -223,7 +224,7 @@ def finish(conn: sqlite3.Connection, claim: Claim, draft: ReportDraft | Callable
                      "VALUES (?, 'assistant', ?, ?, ?)", (claim.session, draft.body, report_id, now))
     conn.execute(
         "INSERT INTO sessions (session, turns, last_report) VALUES (?, 1, ?) "
-        "ON CONFLICT (session) DO UPDATE SET turns = turns + 1, last_report = excluded.last_report",
+        "ON CONFLICT (session) DO UPDATE SET turns = sessions.turns + 1, last_report = excluded.last_report",
         (claim.session, report_id))
     return FinishOutcome(report_id)
 
@@ -295,7 +296,7 @@ def forget(conn: sqlite3.Connection, session: str, by: str, now: str) -> tuple[i
     deleted = conn.execute("DELETE FROM history WHERE session = ?", (session,)).rowcount
     conn.execute(
         "INSERT INTO sessions (session, epoch, forgotten_at, forgotten_by) VALUES (?, 1, ?, ?) "
-        "ON CONFLICT (session) DO UPDATE SET epoch = epoch + 1, forgotten_at = excluded.forgotten_at, "
+        "ON CONFLICT (session) DO UPDATE SET epoch = sessions.epoch + 1, forgotten_at = excluded.forgotten_at, "
         "forgotten_by = excluded.forgotten_by", (session, now, by))
     rows = conn.execute("SELECT work_id, destination FROM work WHERE session = ? AND state = 'pending' "
                         "AND kind = 'agent' ORDER BY work_id", (session,)).fetchall()

@@ -82,6 +82,21 @@ class SqliteStore:
         self._loop = asyncio.get_running_loop()
         self._closed = False
 
+    # The statements whose text or guards differ by dialect (store/postgres/store.py overrides them); everything
+    # else is the SQL of this package's modules, shared.
+    _admit = staticmethod(inbox.admit)
+    _admit_answered = staticmethod(inbox.admit_answered)
+    _claim = staticmethod(inbox.claim)
+    _finish = staticmethod(inbox.finish)
+    _release = staticmethod(inbox.release)
+    _forget = staticmethod(inbox.forget)
+    _approve = staticmethod(actions.approve)
+    _resolve = staticmethod(outbox.resolve)
+    _unknown_reports = staticmethod(outbox.unknown_reports)
+    _producer_state = producer_state.ProducerState
+    _check = staticmethod(invariants.check_connection)
+    _db_error: type[Exception] = sqlite3.Error
+
     # ---- lifecycle ----------------------------------------------------------------------------------------
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
@@ -136,7 +151,11 @@ class SqliteStore:
 
     def now(self) -> str:
         """The clock's time in the store's text form (for the SQL of this package)."""
-        return to_text(self.clock.now())
+        return to_text(self.now_dt())
+
+    def now_dt(self) -> datetime:
+        """The time every stamp and comparison of this store uses (the clock's; PostgreSQL's is the server's)."""
+        return self.clock.now()
 
     async def schema_version(self) -> int:
         return await self.db.read(migrations.current_version)
@@ -164,7 +183,7 @@ class SqliteStore:
         now = self.now()
         def batch(conn: sqlite3.Connection) -> list[AdmitResult]:
             open_count: list[int] = []       # counted once for the batch, then kept up to date
-            return [inbox.admit(conn, o, now, self.capacity, open_count) for o in occurrences]
+            return [self._admit(conn, o, now, self.capacity, open_count) for o in occurrences]
         results = await self.db.write(batch)
         if any(r.outcome is Admission.ACCEPTED for r in results):
             self.signals.work.notify()
@@ -244,11 +263,11 @@ class SqliteStore:
 
     # ---- the worker (C5, C6, C9) ---------------------------------------------------------------------------
     async def claim(self, worker_id: str, skip_sessions: Sequence[str] = ()) -> Claim | None:
-        now_dt = self.clock.now()
+        now_dt = self.now_dt()
         cutoff = to_text(now_dt - self.debounce)
         run_id = uuid.uuid4().hex
         return await self.db.write(
-            lambda conn: inbox.claim(conn, worker_id, run_id, to_text(now_dt), cutoff, skip_sessions))
+            lambda conn: self._claim(conn, worker_id, run_id, to_text(now_dt), cutoff, skip_sessions))
 
     async def next_claim_time(self) -> datetime | None:
         """When the earliest waiting session becomes due (debounce, not-before, judged as `inbox.DUE` judges them
@@ -275,18 +294,18 @@ class SqliteStore:
         then: the worker announces them with their buttons). With `claim_next` (a worker id) the next due turn is
         claimed in the same commit: one commit per turn instead of two (C5 holds: the claim commits before its
         model runs)."""
-        now_dt = self.clock.now()
+        now_dt = self.now_dt()
         now = to_text(now_dt)
         cutoff = to_text(now_dt - self.debounce)
 
         def body(conn: sqlite3.Connection) -> FinishOutcome:
-            outcome = inbox.finish(conn, claim, draft, now, user_text=user_text, stop_reason=stop_reason, usage=usage,
+            outcome = self._finish(conn, claim, draft, now, user_text=user_text, stop_reason=stop_reason, usage=usage,
                                    apply=(lambda c: apply(Transaction(c, now, self))) if apply else None)
             if after is not None and not outcome.discarded:
                 after(Transaction(conn, now, self), outcome.report_id)
             if claim_next is not None:
                 outcome = dataclasses.replace(
-                    outcome, next_claim=inbox.claim(conn, claim_next, uuid.uuid4().hex, now, cutoff))
+                    outcome, next_claim=self._claim(conn, claim_next, uuid.uuid4().hex, now, cutoff))
             return outcome
         outcome = await self.db.write(body)
         self.signals.deliveries.notify()
@@ -304,7 +323,7 @@ class SqliteStore:
             for source, payload in requests:
                 for item, old, new in shop.apply_counts(conn, payload["counts"], source, work_ids[source], now):
                     applied.append((source, item, old, new))
-        outcome = await self.db.write(lambda conn: inbox.finish(
+        outcome = await self.db.write(lambda conn: self._finish(
             conn, claim, lambda: ReportDraft(render(applied), destination=claim.destination), now,
             stop_reason="counts applied", apply=apply))
         self.signals.deliveries.notify()
@@ -320,9 +339,9 @@ class SqliteStore:
 
     async def release(self, claim: Claim, *, delay_seconds: float, reason: str, refund: bool = False,
                       usage: tuple[int, int, int] = (0, 0, 0)) -> str | None:
-        now_dt = self.clock.now()
+        now_dt = self.now_dt()
         not_before = to_text(now_dt + timedelta(seconds=delay_seconds)) if delay_seconds > 0 else None
-        report_id = await self.db.write(lambda conn: inbox.release(
+        report_id = await self.db.write(lambda conn: self._release(
             conn, claim, to_text(now_dt), not_before, self.attempt_cap, reason=reason, refund=refund, usage=usage))
         (self.signals.deliveries if report_id else self.signals.work).notify()
         return report_id
@@ -342,7 +361,7 @@ class SqliteStore:
 
     async def forget(self, session: str, by: str) -> tuple[int, int]:
         now = self.now()
-        result = await self.db.write(lambda conn: inbox.forget(conn, session, by, now))
+        result = await self.db.write(lambda conn: self._forget(conn, session, by, now))
         self.signals.deliveries.notify()
         return result
 
@@ -379,7 +398,7 @@ class SqliteStore:
         await self.db.write(lambda conn: outbox.mark_confirmed(conn, delivery_id, receipt, now))
 
     async def mark_not_sent(self, delivery_id: int, reason: str, retry_after: float | None = None) -> None:
-        now_dt = self.clock.now()
+        now_dt = self.now_dt()
         not_before = to_text(now_dt + timedelta(seconds=retry_after)) if retry_after else None
         await self.db.write(lambda conn: outbox.mark_not_sent(conn, delivery_id, not_before, reason, to_text(now_dt)))
 
@@ -539,7 +558,7 @@ class SqliteStore:
         return await self.db.read(stats.window, to_text(start), to_text(end))
 
     async def status(self, window_seconds: float = 3600.0) -> dict[str, Any]:
-        now_dt = self.clock.now()
+        now_dt = self.now_dt()
         window = await self.stats(now_dt - timedelta(seconds=window_seconds), now_dt)
         status = await self.db.read(lambda conn: read_status(conn, now_dt, window))
         for kind, n in self.tallies.pending().items():        # counted in memory, not yet flushed
@@ -598,7 +617,7 @@ class SqliteStore:
         return await self.db.read(metric_reads.window_series, now_dt - timedelta(hours=hours), now_dt, hours)
 
     async def check(self) -> list[Violation]:
-        return await self.db.read(invariants.check_connection)
+        return await self.db.read(self._check)
 
     async def prune(self, older_than_days: float, batch: int = 2000) -> dict[str, int]:
         """Retention (store/retention.py): remove or empty what ended more than `older_than_days` ago, in short

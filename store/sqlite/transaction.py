@@ -35,7 +35,7 @@ class SqliteTransaction:
         self._conn.execute("SAVEPOINT isolated")
         try:
             fn()
-        except sqlite3.Error:
+        except self._store._db_error:
             raise
         except Exception as exc:
             self._conn.execute("ROLLBACK TO isolated")
@@ -46,12 +46,12 @@ class SqliteTransaction:
         return None
 
     def admit(self, occurrence: Occurrence) -> AdmitResult:
-        return inbox.admit(self._conn, occurrence, self._now, self._store.capacity, self._open_count)
+        return self._store._admit(self._conn, occurrence, self._now, self._store.capacity, self._open_count)
 
     @property
     def producers(self) -> producer_state.ProducerState:
         """Cursors, missed occurrences, stock-watch episodes and marks, in this transaction."""
-        return producer_state.ProducerState(self._conn, self._now)
+        return self._store._producer_state(self._conn, self._now)
 
     def count(self, kind: str, by: int = 1) -> int:
         return inbox.count(self._conn, self._now, kind, by)
@@ -61,12 +61,12 @@ class SqliteTransaction:
 
     def admit_answered(self, occurrence: Occurrence,
                        answer: Callable[[SqliteTransaction, int], ReportDraft]) -> AdmitResult:
-        return inbox.admit_answered(self._conn, occurrence, self._now, lambda work_id: answer(self, work_id))
+        return self._store._admit_answered(self._conn, occurrence, self._now, lambda work_id: answer(self, work_id))
 
     def unknown_reports(self) -> list[dict[str, Any]]:
         """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice
         is written about a notice's delivery: it shows in /pending and `shopbot status`)."""
-        return outbox.unknown_reports(self._conn)
+        return self._store._unknown_reports(self._conn)
 
     def status(self) -> dict[str, Any]:
         now = from_text(self._now)
@@ -86,8 +86,8 @@ class SqliteTransaction:
 
     def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
                          destination: str, lead_time_days: int = orders.DEFAULT_LEAD_TIME_DAYS) -> Decision:
-        decision = actions.approve(self._conn, proposal_id, by, self._now, day, day_max_cents, destination,
-                                   lead_time_days)
+        decision = self._store._approve(self._conn, proposal_id, by, self._now, day, day_max_cents, destination,
+                                        lead_time_days)
         if decision.action_id is not None:
             self._store.signals.actions.notify()
         return decision
@@ -105,12 +105,12 @@ class SqliteTransaction:
         return prompts.decide(self._conn, nonce, decision, by, self._now)
 
     def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
-        moved = outbox.resolve(self._conn, report_id, decision, by, self._now)
+        moved = self._store._resolve(self._conn, report_id, decision, by, self._now)
         prompts.close_for_target(self._conn, "unknown", report_id, decision, by, self._now)
         return moved
 
     def forget(self, session: str, by: str) -> tuple[int, int]:
-        return inbox.forget(self._conn, session, by, self._now)
+        return self._store._forget(self._conn, session, by, self._now)
 
     def delivery_states(self, report_id: str) -> list[str]:
         return [r[0] for r in self._conn.execute(

@@ -1,5 +1,6 @@
-"""Kill points with real processes: `shopbot run` dies by SIGKILL at K1-K8, restarts clean, and the audit holds:
-no admitted work lost, one report per turn, R1/R2 (`shopbot check`), nothing resent without a decision."""
+"""Kill points with real processes: `shopbot run` dies by SIGKILL at K1-K10, restarts clean, and the audit holds:
+no admitted work lost, one report per turn, R1/R2 (`shopbot check`), nothing resent without a decision. K1-K10 run
+on both stores (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import pytest
@@ -15,6 +16,12 @@ TOKEN = "777:kill-point-token"
 async def api():
     async with LocalBotApi(TOKEN) as server:
         yield server
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest) -> str | None:
+    """The drill runs on both stores: None is a SQLite file in tmp_path, else a fresh PostgreSQL database's URL."""
+    return str(request.getfixturevalue("pg_url")) if request.param == "postgres" else None
 
 
 def owner_texts(api) -> list[str]:
@@ -33,8 +40,8 @@ async def audit(product: Product, supplier=None) -> None:  # type: ignore[no-unt
 
 
 @pytest.mark.parametrize("point", ["K1", "K2", "K3", "K4", "K5", "K6"])
-async def test_killed_before_the_reply_then_one_reply_after_restart(tmp_path, api, point):
-    product = Product(tmp_path, api)
+async def test_killed_before_the_reply_then_one_reply_after_restart(tmp_path, api, db, point):
+    product = Product(tmp_path, api, db)
     api.post_message(OWNER, OWNER, "how much vanilla")
     await product.start(point)
     await product.died_at_fault()
@@ -57,8 +64,9 @@ async def test_killed_before_the_reply_then_one_reply_after_restart(tmp_path, ap
 
 
 @pytest.mark.parametrize("point,server_has", [("K7", 0), ("K8", 1)])
-async def test_killed_around_a_send_is_unknown_and_resent_only_after_resend(tmp_path, api, point, server_has):
-    product = Product(tmp_path, api)
+async def test_killed_around_a_send_is_unknown_and_resent_only_after_resend(tmp_path, api, db, point,
+                                                                          server_has):
+    product = Product(tmp_path, api, db)
     api.post_message(OWNER, OWNER, "stock")
     await product.start(point)
     await product.died_at_fault()
@@ -126,11 +134,11 @@ async def test_sigterm_exits_zero_and_a_second_instance_is_refused(tmp_path, api
 
 
 @pytest.mark.parametrize("point", ["K9", "K10"])
-async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, api, point):
+async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, api, db, point):
     from bot.sandbox.supplier import LocalSupplier
     from tests.support import ROOT
     async with LocalSupplier("supplier-token") as supplier:
-        product = Product(tmp_path, api, SHOPBOT_SHOP_FILE=str(ROOT / "shop.example.toml"),
+        product = Product(tmp_path, api, db, SHOPBOT_SHOP_FILE=str(ROOT / "shop.example.toml"),
                           SHOPBOT_SUPPLIER_URL=supplier.base_url, SHOPBOT_SUPPLIER_TOKEN="supplier-token")
         await product.start()
         try:

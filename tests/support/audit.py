@@ -3,12 +3,12 @@ servers' own records (what the owner received, what the supplier holds). Used by
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from store.sqlite.invariants import check
+from tests.support.proc import connect_read_only
 
 IDENTITY = re.compile(r"\n\n(r\d+\.\d+)(?: \((\d+)/(\d+)\))?$")
 
@@ -23,14 +23,25 @@ class Audit:
         return not self.violations
 
 
-def audit(db: Path, sent_texts: list[str], supplier_orders: list[dict] | None = None, *,
+def _violations(db: Path | str) -> list:  # type: ignore[type-arg]
+    if isinstance(db, Path):
+        return check(db)
+    from store.postgres import guards
+    from store.postgres.connection import PgConnection, configure
+    with connect_read_only(db) as conn:
+        configure(conn)
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        return guards.check(PgConnection(conn))
+
+
+def audit(db: Path | str, sent_texts: list[str], supplier_orders: list[dict] | None = None, *,
           owner_messages: int | None = None, allow_open: bool = False) -> Audit:
     """`sent_texts`: every text the Bot API server accepted from the bot; `owner_messages`: how many owner messages
     the server holds (each must be admitted, or refused and counted). `allow_open` accepts work not yet finished."""
     result = Audit()
     v = result.violations
-    v += [f"{x.rule}: {x.detail}" for x in check(db)]
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    v += [f"{x.rule}: {x.detail}" for x in _violations(db)]
+    conn = connect_read_only(db)
     try:
         open_work = conn.execute("SELECT count(*) FROM work WHERE kind = 'agent' AND state IN ('pending', 'running')"
                                  ).fetchone()[0]
@@ -79,7 +90,7 @@ def audit(db: Path, sent_texts: list[str], supplier_orders: list[dict] | None = 
             v.append(f"failed work {work_id} has no error report")
         # every owner message admitted, or refused and counted
         if owner_messages is not None:
-            admitted = conn.execute("SELECT count(*) FROM work WHERE source LIKE 'tg:%'").fetchone()[0]
+            admitted = conn.execute("SELECT count(*) FROM work WHERE source LIKE 'tg:' || '%'").fetchone()[0]
             refused = conn.execute("SELECT coalesce(sum(count), 0) FROM counters WHERE kind = 'refused_capacity'"
                                    ).fetchone()[0]
             if admitted + refused < owner_messages:

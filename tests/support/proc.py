@@ -14,9 +14,19 @@ from tests.support import DATA
 OWNER = 1001
 
 
+def connect_read_only(db: Path | str):   # type: ignore[no-untyped-def]
+    """An independent read-only connection: the SQLite file (mode=ro), or the PostgreSQL URL (a read-only session)."""
+    if isinstance(db, str):
+        import psycopg
+        conn = psycopg.connect(db, autocommit=True, options="-c default_transaction_read_only=on")
+        return conn
+    return sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+
+
 class Product:
-    def __init__(self, tmp_path: Path, api, **settings: str) -> None:   # type: ignore[no-untyped-def]
-        self.db = tmp_path / "shop.sqlite3"
+    def __init__(self, tmp_path: Path, api, db: str | None = None, **settings: str) -> None:   # type: ignore[no-untyped-def]
+        self.db: Path | str = db if db else tmp_path / "shop.sqlite3"     # a file path, or a postgresql:// URL
+        self.cwd = tmp_path
         self.log = tmp_path / "shopbot.log"
         self.api = api
         self.settings = settings
@@ -38,7 +48,7 @@ class Product:
 
     async def start(self, fault: str | None = None, *args: str) -> asyncio.subprocess.Process:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "run", *args, env=self.env(fault), cwd=str(self.db.parent),
+            sys.executable, "-m", "bot.cli", "run", *args, env=self.env(fault), cwd=str(self.cwd),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         return self.proc
 
@@ -62,9 +72,10 @@ class Product:
             await self.proc.wait()
 
     def query(self, sql: str, *args: object) -> list[tuple]:
-        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
+        conn = connect_read_only(self.db)
         try:
-            return conn.execute(sql, args).fetchall()
+            return [tuple(r) for r in conn.execute(sql.replace("?", "%s") if isinstance(self.db, str) else sql,
+                                                   args).fetchall()]
         finally:
             conn.close()
 
@@ -77,7 +88,7 @@ class Product:
                 last = self.query(sql)
                 if last == expected:
                     return
-            except sqlite3.OperationalError as exc:   # not created yet
+            except Exception as exc:   # not created yet (sqlite3 or psycopg: no table, no database file)
                 last = str(exc)
             await asyncio.sleep(0.05)
         raise AssertionError(f"{sql!r}: expected {expected}, last saw {last}; context: {context()}")

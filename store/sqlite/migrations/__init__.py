@@ -10,10 +10,10 @@ from ...errors import NotShopbotDatabase, SchemaTooNew
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
-def available() -> list[tuple[int, str, str]]:
-    """(version, name, sql) for every migration file, in order."""
+def available(package: str | None = None) -> list[tuple[int, str, str]]:
+    """(version, name, sql) for every migration file of `package` (this one by default), in order."""
     found = []
-    for entry in resources.files(__package__).iterdir():
+    for entry in resources.files(package or __package__).iterdir():
         match = _NAME.match(entry.name)
         if match:
             found.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))

@@ -1,6 +1,7 @@
 """The store contract suite runs against every implementation of store/ports.py, through the ports only.
 
-Add an implementation by adding its name to IMPLEMENTATIONS and a branch to `opened` (PostgreSQL joins here).
+Add an implementation by adding its name to IMPLEMENTATIONS and a branch to `opened`. PostgreSQL's tests get a fresh
+database per test from a template migrated once (tests/support/postgres.py); they are skipped without a server.
 """
 from __future__ import annotations
 
@@ -10,15 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from store import ManualClock, SqliteStore, Store
+from store import ManualClock, SqliteStore, Store, open_store
 
-IMPLEMENTATIONS = ["sqlite"]
+IMPLEMENTATIONS = ["sqlite", "postgres"]
 START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 
 
-async def opened(kind: str, tmp_path: Path, clock: ManualClock, **options: int) -> Store:
+async def opened(kind: str, tmp_path: Path, clock: ManualClock, pg_url: str | None = None, **options: int) -> Store:
     if kind == "sqlite":
         return await SqliteStore.open(tmp_path / "contract.sqlite3", clock, **options)
+    if kind == "postgres":
+        assert pg_url is not None
+        return await open_store(pg_url, clock, **options)
     raise AssertionError(f"no such store implementation: {kind}")
 
 
@@ -33,8 +37,14 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def store(kind: str, tmp_path: Path, clock: ManualClock) -> AsyncIterator[Store]:
-    s = await opened(kind, tmp_path, clock, capacity=3, debounce_ms=0, attempt_cap=3)
+def location(kind: str, request: pytest.FixtureRequest) -> str | None:
+    """The PostgreSQL database's URL for a postgres test (a fresh database), None for SQLite."""
+    return str(request.getfixturevalue("pg_url")) if kind == "postgres" else None
+
+
+@pytest.fixture
+async def store(kind: str, tmp_path: Path, clock: ManualClock, location: str | None) -> AsyncIterator[Store]:
+    s = await opened(kind, tmp_path, clock, location, capacity=3, debounce_ms=0, attempt_cap=3)
     try:
         yield s
     finally:

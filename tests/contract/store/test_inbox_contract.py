@@ -79,8 +79,9 @@ async def test_a_turn_can_be_finished_only_by_its_own_run_and_only_once(store: S
         await store.finish(claim, ReportDraft("y"))
 
 
-async def test_debounce_runs_from_the_oldest_pending_item(kind: str, tmp_path: Path, clock: ManualClock):
-    store = await opened(kind, tmp_path, clock, debounce_ms=300)
+async def test_debounce_runs_from_the_oldest_pending_item(kind: str, tmp_path: Path, clock: ManualClock,
+                                                         location: str | None):
+    store = await opened(kind, tmp_path, clock, location, debounce_ms=300)
     try:
         await store.admit(occ("tg:1:1"))
         clock.advance(0.2)

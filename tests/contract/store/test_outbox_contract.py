@@ -174,9 +174,10 @@ async def test_a_proposal_of_an_unfinished_turn_is_void(store: Store):
     assert await store.due_actions() == []
 
 
-async def test_a_change_committed_by_another_connection_is_noticed(kind: str, tmp_path: Path, clock: ManualClock):
-    store = await opened(kind, tmp_path, clock)
-    other = await opened(kind, tmp_path, clock)
+async def test_a_change_committed_by_another_connection_is_noticed(kind: str, tmp_path: Path, clock: ManualClock,
+                                                                 location: str | None):
+    store = await opened(kind, tmp_path, clock, location)
+    other = await opened(kind, tmp_path, clock, location)
     try:
         await store.poll_changes()
         assert not await store.poll_changes()

@@ -1,0 +1,202 @@
+"""PostgreSQL connections from a psycopg_pool.ConnectionPool, with every transaction a short synchronous function.
+
+The shape is SQLite's (store/sqlite/connection.py): a transaction is one plain function run whole in a thread
+(`asyncio.to_thread`) on one pooled connection, so it cannot await a network call or a model, and the
+`Transaction` handed to producers and ingress stays synchronous. What differs: PostgreSQL has no global writer
+lock, so every check-then-act that SQLite's BEGIN IMMEDIATE serialises takes its own guard (store/postgres/guards.py).
+
+`PgConnection` gives the store's SQL modules the small part of sqlite3's interface they use (`execute` with `?`
+placeholders, `executemany`, rows readable by name and by position), so SQL that is the same in both dialects is
+written once, in store/sqlite; what differs is in this package.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg.adapt import Loader
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..errors import IllegalTransition, StoreBusy, StoreError, StoreUnavailable
+from ..locations import redact
+from ..sqlite.connection import _trigger_table
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_S = 5
+LOCK_TIMEOUT_MS = 5000        # like SQLite's busy timeout: a lock held longer is StoreBusy, never a hang
+
+
+class Row(tuple):  # type: ignore[type-arg]
+    """A row readable as `row["column"]` and `row[0]`, and convertible with dict(row), like sqlite3.Row."""
+
+    _names: tuple[str, ...] = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._names.index(key))
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _row_factory(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Row]:
+    names = tuple(c.name for c in cursor.description or ())
+    cls = type("Row", (Row,), {"_names": names})
+    return lambda values: cls(values)
+
+
+class _IntegralNumeric(Loader):
+    """sum() of a bigint column is numeric in PostgreSQL: give back an int when it is whole (as SQLite does)."""
+
+    def load(self, data: Any) -> Any:
+        value = Decimal(bytes(data).decode())
+        return int(value) if value == value.to_integral_value() else float(value)
+
+
+_PLACEHOLDER = re.compile(r"\?")
+_NAMED = re.compile(r"(?<![:\w']):([A-Za-z_]\w*)")
+_INDEXED_BY = re.compile(r" (?:INDEXED BY \w+|NOT INDEXED)\b")
+_CROSS_JOIN_ON = re.compile(r"\bCROSS JOIN (\w+(?: \w+)?) ON\b")
+_GROUP_CONCAT = re.compile(r"\bgroup_concat\(([^()]*)\)")
+_EMPTY_NOT_IN = re.compile(r"\bNOT IN \(\)")
+_EMPTY_IN = re.compile(r"\bIN \(\)")
+
+
+def dialect(sql: str, named: bool = False) -> str:
+    """sqlite3's `?` placeholders become psycopg's `%s` (a literal `%` is doubled); an empty `IN ()` list, which
+    SQLite accepts, becomes a comparison with an empty array of the column's type; SQLite's `group_concat(x)` is
+    `string_agg(x, ',')`; SQLite's planner hints (`INDEXED BY`, `CROSS JOIN ... ON` for the join order) become plain
+    SQL (PostgreSQL's planner chooses)."""
+    sql = _EMPTY_NOT_IN.sub("<> ALL ('{}')", sql.replace("%", "%%"))
+    sql = _EMPTY_IN.sub("= ANY ('{}')", sql)
+    sql = _GROUP_CONCAT.sub(r"string_agg(\1, ',')", sql)
+    sql = _INDEXED_BY.sub("", sql)
+    if named:      # sqlite3's `:name` placeholders (a dict of parameters) become psycopg's `%(name)s`
+        return _NAMED.sub(r"%(\1)s", sql)
+    sql = _CROSS_JOIN_ON.sub(r"JOIN \1 ON", sql)
+    return _PLACEHOLDER.sub("%s", sql)
+
+
+class PgConnection:
+    """One pooled connection inside one open transaction, with the slice of sqlite3's interface the SQL uses."""
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
+        cursor = self.raw.cursor()
+        if isinstance(params, Mapping):
+            cursor.execute(dialect(sql, named=True), params)
+        else:
+            cursor.execute(dialect(sql), tuple(params))
+        return cursor
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]] | Iterator[Sequence[Any]]) -> None:
+        rows = list(rows)
+        if rows:
+            self.raw.cursor().executemany(dialect(sql), rows)
+
+
+def translate(exc: psycopg.Error) -> StoreError:
+    """Driver errors become the store's own, by SQLSTATE; nothing outside store/ sees psycopg."""
+    text = str(exc).split("\nCONTEXT:")[0].strip()
+    if isinstance(exc, pgerrors.RaiseException):     # the triggers' `Cn: ...` refusals (RAISE EXCEPTION, P0001)
+        return IllegalTransition(text, table=_trigger_table(text))
+    if isinstance(exc, (pgerrors.LockNotAvailable, pgerrors.SerializationFailure, pgerrors.DeadlockDetected,
+                        pgerrors.QueryCanceled)):
+        return StoreBusy(f"the database stayed locked by another transaction for over {LOCK_TIMEOUT_MS} ms: {text}")
+    if isinstance(exc, (psycopg.OperationalError, pgerrors.DiskFull, pgerrors.ReadOnlySqlTransaction,
+                        pgerrors.AdminShutdown, pgerrors.InsufficientPrivilege)):
+        return StoreUnavailable(f"the database cannot be written: {text}")
+    return StoreError(f"{type(exc).__name__}: {text}")
+
+
+def configure(raw: psycopg.Connection[Any]) -> None:
+    raw.row_factory = _row_factory
+    raw.adapters.register_loader("numeric", _IntegralNumeric)
+
+
+class Database:
+    """A pool of connections. `write` runs a function inside one READ COMMITTED transaction and commits it; `read`
+    runs it inside a REPEATABLE READ, READ ONLY transaction (one snapshot for several queries)."""
+
+    def __init__(self, pool: ConnectionPool[Any], url: str) -> None:
+        self._pool = pool
+        self.url = url
+
+    @classmethod
+    async def open(cls, url: str, *, max_size: int = 8) -> Database:
+        def connect() -> ConnectionPool[Any]:
+            try:                      # one direct attempt first: a refused or failed login is reported at once
+                psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
+            except psycopg.Error as exc:
+                reason = str(exc).replace(url, redact(url)).strip().splitlines()[0]
+                raise StoreUnavailable(f"cannot connect to PostgreSQL at {redact(url)}: {reason}") from None
+            pool: ConnectionPool[Any] = ConnectionPool(
+                url, min_size=1, max_size=max_size, open=False, configure=configure, timeout=CONNECT_TIMEOUT_S,
+                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
+                        "cursor_factory": LastRowCursor,
+                        "options": f"-c lock_timeout={LOCK_TIMEOUT_MS} -c TimeZone=UTC"})
+            try:
+                pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            except PoolTimeout as exc:
+                pool.close()
+                raise StoreUnavailable(f"no PostgreSQL server answered at {redact(url)}: {exc}") from exc
+            return pool
+        return cls(await asyncio.to_thread(connect), url)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._pool.close)
+
+    def _run(self, begin: str, fn: Callable[..., T], args: tuple[Any, ...], commit: bool) -> T:
+        try:
+            with self._pool.connection() as raw:
+                raw.execute(begin)
+                try:
+                    result = fn(PgConnection(raw), *args)
+                except BaseException:
+                    raw.execute("ROLLBACK")
+                    raise
+                raw.execute("COMMIT" if commit else "ROLLBACK")
+                return result
+        except PoolTimeout as exc:
+            raise StoreBusy(f"no free database connection within {CONNECT_TIMEOUT_S} s: {exc}") from exc
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def run_write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Synchronously, in the caller's thread (the concurrency tests drive connections from threads)."""
+        return self._run("BEGIN ISOLATION LEVEL READ COMMITTED", fn, args, commit=True)
+
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(self.run_write, fn, *args)
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(self._run, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn, args,
+                                       False)
+
+    async def raw(self, fn: Callable[[PgConnection], T]) -> T:
+        """A function that manages its own transactions (migrations), on an autocommit connection."""
+        def call() -> T:
+            try:
+                with self._pool.connection() as raw:
+                    return fn(PgConnection(raw))
+            except psycopg.Error as exc:
+                raise translate(exc) from exc
+        return await asyncio.to_thread(call)
+
+
+class LastRowCursor(psycopg.ClientCursor[Any]):
+    """A client-side-binding cursor (literals inlined, as sqlite3 compares loosely typed values) with sqlite3's
+    `lastrowid`: the identity value the last INSERT of this session drew (`lastval()`)."""
+
+    @property
+    def lastrowid(self) -> int:
+        return int(self.connection.execute("SELECT lastval()").fetchone()[0])  # type: ignore[index]

@@ -1,0 +1,182 @@
+"""PostgreSQL's own SQL: the guards for every check-then-act that SQLite's single writer (BEGIN IMMEDIATE) makes safe,
+and the few statements whose text differs between the dialects. Everything else is the shared SQL of store/sqlite,
+run through `PgConnection`.
+
+Under READ COMMITTED two transactions may both read, then both write. Each spot below serialises on a lock:
+- capacity (C1): `pg_advisory_xact_lock(ADMISSION_LOCK)` before agent work is counted, so N admitters see each
+  other's inserts (SKIP LOCKED is the wrong tool for a global budget);
+- duplicate identity (C1): `INSERT ... ON CONFLICT (source) DO NOTHING RETURNING`; no row back means another
+  transaction admitted it: read it and answer duplicate or conflict (a control or notice item, answered in its
+  admission, locks its identity first);
+- claim (C5, T2): the anchor (oldest open item of a due session) `FOR UPDATE SKIP LOCKED`, the turn is exactly the
+  rows the UPDATE moved, and a unique index allows one open run per session;
+- forget against claim and finish (C12): forget locks the session row and its pending rows; finish and release read
+  the epoch `FOR SHARE` (the claim creates the session row, so there is a row to lock);
+- approval and daily spend (C11): the proposal `FOR UPDATE` and `pg_advisory_xact_lock` per spending day;
+- resolve (C8): the unknown parts `FOR UPDATE`, so a second decision finds none unknown;
+- producer cursors (C2): the cursor row `FOR UPDATE` before it is read and moved;
+- report generations (C6): one writer per turn (the claim), UNIQUE (anchor, generation) as the alarm.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
+from ..sqlite import actions, inbox, invariants, producer_state
+from ..sqlite.inbox import DUE, work_item
+from .connection import PgConnection
+
+ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
+SPEND_LOCK = 0x50B_0703          # advisory lock namespace (int4, with a hashed key): one spending day
+IDENTITY_LOCK = 0x50B_0704       # advisory lock namespace (int4, with a hashed key): one occurrence identity
+
+
+def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:
+    row = conn.execute("SELECT work_id, session, payload FROM work WHERE source = ?", (occurrence.source,)).fetchone()
+    if row is None:
+        return None
+    same = row["session"] == occurrence.session and row["payload"] == occurrence.payload
+    return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, row["work_id"])
+
+
+def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
+          open_count: list[int] | None = None) -> AdmitResult:
+    """C1 as on SQLite (identity, then capacity for agent work, then the insert), with the capacity count taken under
+    the admission lock and the insert idempotent on the source."""
+    found = _existing(conn, occurrence)
+    if found is not None:
+        return found
+    if occurrence.kind is WorkKind.AGENT:
+        if open_count is None:
+            open_count = []
+        if not open_count:             # once per transaction: lock, then count what every committed admitter left
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (ADMISSION_LOCK,))
+            open_count.append(inbox.open_agent_work(conn, capacity))  # type: ignore[arg-type]
+        if open_count[0] >= capacity:
+            inbox.count(conn, now, "refused_capacity")   # type: ignore[arg-type]
+            return AdmitResult(Admission.REFUSED)
+    row = conn.execute(
+        "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (source) DO NOTHING RETURNING work_id",
+        (occurrence.source, occurrence.session, occurrence.kind.value, occurrence.payload, occurrence.destination,
+         now)).fetchone()
+    if row is None:                    # admitted by another transaction since the first look
+        found = _existing(conn, occurrence)
+        assert found is not None
+        return found
+    if occurrence.kind is WorkKind.AGENT and open_count:
+        open_count[0] += 1
+    return AdmitResult(Admission.ACCEPTED, row[0])
+
+
+def admit_answered(conn: PgConnection, occurrence: Occurrence, now: str, answer: Any) -> AdmitResult:
+    """A control or notice item with its report (store/sqlite/inbox.py), with its identity locked first: the same
+    item admitted by two connections at once is one accepted and one duplicate, never a unique violation (its
+    report is built between the identity check and the insert, so ON CONFLICT alone cannot cover it)."""
+    conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (IDENTITY_LOCK, occurrence.source))
+    return inbox.admit_answered(conn, occurrence, now, answer)  # type: ignore[arg-type]
+
+
+def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
+          skip_sessions: Sequence[str] = ()) -> Claim | None:
+    """C5 as on SQLite (the same due rule, `DUE`, clock steps included), safe with several claimers: only a
+    session's anchor qualifies and it is locked SKIP LOCKED, so a concurrent claimer takes another session or none,
+    and never item 2 of a session out of order."""
+    skip = tuple(skip_sessions)
+    marks = ",".join(f":skip{i}" for i in range(len(skip)))
+    row = conn.execute(
+        f"""SELECT w.session, w.work_id FROM work w
+            WHERE w.state = 'pending' AND w.kind = 'agent'
+              AND NOT EXISTS (SELECT 1 FROM work x WHERE x.session = w.session AND x.kind = 'agent'
+                              AND x.state IN ('pending', 'running') AND x.work_id < w.work_id)
+              AND {DUE}
+              AND w.session NOT IN ({marks})
+            ORDER BY w.work_id LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
+        {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
+    if row is None:
+        return None
+    session = row["session"]
+    conn.execute("INSERT INTO sessions (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (session,))
+    rows = conn.execute(
+        "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = ?, run_id = ?, not_before = NULL "
+        "WHERE session = ? AND state = 'pending' AND kind = 'agent' RETURNING *",
+        (worker_id, run_id, session)).fetchall()
+    if not rows:                       # a forget cancelled them meanwhile
+        return None
+    # the epoch after the move: a forget that cancelled pending items committed before it, or waits for this commit
+    epoch = int(conn.execute("SELECT epoch FROM sessions WHERE session = ? FOR SHARE", (session,)).fetchone()[0])
+    items = tuple(sorted((work_item(r) for r in rows), key=lambda item: item.work_id))
+    attempt = max(item.attempts for item in items)
+    conn.execute(
+        "INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (run_id, worker_id, session, items[0].work_id, attempt, epoch, now))
+    return Claim(run_id, worker_id, session, items, attempt, epoch)
+
+
+def hold_epoch(conn: PgConnection, session: str) -> None:
+    """C12: finish and release read the session's epoch under a share lock, so a forget cannot commit between that
+    read and the history they write."""
+    conn.execute("SELECT epoch FROM sessions WHERE session = ? FOR SHARE", (session,))
+
+
+def lock_for_forget(conn: PgConnection, session: str) -> None:
+    """C12: forget takes the session row (finish waits, then sees the new epoch) and the pending rows (a claim
+    waits, then finds them failed)."""
+    conn.execute("INSERT INTO sessions (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (session,))
+    conn.execute("SELECT epoch FROM sessions WHERE session = ? FOR UPDATE", (session,))
+    conn.execute("SELECT work_id FROM work WHERE session = ? AND state = 'pending' AND kind = 'agent' FOR UPDATE",
+                 (session,))
+
+
+def approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
+            destination: str, *args: Any) -> Decision:
+    """C11: the proposal locked, and the day's spending behind its advisory lock, then SQLite's approval."""
+    conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (SPEND_LOCK, day))
+    conn.execute("SELECT 1 FROM proposals WHERE proposal_id = ? FOR UPDATE", (proposal_id,))
+    return actions.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)  # type: ignore[arg-type]
+
+
+def lock_unknown_parts(conn: PgConnection, report_id: str) -> None:
+    """C8: a second decision on the same report waits, then finds no part unknown (refused, nothing counted)."""
+    conn.execute("SELECT delivery_id FROM deliveries WHERE report_id = ? AND state = 'unknown' FOR UPDATE",
+                 (report_id,))
+
+
+def lock_cursor(conn: PgConnection, schedule: str) -> None:
+    conn.execute("SELECT 1 FROM schedule_cursors WHERE schedule = ? FOR UPDATE", (schedule,))
+
+
+class ProducerState(producer_state.ProducerState):
+    """SQLite's producer records, with the cursor row locked before it is read (two producers never move a cursor
+    from the same stale reading)."""
+
+    def get_cursor(self, schedule: str) -> Any:
+        lock_cursor(self._conn, schedule)  # type: ignore[arg-type]
+        return super().get_cursor(schedule)
+
+
+def unknown_reports(conn: PgConnection) -> list[dict[str, Any]]:
+    """As store/sqlite/outbox.py, grouped by every column shown (PostgreSQL refuses bare columns)."""
+    rows = conn.execute(
+        "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
+        "w.kind AS kind, substr(r.body, 1, 80) AS preview, r.created_at AS created_at "
+        "FROM deliveries d JOIN reports r USING (report_id) JOIN work w ON w.work_id = r.anchor "
+        "WHERE d.state = 'unknown' GROUP BY d.report_id, d.chat_id, w.kind, r.body, r.created_at "
+        "ORDER BY min(d.delivery_id)").fetchall()
+    return [dict(r) for r in rows]
+
+
+# The invariant rules in PostgreSQL's words: SQLite's `a IS NOT b` (b not NULL) is `a IS DISTINCT FROM b`.
+_IS_NOT = re.compile(r"\bIS NOT (?!NULL\b|DISTINCT\b)")
+RULES = {rule: (text, _IS_NOT.sub("IS DISTINCT FROM ", query)) for rule, (text, query) in invariants.RULES.items()}
+
+
+def check(conn: PgConnection) -> list[Any]:
+    from ..records import Violation
+    # each branch of a rule's UNION ALL on its own: SQLite unites an integer subject with a text one, PostgreSQL not
+    return [Violation(rule, str(subject), detail)
+            for rule, (_, query) in RULES.items() for branch in query.split(" UNION ALL ")
+            for subject, detail in conn.execute(branch).fetchall()]

@@ -1,0 +1,62 @@
+"""PostgreSQL's numbered migrations: the same version numbers as SQLite's (store/sqlite/migrations), each applied in
+one transaction with its version record, under `pg_advisory_xact_lock`, so two processes starting at once on one
+database cannot both apply a migration (the second waits, then finds it applied)."""
+from __future__ import annotations
+
+from ...errors import SchemaTooNew, SchemaTooOld
+from ...sqlite import migrations as sqlite_migrations
+from ..connection import PgConnection
+
+MIGRATION_LOCK = 0x5_0B07_0001   # the advisory lock key of schema changes (any constant shared by all processes)
+
+
+def available() -> list[tuple[int, str, str]]:
+    """(version, name, sql) for every PostgreSQL migration file, in order (numbered as SQLite's)."""
+    return sqlite_migrations.available(__package__)
+
+
+LATEST = available()[-1][0]   # numbers only increase and may leave a gap (as SQLite's)
+
+
+def current_version(conn: PgConnection) -> int:
+    if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
+        tables = conn.execute("SELECT count(*) FROM information_schema.tables "
+                              "WHERE table_schema = current_schema()").fetchone()[0]
+        if tables:
+            raise SchemaTooOld(0, LATEST, "this database (it holds tables but no shopbot schema record)")
+        return 0
+    return int(conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0])
+
+
+def check_not_newer(conn: PgConnection, where: str) -> int:
+    version = current_version(conn)
+    if version > LATEST:
+        raise SchemaTooNew(version, LATEST, where)
+    return version
+
+
+def migrate(conn: PgConnection, where: str, now_text: str, up_to: int | None = None) -> list[int]:
+    """Apply every missing migration (up to `up_to`), each in its own transaction with its version row, under the
+    migration advisory lock (transactional DDL: a failed migration leaves nothing). Returns the versions applied."""
+    applied = []
+    for number, name, sql in available():
+        if up_to is not None and number > up_to:
+            continue
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
+            # Re-checked under the lock: another process may have migrated meanwhile.
+            if check_not_newer(conn, where) >= number:
+                conn.execute("ROLLBACK")
+                continue
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version bigint PRIMARY KEY, "
+                         "name text COLLATE \"C\" NOT NULL, applied_at text COLLATE \"C\" NOT NULL)")
+            conn.raw.execute(sql.encode())        # the whole file: PostgreSQL parses it (functions hold `;`)
+            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                         (number, name, now_text))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        applied.append(number)
+    return applied

@@ -1,0 +1,219 @@
+"""The PostgreSQL store: every port of store/ports.py on a PostgreSQL database (SHOPBOT_DB=postgresql://...).
+
+It is SQLite's store (store/sqlite/store.py) with another connection and the guarded statements of
+store/postgres/guards.py: each method is still one short transaction, a synchronous function run whole in a thread
+on one pooled connection. What is PostgreSQL's own: the URL, the pool, the migrations under an advisory lock, the
+change hint (the snapshot's xmax instead of `PRAGMA data_version`), the database clock, and no file backup
+(pg_dump is the operator's tool).
+
+Time. The triggers, leases and guards never read a clock. The times the contracts compare (admission, debounce,
+not-before, report and delivery times) are the store's text times, taken from `Clock`; with the system clock that
+is the database server's clock: the offset between this process and the server is measured when the store opens
+and every minute after (half a round trip of error), so processes on machines whose clocks disagree still stamp
+and compare on one clock (C5); the wake-up times (next claim, delivery, action) are handed back on the process's
+clock, which is what its waits use. Any other clock (ManualClock in the tests) is used as it is.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from .. import redaction
+from ..clock import Clock, SystemClock, to_text
+from ..errors import SchemaTooOld, StoreError
+from ..locations import redact
+from ..records import Claim, Decision
+from ..sqlite import health, inbox, outbox, stats
+from ..sqlite import metrics as metric_reads
+from ..sqlite.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
+from . import guards, migrations
+from .connection import Database, PgConnection
+
+OFFSET_REFRESH_S = 60.0
+
+
+def _finish(conn: PgConnection, claim: Claim, draft: Any, now: str, **kwargs: Any) -> Any:
+    guards.hold_epoch(conn, claim.session)
+    return inbox.finish(conn, claim, draft, now, **kwargs)  # type: ignore[arg-type]
+
+
+def _release(conn: PgConnection, claim: Claim, *args: Any, **kwargs: Any) -> str | None:
+    guards.hold_epoch(conn, claim.session)
+    return inbox.release(conn, claim, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def _forget(conn: PgConnection, session: str, by: str, now: str) -> tuple[int, int]:
+    guards.lock_for_forget(conn, session)
+    return inbox.forget(conn, session, by, now)  # type: ignore[arg-type]
+
+
+def _resolve(conn: PgConnection, report_id: str, decision: str, by: str, now: str) -> list[int]:
+    guards.lock_unknown_parts(conn, report_id)
+    return outbox.resolve(conn, report_id, decision, by, now)  # type: ignore[arg-type]
+
+
+def _approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
+             destination: str, *args: Any) -> Decision:
+    return guards.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)
+
+
+class _SizesAsPages(PgConnection):
+    """The three PRAGMAs of SQLite's metrics snapshot answered from PostgreSQL: one "page" of the whole database."""
+
+    _ANSWERS = {"PRAGMA page_size": "SELECT 1", "PRAGMA page_count": "SELECT pg_database_size(current_database())",
+                "PRAGMA freelist_count": "SELECT 0"}
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return super().execute(self._ANSWERS.get(sql, sql), params)
+
+
+class PostgresStore(SqliteStore):
+    """`store.ports.Store` on PostgreSQL (psycopg 3, a connection pool, READ COMMITTED with explicit guards)."""
+
+    _admit = staticmethod(guards.admit)         # type: ignore[assignment]
+    _admit_answered = staticmethod(guards.admit_answered)  # type: ignore[assignment]
+    _claim = staticmethod(guards.claim)         # type: ignore[assignment]
+    _finish = staticmethod(_finish)             # type: ignore[assignment]
+    _release = staticmethod(_release)           # type: ignore[assignment]
+    _forget = staticmethod(_forget)             # type: ignore[assignment]
+    _approve = staticmethod(_approve)           # type: ignore[assignment]
+    _resolve = staticmethod(_resolve)           # type: ignore[assignment]
+    _unknown_reports = staticmethod(guards.unknown_reports)  # type: ignore[assignment]
+    _producer_state = guards.ProducerState
+    _check = staticmethod(guards.check)         # type: ignore[assignment]
+    _db_error = psycopg.Error
+
+    def __init__(self, db: Any, clock: Clock, **options: Any) -> None:
+        super().__init__(db, clock, **options)
+        self._offset = timedelta(0)
+        self._offset_at = float("-inf")
+
+    @classmethod
+    async def open(cls, url: Any, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
+                   debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
+                   create: bool = True, migrate: bool = False, max_pages: int | None = None,
+                   secrets: Sequence[str] = (), pool_size: int = 8) -> PostgresStore:
+        """Open the database at `url`. A database without shopbot's tables is given the current schema (when
+        `create`); an older one is refused with the command that migrates it (unless `migrate`); a newer one is
+        refused before anything changes. `max_pages` is SQLite's test-only cap and is refused here."""
+        if max_pages:
+            raise ValueError("SHOPBOT_DB_MAX_PAGES is SQLite's; a PostgreSQL database has no page cap")
+        redaction.register(secrets)
+        where = redact(str(url))
+        db = await Database.open(str(url), max_size=pool_size)
+        try:
+            version = await db.raw(lambda conn: migrations.check_not_newer(conn, where))
+            if version < migrations.LATEST:
+                if version == 0 and not create:
+                    raise SchemaTooOld(0, migrations.LATEST, where)
+                if version > 0 and not migrate:
+                    raise SchemaTooOld(version, migrations.LATEST, where)
+                now = to_text(clock.now())
+                await db.raw(lambda conn: migrations.migrate(conn, where, now))
+            store = cls(db, clock, capacity=capacity, debounce_ms=debounce_ms, attempt_cap=attempt_cap)
+            await store._measure_offset()
+        except BaseException:
+            await db.close()
+            raise
+        return store
+
+    @property
+    def path(self) -> Any:
+        raise AttributeError("a PostgreSQL store has no file path; use `location`")
+
+    @property
+    def location(self) -> str:
+        return redact(self.db.url)  # type: ignore[attr-defined]
+
+    # ---- the database clock -------------------------------------------------------------------------------
+    async def _measure_offset(self) -> None:
+        if not isinstance(self.clock, SystemClock):
+            return
+        before = self.clock.now()
+        server = await self.db.read(lambda conn: conn.execute("SELECT clock_timestamp()").fetchone()[0])
+        after = self.clock.now()
+        self._offset = server - (before + (after - before) / 2)
+        self._offset_at = time.monotonic()
+
+    def now_dt(self) -> datetime:
+        return self.clock.now() + self._offset
+
+    # The wake-up times, handed to callers that wait on `clock` (the process's clock): moved back by the offset.
+    async def next_claim_time(self) -> datetime | None:
+        due = await super().next_claim_time()
+        return due - self._offset if due else None
+
+    async def next_delivery_time(self) -> datetime | None:
+        due = await super().next_delivery_time()
+        return due - self._offset if due else None
+
+    async def next_action_time(self) -> datetime | None:
+        due = await super().next_action_time()
+        return due - self._offset if due else None
+
+    async def database_now(self) -> datetime:
+        """The server's clock (what the store stamps with when its clock is the system clock)."""
+        return await self.db.read(lambda conn: conn.execute("SELECT clock_timestamp()").fetchone()[0])
+
+    # ---- schema, change hint --------------------------------------------------------------------------------
+    async def schema_version(self) -> int:
+        return await self.db.read(migrations.current_version)
+
+    async def data_version(self) -> int:
+        """Moves whenever any transaction that writes has started (the snapshot's xmax); a hint, like SQLite's."""
+        if time.monotonic() - self._offset_at > OFFSET_REFRESH_S:
+            await self._measure_offset()
+        return int(await self.db.raw(
+            lambda conn: conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()[0]))
+
+    # ---- operations: health, metrics, vacuum (PostgreSQL has no pages, WAL file or busy timeout of its own) -------
+    async def writable(self, probe_interval_s: float = 5.0) -> str | None:
+        """None while writes commit, else a fixed sentence why not: a one-row write probe at most every
+        `probe_interval_s` (under the pool's lock timeout), as SQLite's (store/sqlite/health.py)."""
+        last = self._last_probe
+        if last is None or time.monotonic() - last[0] >= probe_interval_s:
+            now = self.now()
+            try:
+                await self.db.write(lambda conn: conn.execute(
+                    "INSERT INTO health_probe (id, probed_at) VALUES (1, ?) "
+                    "ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", (now,)))
+                last = (time.monotonic(), None)
+            except StoreError as exc:
+                last = (time.monotonic(), exc)
+            self._last_probe = last
+        return health.reason(last[1]) if last[1] is not None else None
+
+    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> dict[str, Any]:
+        """SQLite's figures (store/sqlite/metrics.py `snapshot`); the sizes are the database's (pg_database_size),
+        with no free pages and no WAL file of its own (the server's WAL is the cluster's)."""
+        now_dt = self.now_dt()
+        start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
+
+        def read(conn: PgConnection) -> dict[str, Any]:
+            figures = metric_reads.snapshot(_SizesAsPages(conn.raw), now_dt, Path("/nonexistent/shopbot"),  # type: ignore[arg-type]
+                                            tallies)
+            figures["stats"] = stats.window(conn, start, end)  # type: ignore[arg-type]
+            return figures
+        return await self.db.read(read)
+
+    async def vacuum(self) -> tuple[int, int]:
+        """VACUUM (autovacuum does this on its own; this runs it now). Returns the database's size before and after."""
+        def run(conn: PgConnection) -> tuple[int, int]:
+            def size() -> int:
+                return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+            before = size()
+            conn.execute("VACUUM")
+            return before, size()
+        return await self.db.raw(run)  # type: ignore[arg-type]
+
+    async def backup(self, target: str) -> None:
+        raise StoreError(
+            "a PostgreSQL store is backed up with PostgreSQL's own tools: "
+            f"pg_dump --format=custom --file={target} '<SHOPBOT_DB>' (restore with pg_restore into an empty "
+            "database, then `shopbot migrate`); point-in-time recovery needs WAL archiving on the server")
+
