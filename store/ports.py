@@ -419,6 +419,25 @@ class Insights(Protocol):
     async def check(self) -> list[Violation]:
         """Every invariant (R1-R3 and the rest) on the store's own read path; empty when all hold."""
 
+    async def metrics(self, window_seconds: float = 3600.0,
+                      tallies: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Operational figures for /metrics in one read snapshot: never the write lock, no user data. Pass the same
+        `tallies` dict at every call (the caller keeps it): the counts by state then cost only what changed."""
+
+    async def ops_view(self, tallies: dict[str, Any]) -> dict[str, Any]:
+        """The operator page's figures, each read through an index; a read."""
+
+    async def runs_ended_since(self, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
+        """Runs that ended at or after `mark`, oldest end first; a read."""
+
+    async def day_series(self, hours: int = 24) -> list[dict[str, Any]]:
+        """λ, W and L per hour over the last `hours` hours, oldest first; a read."""
+
+    async def writable(self, probe_interval_s: float = 5.0) -> str | None:
+        """None while writes can commit, else a fixed sentence why not (no path, no data): a write that failed for
+        the lock or the disk counts until a later write probe commits; the probe runs at most every
+        `probe_interval_s` and changes nothing anyone reads (/healthz)."""
+
 
 @runtime_checkable
 class ChangeNotification(Protocol):
@@ -443,6 +462,14 @@ class Admin(Protocol):
 
     async def backup(self, target: str) -> None:
         """A consistent copy of the live database at `target` (which must not exist)."""
+
+    async def prune(self, older_than_days: float, batch: int = 2000) -> dict[str, int]:
+        """Retention: remove or empty what ended more than `older_than_days` ago (at least 1) in short transactions,
+        keeping every identity as a tombstone with its content hash; never open work, a part not yet ended, an
+        action, or an identity. Returns the rows per kind."""
+
+    async def vacuum(self) -> tuple[int, int]:
+        """Give the space freed by a prune back to the file system; returns the size in bytes before and after."""
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
-from ..sqlite import actions, inbox, invariants, producer_state
+from ..sqlite import actions, inbox, invariants, producer_state, retention
 from ..sqlite.inbox import DUE, work_item
 from .connection import PgConnection
 
@@ -34,10 +34,12 @@ IDENTITY_LOCK = 0x50B_0704       # advisory lock namespace (int4, with a hashed 
 
 
 def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:
-    row = conn.execute("SELECT work_id, session, payload FROM work WHERE source = ?", (occurrence.source,)).fetchone()
+    row = conn.execute("SELECT work_id, session, payload, pruned_at, payload_sha256 FROM work WHERE source = ?",
+                       (occurrence.source,)).fetchone()
     if row is None:
         return None
-    same = row["session"] == occurrence.session and row["payload"] == occurrence.payload
+    # a pruned row is a tombstone: its content is compared by the hash retention kept (C1)
+    same = row["session"] == occurrence.session and retention.payload_matches(row, occurrence.payload)
     return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, row["work_id"])
 
 
