@@ -25,7 +25,7 @@ from typing import Any
 
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
 from ..sqlite import actions, inbox, invariants, producer_state, retention
-from ..sqlite.inbox import DUE, work_item
+from ..sqlite.inbox import DUE
 from .connection import PgConnection
 
 ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
@@ -109,13 +109,7 @@ def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cu
         return None
     # the epoch after the move: a forget that cancelled pending items committed before it, or waits for this commit
     epoch = int(conn.execute("SELECT epoch FROM sessions WHERE session = ? FOR SHARE", (session,)).fetchone()[0])
-    items = tuple(sorted((work_item(r) for r in rows), key=lambda item: item.work_id))
-    attempt = max(item.attempts for item in items)
-    conn.execute(
-        "INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (run_id, worker_id, session, items[0].work_id, attempt, epoch, now))
-    return Claim(run_id, worker_id, session, items, attempt, epoch)
+    return inbox.start_run(conn, rows, worker_id, run_id, session, epoch, now)
 
 
 def hold_epoch(conn: PgConnection, session: str) -> None:

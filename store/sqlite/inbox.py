@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .. import faults, redaction
 from ..clock import from_text
@@ -148,6 +149,12 @@ def claim(conn: sqlite3.Connection, worker_id: str, run_id: str, now: str, debou
         "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = ?, run_id = ?, not_before = NULL "
         "WHERE session = ? AND state = 'pending' AND kind = 'agent' RETURNING *",
         (worker_id, run_id, session)).fetchall()
+    return start_run(conn, rows, worker_id, run_id, session, epoch, now)
+
+
+def start_run(conn: Any, rows: Sequence[Any], worker_id: str, run_id: str, session: str, epoch: int,
+              now: str) -> Claim:
+    """The turn a claim moved to running (`rows`, the work rows): its run recorded, its Claim (C5, C9, C12)."""
     items = tuple(sorted((work_item(r) for r in rows), key=lambda item: item.work_id))
     attempt = max(item.attempts for item in items)
     conn.execute(

@@ -102,6 +102,15 @@ def _parse_params(query: str, content_type: str, body: bytes) -> dict[str, Any]:
 _UNPARSABLE = object()
 
 
+def _checked_markup(params: dict) -> Any:
+    """`reply_markup` read and checked as Telegram does: a dict or None, or the 400 answer saying what is wrong."""
+    markup = _markup(params)
+    if markup is _UNPARSABLE:
+        return _err(400, "Bad Request: can't parse reply keyboard markup JSON object")
+    problem = _check_markup(markup)
+    return _err(400, problem) if problem else markup
+
+
 def _markup(params: dict) -> Any:
     """`reply_markup` as a dict (PTB sends it JSON-encoded), None when absent, `_UNPARSABLE` when it is no object."""
     markup = params.get("reply_markup")
@@ -240,12 +249,9 @@ async def send_message(st: ApiState, params: dict) -> _Response:
     if isinstance(parsed, _Response):
         return parsed
     text, entities, html = parsed
-    markup = _markup(params)
-    if markup is _UNPARSABLE:
-        return _err(400, "Bad Request: can't parse reply keyboard markup JSON object")
-    problem = _check_markup(markup)
-    if problem:
-        return _err(400, problem)
+    markup = _checked_markup(params)
+    if isinstance(markup, _Response):
+        return markup
     reply_to = _reply_to(st, chat_id, params)
     if isinstance(reply_to, _Response):
         return reply_to
@@ -287,12 +293,9 @@ async def edit_message_text(st: ApiState, params: dict) -> _Response:
     if isinstance(parsed, _Response):
         return parsed
     text, entities, html = parsed
-    markup = _markup(params)
-    if markup is _UNPARSABLE:
-        return _err(400, "Bad Request: can't parse reply keyboard markup JSON object")
-    problem = _check_markup(markup)
-    if problem:
-        return _err(400, problem)
+    markup = _checked_markup(params)
+    if isinstance(markup, _Response):
+        return markup
     if markup is not None and not markup.get("inline_keyboard"):
         markup = None
     if text == known["text"] and (html or None) == (known.get("html") or None) \
