@@ -1,6 +1,8 @@
 """Named fault points (kill points K1-K10 of docs/contracts.md, and any added later).
 
-`SHOPBOT_FAULT=<point>:kill` arms one point; reaching it sends SIGKILL to this process. `<point>:raise` raises
+`SHOPBOT_FAULT=<point>:kill` arms one point; reaching it sends SIGKILL to this process. `<point>:stop` sends it
+SIGSTOP instead: the process freezes there, holding what it holds (connections, leases it no longer renews), until
+someone sends SIGCONT, which is how a test pauses a process past its lease (K11-K18). `<point>:raise` raises
 `FaultInjected` there instead, so an in-process test can stop a transaction at a named line (its writes roll back
 as a crash's would). Unarmed, `reached` is a single dict lookup. The composition root calls `arm` once from the
 configuration; tests arm and disarm around one call.
@@ -25,7 +27,7 @@ POINTS = {
     "finish-writes": "inside the finish transaction, after the items are finished, before the report is written",
     "clock-cursor": "inside a clock catch-up, after its admissions, before its cursor moves",
 }
-ACTIONS = ("kill", "raise")
+ACTIONS = ("kill", "stop", "raise")
 
 _armed: dict[str, str] = {}
 
@@ -68,3 +70,9 @@ def reached(point: str) -> None:
         sys.stderr.write(f"fault point {point} reached: killing process {os.getpid()}\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+    if action == "stop":
+        # once: after SIGCONT the process goes on as a paused one would, and reaching the point again runs on
+        del _armed[point]
+        sys.stderr.write(f"fault point {point} reached: stopping process {os.getpid()}\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSTOP)
