@@ -329,7 +329,7 @@ class Worker:
                 rows.append([(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")])
 
         def draft() -> ReportDraft:
-            body = card_body(found, text) if found else text
+            body = card_body(found, text, self.settings.fmt()) if found else text
             return ReportDraft(body, destination=destination, buttons=rows or None)
         return apply, draft
 
@@ -344,7 +344,7 @@ class Worker:
                 return
             chat_id = int(destination[3:])
             for proposal in tx.run_proposals(claim.run_id):
-                text, buttons = proposal_message(proposal)
+                text, buttons = proposal_message(proposal, self.settings.fmt())
                 if proposal["state"] == "awaiting_approval":
                     nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
                                              from_text(proposal["expires_at"]) if proposal["expires_at"] else None)

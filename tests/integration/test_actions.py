@@ -42,7 +42,7 @@ async def settled(run, text_part, timeout=15.0):
 async def test_approval_sends_one_order_and_tells_the_owner():
     async with local_product(FAST) as run:
         shown = await proposals_shown(run)
-        assert "6 × 300 cents = 1800 cents" in shown["vanilla"].text
+        assert "vanilla 6 × $3.00 = $18.00" in shown["vanilla"].text and "cents" not in shown["vanilla"].text
         press(run, shown["vanilla"], "Approve")
         await settled(run, "is confirmed by the supplier")
         [order] = run.supplier.orders

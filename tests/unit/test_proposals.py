@@ -1,0 +1,28 @@
+"""A proposal reads to the owner in the shop's money, rendered from its record (C11, C13)."""
+from __future__ import annotations
+
+from worker.money import ShopFormat
+from worker.proposals import card_body, proposal_line, proposal_message
+
+PROPOSAL = {"proposal_id": 2, "item": "vanilla", "quantity": 6, "unit_cost_cents": 300, "total_cents": 180050,
+            "supplier": "Dairy Direct", "state": "awaiting_approval", "reason": None}
+
+
+def test_money_reads_in_the_shops_currency_and_locale_never_in_cents() -> None:
+    assert proposal_line(PROPOSAL, ShopFormat("USD", "en_US")) == \
+        "Order proposal #2 to Dairy Direct: vanilla 6 × $3.00 = $1,800.50."
+    german = proposal_line(PROPOSAL, ShopFormat("EUR", "de_DE"))
+    assert german == "Order proposal #2 to Dairy Direct: vanilla 6 × 3,00\u00a0€ = 1.800,50\u00a0€."
+    assert "cents" not in german
+
+
+def test_a_rejected_proposal_says_why_and_what_it_would_have_cost() -> None:
+    rejected = dict(PROPOSAL, state="rejected_by_policy", reason="over the per-order limit")
+    text, buttons = proposal_message(rejected, ShopFormat())
+    assert buttons is None and "rejected by the shop's rules: over the per-order limit" in text
+    assert "$1,800.50" in text
+
+
+def test_the_card_puts_proposals_before_the_answer() -> None:
+    body = card_body([PROPOSAL], "Vanilla is low.", ShopFormat())
+    assert body.index("Order proposal #2") < body.index("Approve sends it") < body.index("Vanilla is low.")
