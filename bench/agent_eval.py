@@ -96,7 +96,7 @@ COUNTS = [(10, {"vanilla": 16, "chocolate": 12, "strawberry": 9, "cones": 2600})
           (4, {"vanilla": 7, "chocolate": 17, "strawberry": 7, "cones": 1950}),
           (1, {"vanilla": 2, "chocolate": 15, "strawberry": 4, "cones": 1800})]
 
-# (category, question, messages the owner gets: the reply, and a proposal's own message)
+# (category, question, messages the owner gets: one, the reply; a turn that proposes an order answers in its card)
 QUESTIONS: list[tuple[str, str, int]] = [
     ("stock", "How much vanilla do we have?", 1),
     ("stock", "stock", 1),
@@ -121,7 +121,7 @@ QUESTIONS: list[tuple[str, str, int]] = [
     ("orders", "What is on order?", 1),
     ("orders", "Which proposals are waiting for me?", 1),
     ("orders", "Has vanilla been ordered?", 1),
-    ("orders", "Order more strawberry", 2),
+    ("orders", "Order more strawberry", 1),
     ("counts", "When was the last till count?", 1),
     ("counts", "What did the till count for chocolate?", 1),
     ("greetings", "Hello!", 1),
@@ -187,9 +187,13 @@ async def wait_quiet(db: Path, timeout: float = 30.0) -> None:
 
 
 def owner_text(message_text: str) -> str:
-    """The reply as the owner reads it: without its identity line, tags and entities."""
+    """The reply as the owner reads it: without its identity line, tags and entities; of a card (a turn that
+    proposed orders), the answer under its proposals (those lines are rendered from records, not the model's)."""
     text = re.sub(r"\n\nr\d+\.\d+(?: \(\d+/\d+\))?$", "", message_text)
-    return html.unescape(re.sub(r"<[^>]+>", "", text))
+    text = html.unescape(re.sub(r"<[^>]+>", "", text))
+    if text.startswith("Order proposal #") and "\n\n" in text:
+        text = text.split("\n\n", 1)[1]
+    return text
 
 
 @dataclass

@@ -6,7 +6,7 @@ from worker.agent_loop import Limits, run_agent
 from worker.figures import DASH
 from worker.models import OfflineModel, load_model
 from worker.models.base import Message
-from worker.models.offline import GREETING, HELP, HELP_ES, NOT_UNDERSTOOD, NOT_UNDERSTOOD_ES
+from worker.models.offline import ACK, GREETING, HELP, HELP_ES, NOT_UNDERSTOOD, NOT_UNDERSTOOD_ES
 from worker.tools.registry import ToolRegistry
 
 
@@ -136,6 +136,14 @@ async def test_a_greeting_gets_one_line_and_no_tool():
     assert (await ask(shop, "help")).prose == HELP
     assert (await ask(shop, "ayuda")).prose == HELP_ES
     assert DASH not in result.text
+
+
+async def test_ok_after_an_answer_is_acknowledged_in_one_line_without_a_tool():
+    shop = FakeShop()
+    result = await ask(shop, "ok")
+    assert result.prose == ACK["en"] and "\n" not in result.prose and runs(shop) == []
+    assert result.prose != NOT_UNDERSTOOD
+    assert (await ask(shop, "vale")).prose == ACK["es"]
 
 
 async def test_text_it_does_not_understand_gets_one_short_line():

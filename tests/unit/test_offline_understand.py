@@ -126,6 +126,20 @@ def test_a_greeting_or_thanks_before_a_question_answers_the_question():
     assert understand("thanks, lovely", SHOP).intent == "thanks"     # nothing else asked
 
 
+@pytest.mark.parametrize("text,lang", [("ok", "en"), ("OK!", "en"), ("got it", "en"), ("great, thanks", "en"),
+                                       ("sounds good", "en"), ("vale", "es"), ("perfecto, gracias", "es"),
+                                       ("de acuerdo", "es")])
+def test_an_acknowledgement_is_answered_in_kind_not_as_a_line_not_understood(text, lang):
+    read = understand(text, SHOP)
+    assert (read.intent, read.lang) == ("ack", lang)
+
+
+def test_an_acknowledgement_before_a_question_answers_the_question():
+    read = understand("ok, how much vanilla?", SHOP)
+    assert (read.intent, read.item) == ("stock", "vanilla")
+    assert understand("great, order 6 vanilla", SHOP).intent == "order"
+
+
 @pytest.mark.parametrize("text,intent", [("order what we need", "reorder"), ("pide lo que falta", "reorder"),
                                          ("what do I need to order", "low"), ("¿qué hay que pedir?", "low"),
                                          ("order more vanilla", "order")])

@@ -47,6 +47,8 @@ SOME_NOT_UNDERSTOOD_ES = "(Algunas líneas no las entendí: escribe ayuda para v
 GREETING = {"en": "Hello! Ask me what's low, how much of an item we have, or send help.",
             "es": "¡Hola! Pregúntame qué falta o cuánto queda de un artículo, o escribe ayuda."}
 THANKS = {"en": "You're welcome!", "es": "¡De nada!"}
+ACK = {"en": "Good. I'm here when you need me: ask what's low, or how much of an item we have.",
+       "es": "Perfecto. Aquí estoy: pregúntame qué falta o cuánto queda de un artículo."}
 _TODAY = re.compile(r"Today is [^(\n]*\((\d{4}-\d{2}-\d{2})\)")
 
 
@@ -516,6 +518,8 @@ def _answer(u: Understood, results: _Results) -> str:
         return GREETING[u.lang]
     if u.intent == "thanks":
         return THANKS[u.lang]
+    if u.intent == "ack":
+        return ACK[u.lang]
     if u.intent == "help":
         return HELP_ES if u.lang == "es" else HELP
     if u.intent == "ambiguous":

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
-INTENTS = ("stock", "stock_all", "low", "cover", "order", "reorder", "brief", "greet", "thanks", "help",
+INTENTS = ("stock", "stock_all", "low", "cover", "order", "reorder", "brief", "greet", "thanks", "ack", "help",
            "ambiguous", "unknown")
 
 _SPANISH = {
@@ -30,7 +30,7 @@ _SPANISH = {
     "hoy", "lunes", "martes", "miercoles", "jueves", "viernes", "sabado", "domingo", "bajo", "poco", "pocos",
     "necesito", "necesitamos", "dura", "durara", "cual", "puedes", "hacer", "de", "del", "y", "por", "favor",
     "esta", "estan", "es", "muy", "una", "un", "con", "como", "donde", "cuando", "porque", "pero", "tengo", "tiene",
-    "hace", "aqui", "ahora", "se", "nos", "algo", "todo", "todos",
+    "hace", "aqui", "ahora", "se", "nos", "algo", "todo", "todos", "vale", "perfecto", "genial", "entendido", "acuerdo",
 }
 _STOP = {
     # words that are never an item, even misspelt
@@ -46,21 +46,27 @@ _STOP = {
 _GREET = {"hi", "hello", "hey", "hiya", "morning", "hola", "buenas", "buenos", "yo", "howdy", "evening",
           "afternoon", "good"}
 _THANKS = {"thanks", "thank", "thx", "ty", "cheers", "gracias", "ta", "merci"}
+# an acknowledgement after an answer ("ok", "got it", "vale"): answered in kind, never as a line not understood
+_ACK = {"ok", "okay", "k", "kk", "okey", "great", "perfect", "cool", "fine", "noted", "understood", "alright",
+        "vale", "perfecto", "genial", "entendido", "listo"}
 _WEEKDAYS = {"monday": 0, "mon": 0, "tuesday": 1, "tue": 1, "wednesday": 2, "wed": 2, "thursday": 3, "thu": 3,
              "friday": 4, "fri": 4, "saturday": 5, "sat": 5, "sunday": 6, "sun": 6,
              "lunes": 0, "martes": 1, "miercoles": 2, "jueves": 3, "viernes": 4, "sabado": 5, "domingo": 6}
 
 
-_COURTESY = _GREET | _THANKS | {"you", "there", "so", "very", "much", "lot", "a", "all", "everyone", "again",
-                                 "mate", "team", "de", "nada", "muchas", "dias", "tardes", "noches", "day",
-                                 "morning", "afternoon", "evening", "good"}
+_COURTESY = _GREET | _THANKS | _ACK | {
+    "got", "it", "sounds", "acuerdo", "you", "there", "so", "very", "much", "lot", "a", "all", "everyone", "again",
+    "mate", "team", "de", "nada", "muchas", "dias", "tardes", "noches", "day", "morning", "afternoon", "evening",
+    "good"}
 
 
 def _courtesy(words: list[str]) -> str | None:
-    """"greet" or "thanks" when the line starts with one."""
+    """"greet", "thanks" or "ack" when the line starts with one."""
     first, second = words[0], words[1] if len(words) > 1 else ""
     if first in _THANKS or (first == "muchas" and second == "gracias"):
         return "thanks"
+    if first in _ACK or (first, second) in {("got", "it"), ("sounds", "good"), ("de", "acuerdo")}:
+        return "ack"
     if first == "good":
         return "greet" if second in {"morning", "afternoon", "evening", "day"} else None
     return "greet" if first in _GREET else None
@@ -262,7 +268,7 @@ def understand(line: str, catalogue: Catalogue | None, today: date | None = None
     lang = "es" if spanish and (spanish >= 2 or set(words) & {
         "hola", "gracias", "cuanto", "cuanta", "cuantos", "cuantas", "hay", "pide", "ayuda", "resumen",
         "inventario", "existencias", "falta", "faltan", "suficiente", "alcanza", "tenemos", "queda", "quedan",
-        "acabando", "buenos", "buenas", "mas"}) else "en"
+        "acabando", "buenos", "buenas", "mas", "vale", "perfecto", "genial", "entendido", "acuerdo"}) else "en"
     if not words:
         return Understood("unknown", lang=lang)
     if re.search(r"\b(brief|briefing|resumen|summary)\b", text):
