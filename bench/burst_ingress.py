@@ -45,7 +45,7 @@ async def one_run(directory: Path, updates: int) -> float:
             start = time.perf_counter()
             await ingress.poll(drain=True)
             elapsed = time.perf_counter() - start
-            admitted = (await store.status())["work"]["pending"]
+            admitted = (await store.status()).work.pending
             assert admitted == updates, f"admitted {admitted} of {updates}"
         finally:
             await bot.shutdown()

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from bot.relays.sender import SendOutcome
+from bot.relays.sender import OutcomeKind, SendOutcome
 from bot.relays.telegram import Relay, RelaySettings
 from store import Occurrence, SqliteStore, SystemClock
 from worker.models.offline import OfflineModel
@@ -53,10 +53,10 @@ class InstantTransport:
 
     async def send(self, chat_id, text, buttons=None, *, reply_to=None) -> SendOutcome:  # type: ignore[no-untyped-def]
         self.sent += 1
-        return SendOutcome("confirmed", receipt=str(self.sent))
+        return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(self.sent))
 
     async def edit(self, chat_id, message_id, text, buttons=None) -> SendOutcome:  # type: ignore[no-untyped-def]
-        return SendOutcome("confirmed", receipt=str(message_id))
+        return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id))
 
 
 def disk_floor(directory: Path, commits: int = 1000) -> float:

@@ -39,7 +39,7 @@ from producers.telegram.polling import Ingress
 from producers.telegram.routing import ALLOWED_UPDATES
 from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
-from store import Claim, InstanceLock, PartStopped, Store, StoreError, faults, open_store, parse_clock
+from store import Claim, InstanceLock, PartStopped, Status, Store, StoreError, faults, open_store, parse_clock
 from worker.models import ModelConfigFault, load_model
 from worker.worker import Worker, WorkerSettings
 
@@ -297,7 +297,7 @@ class App:
                 task.cancel()
         log.info("shopbot stopped")
 
-    async def drain(self) -> dict:
+    async def drain(self) -> Status:
         """`run --drain`: recovery ran at start; admit what Telegram holds, run every due turn, send every due
         delivery, until nothing due is left; returns the status of what is left (not yet due)."""
         p = self.parts

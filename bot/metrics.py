@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.relays.sender import TelegramSender
-from store import Store, from_text
+from store import MetricsSnapshot, Store, from_text
 from worker.models.base import ModelConfigFault, ModelRefused, ModelTransient
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -49,7 +49,7 @@ class Metrics:
         self.sends = Histogram("shopbot_relay_send_seconds", "Telegram sends by the relay, by outcome, with latency",
                                ["outcome"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.parts = parts
-        self._figures: dict | None = None
+        self._figures: MetricsSnapshot | None = None
         self._turns = {outcome: 0 for outcome in (*TURN_OUTCOMES, "other")}
         self._turn_buckets = [0] * (len(TURN_BUCKETS) + 1)
         self._turn_sum = 0.0
@@ -98,31 +98,31 @@ class Metrics:
         if figures is None:
             return
         work = GaugeMetricFamily("shopbot_work_items", "Work items by kind and state", labels=["kind", "state"])
-        for (kind, state), n in sorted(figures["work"].items()):
+        for (kind, state), n in sorted(figures.work.items()):
             work.add_metric([kind, state], n)
         yield work
         deliveries = GaugeMetricFamily("shopbot_deliveries", "Report parts by delivery state", labels=["state"])
-        for state, n in figures["deliveries"].items():
+        for state, n in figures.deliveries.items():
             deliveries.add_metric([state], n)
         yield deliveries
         actions = GaugeMetricFamily("shopbot_actions", "Supplier actions by state", labels=["state"])
-        for state, n in figures["actions"].items():
+        for state, n in figures.actions.items():
             actions.add_metric([state], n)
         yield actions
         yield GaugeMetricFamily("shopbot_oldest_pending_seconds", "Age of the oldest pending work item (0: none)",
-                                value=figures["oldest_pending_seconds"])
+                                value=figures.oldest_pending_seconds)
         waiting = GaugeMetricFamily("shopbot_unknown_awaiting_decision",
                                     "Unknown deliveries and actions waiting for a recorded decision", labels=["what"])
-        waiting.add_metric(["delivery"], figures["deliveries"]["unknown"])
-        waiting.add_metric(["action"], figures["actions"]["unknown"])
+        waiting.add_metric(["delivery"], figures.deliveries.unknown)
+        waiting.add_metric(["action"], figures.actions["unknown"])
         yield waiting
         counted = GaugeMetricFamily("shopbot_counted_per_minute",
                                     "Refusals, strangers and malformed input counted in the last complete minute",
                                     labels=["kind"])
-        for kind, n in sorted(figures["counted_last_minute"].items()):
+        for kind, n in sorted(figures.counted_last_minute.items()):
             counted.add_metric([kind], n)
         yield counted
-        stats = figures["stats"]
+        stats = figures.stats
         yield GaugeMetricFamily("shopbot_stats_window_seconds", "The window of the λ, W and L figures",
                                 value=stats.window_seconds)
         yield GaugeMetricFamily("shopbot_arrivals_per_second", "λ: agent work accepted per second over the window",
@@ -144,11 +144,11 @@ class Metrics:
                                     buckets=buckets, sum_value=self._turn_sum)
         size = GaugeMetricFamily("shopbot_database_bytes", "Size of the database and its write-ahead log",
                                  labels=["file"])
-        size.add_metric(["main"], figures["db_bytes"])
-        size.add_metric(["wal"], figures["wal_bytes"])
+        size.add_metric(["main"], figures.db_bytes)
+        size.add_metric(["wal"], figures.wal_bytes)
         yield size
         yield GaugeMetricFamily("shopbot_database_free_bytes", "Free pages inside the database file (reused first)",
-                                value=figures["db_free_bytes"])
+                                value=figures.db_free_bytes)
         parts = GaugeMetricFamily("shopbot_part_up", "1 while a part of the bot runs, 0 once it stopped",
                                   labels=["part"])
         for part, up in sorted(self.parts().items()):

@@ -189,8 +189,8 @@ class OpsPage:
                    [[i["item"], i["on_hand"], i["unit"], i["reorder_point"], i["target"]] for i in items], "none"),
             "<h2>Last reports</h2>",
             _table(["report", "work", "to", "delivery", "body"],
-                   [[r["report"], ", ".join(map(str, r["work"])), r["destination"],
-                     ", ".join(f"{d['part']}:{d['state']}" for d in r["deliveries"]), r["body"]] for r in reports],
+                   [[r.report, ", ".join(map(str, r.work)), r.destination,
+                     ", ".join(f"{d.part}:{d.state.value}" for d in r.deliveries), r.body] for r in reports],
                    "none"),
         ]
         return _page("shopbot operator page", "".join(parts))

@@ -37,6 +37,7 @@ from .ports import (
 )
 from .records import (
     Action,
+    ActionMove,
     Admission,
     AdmitResult,
     Claim,
@@ -45,12 +46,15 @@ from .records import (
     DeliveryState,
     FinishOutcome,
     ItemSpec,
+    MetricsSnapshot,
     Occurrence,
     Policy,
     Prompt,
     RecoverySummary,
     ReportDraft,
+    ReportView,
     Stats,
+    Status,
     Violation,
     WorkItem,
     WorkKind,
@@ -105,7 +109,7 @@ __all__ = [
     "ShopbotError", "IllegalTransition", "InstanceLocked", "NotClaimed", "NotShopbotDatabase", "PartStopped",
     "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError", "StoreUnavailable", "UnknownTarget",
     # records
-    "Action", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState", "FinishOutcome",
-    "ItemSpec", "Occurrence", "Policy", "Prompt", "RecoverySummary", "ReportDraft", "Stats", "Violation", "WorkItem",
-    "WorkKind", "WorkState",
+    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState",
+    "FinishOutcome", "ItemSpec", "MetricsSnapshot", "Occurrence", "Policy", "Prompt", "RecoverySummary", "ReportDraft",
+    "ReportView", "Stats", "Status", "Violation", "WorkItem", "WorkKind", "WorkState",
 ]

@@ -14,18 +14,22 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from .clock import Clock
 from .records import (
     Action,
+    ActionMove,
     AdmitResult,
     Claim,
     Decision,
     Delivery,
     FinishOutcome,
     ItemSpec,
+    MetricsSnapshot,
     Occurrence,
     Policy,
     Prompt,
     RecoverySummary,
     ReportDraft,
+    ReportView,
     Stats,
+    Status,
     Violation,
 )
 from .signals import Signals
@@ -98,7 +102,7 @@ class Transaction(Protocol):
         """Reports with a part in `unknown` (report_id, chat_id, kind, preview, resends); notices' own reports are
         left out: no notice is written about a notice's delivery."""
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         """The same figures as `Store.status()`, read in this transaction (the owner's /status)."""
 
     def unknown_prompt_open(self, report_id: str) -> bool:
@@ -321,9 +325,10 @@ class ActionOutbox(Protocol):
     async def next_action_time(self) -> datetime | None:
         """The earliest not-before time of a pending action, or None."""
 
-    async def action_move(self, move: str, action_id: int, *args: Any) -> None:
-        """One relay move (`mark_sending`, `mark_delivered`, `mark_not_sent`, `mark_failed`, `mark_unknown`,
-        `quarantine`) in its own transaction; an illegal move raises `IllegalTransition`."""
+    async def action_move(self, move: ActionMove, action_id: int, *args: Any) -> None:
+        """One relay move (`ActionMove`: mark_sending, mark_delivered(receipt), mark_not_sent(not_before, reason),
+        mark_failed(reason), mark_unknown(reason), quarantine(reason)) in its own transaction; an illegal move raises
+        `IllegalTransition`; anything but an `ActionMove` raises TypeError, changing nothing."""
 
     async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,
                             detail: str | None = None) -> str:
@@ -409,18 +414,19 @@ class Insights(Protocol):
     async def stats(self, start: datetime, end: datetime) -> Stats:
         """C14 over [start, end]: λ, W and L of agent work."""
 
-    async def status(self, window_seconds: float = 3600.0) -> dict[str, Any]:
+    async def status(self, window_seconds: float = 3600.0) -> Status:
         """Counts per state, oldest pending age, unknown and failed items, actions, counters, missed occurrences,
-        Little's law over the window: the shape README documents for `status --json`."""
+        Little's law over the window; `Status.to_json()` is the shape README documents for `status --json`."""
 
-    async def reports(self, limit: int = 20) -> list[dict[str, Any]]:
-        """The latest reports with their items' work ids and source identities and their parts' states."""
+    async def reports(self, limit: int = 20) -> list[ReportView]:
+        """The latest reports, newest first, with their items' work ids and source identities and their parts'
+        states; `ReportView.to_json()` is one element of `reports --json`."""
 
     async def check(self) -> list[Violation]:
         """Every invariant (R1-R3 and the rest) on the store's own read path; empty when all hold."""
 
     async def metrics(self, window_seconds: float = 3600.0,
-                      tallies: dict[str, Any] | None = None) -> dict[str, Any]:
+                      tallies: dict[str, Any] | None = None) -> MetricsSnapshot:
         """Operational figures for /metrics in one read snapshot: never the write lock, no user data. Pass the same
         `tallies` dict at every call (the caller keeps it): the counts by state then cost only what changed."""
 

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any, TypeVar, cast
+
+from .clock import to_text
 
 
 class WorkState(str, enum.Enum):
@@ -27,6 +30,16 @@ class DeliveryState(str, enum.Enum):
     UNKNOWN = "unknown"
     FAILED = "failed"
     DENIED = "denied"
+
+
+class ActionMove(enum.Enum):
+    """A supplier action's relay moves (`ActionOutbox.action_move`); a plain Enum, so no string can stand for one."""
+    MARK_SENDING = "mark_sending"       # pending -> sending, committed before the HTTP call
+    MARK_DELIVERED = "mark_delivered"   # sending -> delivered (args: receipt)
+    MARK_NOT_SENT = "mark_not_sent"     # sending -> pending (args: not-before text or None, reason)
+    MARK_FAILED = "mark_failed"         # sending -> failed (args: reason)
+    MARK_UNKNOWN = "mark_unknown"       # sending -> unknown (args: reason)
+    QUARANTINE = "quarantine"           # pending -> quarantined (args: reason)
 
 
 class Admission(str, enum.Enum):
@@ -132,6 +145,11 @@ class Stats:
     def holds(self) -> bool:
         return abs(self.l - self.lam_w) <= 0.05 * self.l if self.l else self.lam_w == 0
 
+    def to_json(self) -> dict[str, Any]:
+        """The `littles_law` object of `status --json` (README)."""
+        return {"window_seconds": self.window_seconds, "lambda_per_s": self.lam, "W_s": self.w, "L": self.l,
+                "lambda_W": self.lam_w, "arrivals": self.arrivals, "refused": self.refused}
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -202,3 +220,176 @@ class Policy:
     day_max_cents: int | None = None
     day: str = ""                    # the shop's local date now, for the per-day limit
     expires_at: str | None = None    # approvals after this change nothing
+
+
+# ---- the readers of status, reports and metrics: typed here, JSON only at the edge (`to_json`) -----------------
+def _plain(value: object) -> object:
+    """A field's JSON value: times as the store's text, enums as their value, nested records by their `to_json`."""
+    if isinstance(value, datetime):
+        return to_text(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):
+        return to_json()
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+class _Record:
+    """`to_json()` of a flat record: its fields by name, in declaration order."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(cast(Any, self))}
+
+
+_C = TypeVar("_C", bound="_Counts")
+
+
+class _Counts(_Record):
+    """Counts per state, every state present (0 when none)."""
+
+    def items(self) -> list[tuple[str, int]]:
+        return [(f.name, getattr(self, f.name)) for f in fields(cast(Any, self))]
+
+    @classmethod
+    def of(cls: type[_C], counts: Mapping[str, int]) -> _C:
+        """Every state of the record, from a mapping holding the states seen."""
+        return cls(**{f.name: int(counts.get(f.name, 0)) for f in fields(cast(Any, cls))})
+
+
+@dataclass(frozen=True)
+class WorkCounts(_Counts):
+    pending: int = 0
+    running: int = 0
+    finished: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class DeliveryCounts(_Counts):
+    pending: int = 0
+    sending: int = 0
+    confirmed: int = 0
+    unknown: int = 0
+    failed: int = 0
+    denied: int = 0
+
+
+@dataclass(frozen=True)
+class UnknownPart(_Record):
+    """A report part in `unknown`, awaiting a recorded decision (C8)."""
+    report_id: str
+    part: int
+    parts: int
+    chat_id: int
+    reason: str | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class FailedWork(_Record):
+    work_id: int
+    source: str
+    report_id: str | None
+
+
+@dataclass(frozen=True)
+class FailedPart(_Record):
+    """A report part refused (failed) or no longer allowed (denied)."""
+    report_id: str
+    part: int
+    chat_id: int
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class HeldAction(_Record):
+    """A quarantined or unknown supplier action."""
+    action_id: int
+    proposal_id: int
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Missed(_Record):
+    """A recorded missed occurrence of a schedule."""
+    schedule: str
+    key: str
+    reason: str
+    fire_time: datetime | None
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class StatusExtra(_Record):
+    missed: tuple[Missed, ...] = ()
+
+
+@dataclass(frozen=True)
+class Status(_Record):
+    """`Insights.status()` and `Transaction.status()`; `to_json()` is exactly `shopbot status --json` (README)."""
+    work: WorkCounts
+    agent_work: WorkCounts
+    deliveries: DeliveryCounts
+    open_agent_work: int
+    oldest_pending_seconds: float | None          # None: nothing pending, or admitted ahead of this clock
+    oldest_pending_ahead_seconds: float | None    # how far ahead a stamp is after a backward wall-clock step
+    unknown: tuple[UnknownPart, ...]
+    failed_work: tuple[FailedWork, ...]
+    failed_deliveries: tuple[FailedPart, ...]
+    counters: Mapping[str, int]                   # counter kind -> count, only the kinds seen
+    actions: Mapping[str, int]                    # action state -> count, only the states seen
+    quarantined_actions: tuple[HeldAction, ...]
+    unknown_actions: tuple[HeldAction, ...]
+    extra: StatusExtra
+    littles_law: Stats
+
+
+@dataclass(frozen=True)
+class PartView(_Record):
+    """A report part's delivery as `shopbot reports` shows it."""
+    part: int
+    state: DeliveryState
+    receipt: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class ReportView(_Record):
+    """One row of `Insights.reports()`; `to_json()` is one element of `shopbot reports --json` (README)."""
+    report: str
+    work: tuple[int, ...]           # the work ids of the items the report answers
+    sources: tuple[str, ...]        # their source identities, in the same order
+    is_error: bool
+    destination: str | None
+    created_at: datetime
+    deliveries: tuple[PartView, ...]
+    body: str
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """`Insights.metrics()`: the figures /metrics exports, no user data (labels are states and code-made kinds)."""
+    work: Mapping[tuple[str, str], int]     # (kind, state) -> count, every kind and state present
+    deliveries: DeliveryCounts
+    actions: Mapping[str, int]              # every action state -> count
+    oldest_pending_seconds: float           # 0.0 when nothing is pending
+    counted_last_minute: Mapping[str, int]  # counter kind (or `other`) -> count in the last complete minute
+    db_bytes: int
+    db_free_bytes: int
+    wal_bytes: int
+    stats: Stats                            # C14 over the window asked for
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as JSON (work nested as kind -> state -> count)."""
+        work: dict[str, dict[str, int]] = {}
+        for (kind, state), n in self.work.items():
+            work.setdefault(kind, {})[state] = n
+        return {"work": work, "deliveries": self.deliveries.to_json(), "actions": dict(self.actions),
+                "oldest_pending_seconds": self.oldest_pending_seconds,
+                "counted_last_minute": dict(self.counted_last_minute), "db_bytes": self.db_bytes,
+                "db_free_bytes": self.db_free_bytes, "wal_bytes": self.wal_bytes, "stats": self.stats.to_json()}

@@ -35,7 +35,7 @@ from store import (
     to_text,
 )
 from worker.agent_loop import Limits, run_agent
-from worker.models.base import Model, ModelConfigFault, ModelRefused, ModelTransient
+from worker.models.base import Model, ModelConfigFault, ModelRefused, ModelTransient, RefusalReason
 from worker.money import ShopFormat
 from worker.prompts import ShopContext, build_system, fit_history
 from worker.proposals import card_body, proposal_message
@@ -283,7 +283,7 @@ class Worker:
         except ModelRefused as exc:
             log.warning("model refused run_id=%s status=%s", claim.run_id, exc.status)
             text = (f"Sorry, the model refused this request ({exc.detail}). It will not be retried; please rephrase it."
-                    if exc.reason != "context_window" else
+                    if exc.reason is not RefusalReason.CONTEXT_WINDOW else
                     "Sorry, this request and its conversation are too long for the model's context window. It will "
                     "not be retried; /forget starts the conversation afresh, or lower SHOPBOT_HISTORY_TOKENS.")
             await self.store.fail(claim, ReportDraft(text, destination=claim.destination, is_error=True),

@@ -77,7 +77,7 @@ def cmd_admit(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     status = with_store(args, lambda s: s.status())
     if args.json:
-        print(json.dumps(status, indent=2, sort_keys=True))
+        print(json.dumps(status.to_json(), indent=2, sort_keys=True))
     else:
         print_status(status, sys.stdout)
     return 0
@@ -111,14 +111,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_reports(args: argparse.Namespace) -> int:
     rows = with_store(args, lambda s: s.reports(args.limit))
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps([row.to_json() for row in rows], indent=2))
         return 0
     for row in rows:
-        states = ", ".join(f"{d['part']}:{d['state']}" + (f"#{d['receipt']}" if d["receipt"] else "")
-                           for d in row["deliveries"]) or "not sent to a chat"
-        print(f"{row['report']}  work {','.join(map(str, row['work']))}  {row['destination'] or '-'}  [{states}]"
-              + ("  ERROR" if row["is_error"] else ""))
-        for line in row["body"].splitlines() or ["(body emptied by retention: shopbot prune)"]:
+        states = ", ".join(f"{d.part}:{d.state.value}" + (f"#{d.receipt}" if d.receipt else "")
+                           for d in row.deliveries) or "not sent to a chat"
+        print(f"{row.report}  work {','.join(map(str, row.work))}  {row.destination or '-'}  [{states}]"
+              + ("  ERROR" if row.is_error else ""))
+        for line in row.body.splitlines() or ["(body emptied by retention: shopbot prune)"]:
             print(f"    {line}")
     return 0
 
@@ -246,7 +246,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 from bot.cli.render import print_status
                 status = await app.drain()
                 if cfg.log_format == "json":     # every line of `shopbot run` is JSON in this format
-                    log.info("drained; left (not yet due): %s", json.dumps(status, sort_keys=True))
+                    log.info("drained; left (not yet due): %s", json.dumps(status.to_json(), sort_keys=True))
                 else:
                     print("drained; left (not yet due):")
                     print_status(status, sys.stdout)

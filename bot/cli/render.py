@@ -3,14 +3,15 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from store import Status
 
-def print_status(status: dict, out: TextIO) -> None:
+
+def print_status(status: Status, out: TextIO) -> None:
     def line(text: str) -> None:
         out.write(text + "\n")
-    work, deliveries = status["work"], status["deliveries"]
-    line("work:       " + "  ".join(f"{k} {v}" for k, v in work.items()))
-    line("deliveries: " + "  ".join(f"{k} {v}" for k, v in deliveries.items()))
-    oldest, ahead = status["oldest_pending_seconds"], status.get("oldest_pending_ahead_seconds")
+    line("work:       " + "  ".join(f"{k} {v}" for k, v in status.work.items()))
+    line("deliveries: " + "  ".join(f"{k} {v}" for k, v in status.deliveries.items()))
+    oldest, ahead = status.oldest_pending_seconds, status.oldest_pending_ahead_seconds
     if ahead is not None:
         shown = (f"unknown (admitted {ahead:.1f} s ahead of this clock: the wall clock stepped back; the work is "
                  "claimed as usual)")
@@ -18,25 +19,25 @@ def print_status(status: dict, out: TextIO) -> None:
         shown = f"{oldest:.1f} s" if oldest >= 0.1 else f"{oldest * 1000:.1f} ms"
     else:
         shown = "none"
-    line(f"open agent work: {status['open_agent_work']}; oldest pending: {shown}")
-    law = status["littles_law"]
-    line(f"last {law['window_seconds'] / 60:.0f} min: λ {law['lambda_per_s']:.4f}/s  W {law['W_s']:.2f} s  "
-         f"L {law['L']:.3f}  λW {law['lambda_W']:.3f}  arrivals {law['arrivals']}  refused {law['refused']}")
-    for row in status["unknown"]:
-        line(f"UNKNOWN  {row['report_id']} part {row['part']}/{row['parts']} to chat {row['chat_id']}: {row['reason']}"
-             f"  -> shopbot resolve {row['report_id']} --resend | --delivered")
-    for row in status["failed_work"]:
-        line(f"FAILED   work {row['work_id']} ({row['source']}) report {row['report_id']}")
-    for row in status["failed_deliveries"]:
-        line(f"NOT SENT {row['report_id']} part {row['part']} to chat {row['chat_id']}: {row['reason']}")
-    if status.get("actions"):
-        line("actions:    " + "  ".join(f"{k} {v}" for k, v in sorted(status["actions"].items())))
-    for row in status.get("quarantined_actions", []):
-        line(f"QUARANTINED action {row['action_id']} (proposal #{row['proposal_id']}): {row['reason']}"
-             f"  -> shopbot actions release|void {row['action_id']}")
-    for row in status.get("unknown_actions", []):
-        line(f"UNKNOWN  action {row['action_id']} (proposal #{row['proposal_id']}): {row['reason']} (reconciling)")
-    for row in status.get("extra", {}).get("missed", []):
-        line(f"MISSED   {row['schedule']} {row['key']} ({row['reason']}, recorded {row['recorded_at'][:16]})")
-    if status["counters"]:
-        line("counted:    " + "  ".join(f"{k} {v}" for k, v in status["counters"].items()))
+    line(f"open agent work: {status.open_agent_work}; oldest pending: {shown}")
+    law = status.littles_law
+    line(f"last {law.window_seconds / 60:.0f} min: λ {law.lam:.4f}/s  W {law.w:.2f} s  "
+         f"L {law.l:.3f}  λW {law.lam_w:.3f}  arrivals {law.arrivals}  refused {law.refused}")
+    for u in status.unknown:
+        line(f"UNKNOWN  {u.report_id} part {u.part}/{u.parts} to chat {u.chat_id}: {u.reason}"
+             f"  -> shopbot resolve {u.report_id} --resend | --delivered")
+    for f in status.failed_work:
+        line(f"FAILED   work {f.work_id} ({f.source}) report {f.report_id}")
+    for p in status.failed_deliveries:
+        line(f"NOT SENT {p.report_id} part {p.part} to chat {p.chat_id}: {p.reason}")
+    if status.actions:
+        line("actions:    " + "  ".join(f"{k} {v}" for k, v in sorted(status.actions.items())))
+    for a in status.quarantined_actions:
+        line(f"QUARANTINED action {a.action_id} (proposal #{a.proposal_id}): {a.reason}"
+             f"  -> shopbot actions release|void {a.action_id}")
+    for a in status.unknown_actions:
+        line(f"UNKNOWN  action {a.action_id} (proposal #{a.proposal_id}): {a.reason} (reconciling)")
+    for m in status.extra.missed:
+        line(f"MISSED   {m.schedule} {m.key} ({m.reason}, recorded {m.recorded_at:%Y-%m-%dT%H:%M})")
+    if status.counters:
+        line("counted:    " + "  ".join(f"{k} {v}" for k, v in status.counters.items()))

@@ -20,7 +20,7 @@ itself. The relay should do one of two things:
     try:
         outcome = await sender.send(chat_id, text, buttons)
     except asyncio.CancelledError as exc:
-        outcome = classify(exc)                  # kind == "unknown"
+        outcome = classify(exc)                  # kind is OutcomeKind.UNKNOWN
         await asyncio.shield(record(report, outcome))   # optional, best effort
         raise
 
@@ -33,10 +33,10 @@ initialises the bot (`await bot.initialize()` or `async with bot:`), which costs
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import re
 from dataclasses import dataclass
-from typing import Literal
 
 import httpx
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReplyKeyboardMarkup, ReplyParameters
@@ -54,11 +54,21 @@ from telegram.error import (
 from producers.telegram.client import retry_after_seconds
 from producers.telegram.owner import KEYBOARD
 
-__all__ = ["NOT_SENT_CAUSES", "SendOutcome", "TelegramSender", "classify"]
+__all__ = ["NOT_SENT_CAUSES", "OutcomeKind", "SendOutcome", "TelegramSender", "classify"]
 
 _log = logging.getLogger(__name__)
 
-OutcomeKind = Literal["confirmed", "not_sent", "retry_later", "failed", "unknown", "config_fault"]
+
+
+class OutcomeKind(enum.StrEnum):
+    """What one Bot API request did (C7); compared by identity (`is`). A StrEnum: logs and metric labels show the
+    value."""
+    CONFIRMED = "confirmed"        # Telegram answered with the message: the receipt is its message_id
+    NOT_SENT = "not_sent"          # provably never left this machine: send again
+    RETRY_LATER = "retry_later"    # 429: send again after retry_after
+    FAILED = "failed"              # a definite refusal about this message (400, 403, migrated chat)
+    UNKNOWN = "unknown"            # may have reached Telegram: never resent without a recorded decision
+    CONFIG_FAULT = "config_fault"  # the bot's own token was refused: stop the relay, keep the deliveries
 
 # The request provably never left this machine.
 NOT_SENT_CAUSES: tuple[type[BaseException], ...] = (
@@ -79,6 +89,9 @@ class SendOutcome:
     receipt: str | None = None  # Telegram message_id as text when confirmed
     retry_after: float | None = None  # seconds, for retry_later
     reason: str = ""  # short human reason, never containing the token
+
+    def __post_init__(self) -> None:   # a kind given as its text becomes the member, so `is` holds; any other fails
+        object.__setattr__(self, "kind", OutcomeKind(self.kind))
 
 
 def _clean(text: str, token: str | None = None) -> str:
@@ -102,33 +115,36 @@ def _cause_chain(exc: BaseException) -> list[BaseException]:
 def classify(exc: BaseException) -> SendOutcome:
     """Map an exception raised by one Bot API request to a delivery outcome (never `confirmed`)."""
     if isinstance(exc, asyncio.CancelledError):
-        return SendOutcome("unknown", reason="cancelled mid-request; it may have reached Telegram")
+        return SendOutcome(OutcomeKind.UNKNOWN, reason="cancelled mid-request; it may have reached Telegram")
     if isinstance(exc, InvalidToken):
-        return SendOutcome("config_fault", reason=_clean(f"Telegram rejected the bot token: {exc.message}"))
+        return SendOutcome(OutcomeKind.CONFIG_FAULT, reason=_clean(f"Telegram rejected the bot token: {exc.message}"))
     if isinstance(exc, RetryAfter):
         seconds = retry_after_seconds(exc)
-        return SendOutcome("retry_later", retry_after=seconds, reason=f"flood control: retry after {seconds:g} s")
+        return SendOutcome(OutcomeKind.RETRY_LATER, retry_after=seconds,
+                           reason=f"flood control: retry after {seconds:g} s")
     if isinstance(exc, ChatMigrated):
-        return SendOutcome("failed", reason=f"chat migrated to {exc.new_chat_id}")
+        return SendOutcome(OutcomeKind.FAILED, reason=f"chat migrated to {exc.new_chat_id}")
     if isinstance(exc, Forbidden):  # PTB keeps Telegram's "Forbidden: " prefix
         message = exc.message if exc.message.lower().startswith("forbidden") else f"Forbidden: {exc.message}"
-        return SendOutcome("failed", reason=_clean(message))
+        return SendOutcome(OutcomeKind.FAILED, reason=_clean(message))
     if isinstance(exc, BadRequest):  # PTB strips Telegram's "Bad Request: " prefix
-        return SendOutcome("failed", reason=_clean(f"Bad Request: {exc.message}"))
+        return SendOutcome(OutcomeKind.FAILED, reason=_clean(f"Bad Request: {exc.message}"))
     if isinstance(exc, NetworkError):
         cause = exc.__cause__
         if isinstance(cause, NOT_SENT_CAUSES):
-            return SendOutcome("not_sent", reason=_clean(f"not sent: {type(cause).__name__}: {cause}"))
+            return SendOutcome(OutcomeKind.NOT_SENT, reason=_clean(f"not sent: {type(cause).__name__}: {cause}"))
         if isinstance(cause, RuntimeError) and "not initialized" in str(cause):
             # HTTPXRequest.do_request raises this before any I/O once the client was shut down.
-            return SendOutcome("not_sent", reason="not sent: the HTTP client is closed")
+            return SendOutcome(OutcomeKind.NOT_SENT, reason="not sent: the HTTP client is closed")
         detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
-        return SendOutcome("unknown", reason=_clean(f"may have been sent: {type(exc).__name__} ({detail})"))
+        return SendOutcome(OutcomeKind.UNKNOWN, reason=_clean(f"may have been sent: {type(exc).__name__} ({detail})"))
     if isinstance(exc, TelegramError):
         causes = _cause_chain(exc)
         detail = f" ({type(causes[0]).__name__})" if causes else ""
-        return SendOutcome("unknown", reason=_clean(f"may have been sent: {type(exc).__name__}: {exc.message}{detail}"))
-    return SendOutcome("unknown", reason=_clean(f"may have been sent: unexpected {type(exc).__name__}: {exc}"))
+        return SendOutcome(OutcomeKind.UNKNOWN,
+                           reason=_clean(f"may have been sent: {type(exc).__name__}: {exc.message}{detail}"))
+    return SendOutcome(OutcomeKind.UNKNOWN,
+                       reason=_clean(f"may have been sent: unexpected {type(exc).__name__}: {exc}"))
 
 
 def _cut_utf16(text: str, limit: int) -> str:
@@ -187,10 +203,10 @@ class TelegramSender:
             outcome = classify(exc)
             outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
                                   _clean(outcome.reason, self._bot.token))
-            log = _log.error if outcome.kind == "config_fault" else _log.info
+            log = _log.error if outcome.kind is OutcomeKind.CONFIG_FAULT else _log.info
             log("send to chat %s: %s (%s)", chat_id, outcome.kind, outcome.reason)
             return outcome
-        return SendOutcome("confirmed", receipt=str(message.message_id))
+        return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message.message_id))
 
     async def edit(
         self, chat_id: int, message_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None
@@ -204,14 +220,14 @@ class TelegramSender:
                                               parse_mode=ParseMode.HTML, reply_markup=_keyboard(buttons))
         except Exception as exc:  # CancelledError is a BaseException and propagates
             if isinstance(exc, BadRequest) and "message is not modified" in exc.message.lower():
-                return SendOutcome("confirmed", receipt=str(message_id), reason="already as requested")
+                return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id), reason="already as requested")
             outcome = classify(exc)
             outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
                                   _clean(outcome.reason, self._bot.token))
-            log = _log.error if outcome.kind == "config_fault" else _log.info
+            log = _log.error if outcome.kind is OutcomeKind.CONFIG_FAULT else _log.info
             log("edit of message %s in chat %s: %s (%s)", message_id, chat_id, outcome.kind, outcome.reason)
             return outcome
-        return SendOutcome("confirmed", receipt=str(message_id))
+        return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id))
 
     async def typing(self, chat_id: int) -> None:
         """Best effort "typing…" indicator."""

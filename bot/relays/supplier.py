@@ -8,9 +8,9 @@ import asyncio
 import json
 import logging
 
-from bot.relays.supplier_client import SupplierAdapter
+from bot.relays.supplier_client import ActionOutcomeKind, LookupKind, SupplierAdapter
 from producers.telegram.owner import edit_order_card
-from store import Action, Store, StoreError, faults
+from store import Action, ActionMove, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.actions")
 
@@ -98,37 +98,38 @@ class ActionRelay:
     async def deliver(self, action: Action) -> str:
         problem = validate(action, self.destinations)
         if problem:
-            await self.store.action_move("quarantine", action.action_id, problem)
+            await self.store.action_move(ActionMove.QUARANTINE, action.action_id, problem)
             log.error("action quarantined action_id=%s: %s", action.action_id, problem)
             await self._tell(action, "quarantined",
                              f"Order #{action.proposal_id} was held back and not sent: {problem}. "
                              "The operator can release or void it (`shopbot actions --quarantined`).")
             return "quarantined"
-        await self.store.action_move("mark_sending", action.action_id)
+        await self.store.action_move(ActionMove.MARK_SENDING, action.action_id)
         faults.reached("K9")
         try:
             outcome = await self.adapter.place(action.idempotency_key, json.loads(action.payload))
         except asyncio.CancelledError:
-            await asyncio.shield(self.store.action_move("mark_unknown", action.action_id, "stopped while sending"))
+            await asyncio.shield(self.store.action_move(ActionMove.MARK_UNKNOWN, action.action_id,
+                                                        "stopped while sending"))
             raise
-        if outcome.kind == "delivered":
+        if outcome.kind is ActionOutcomeKind.DELIVERED:
             faults.reached("K10")
-            await self.store.action_move("mark_delivered", action.action_id, outcome.receipt)
+            await self.store.action_move(ActionMove.MARK_DELIVERED, action.action_id, outcome.receipt)
             log.info("action delivered action_id=%s order=%s", action.action_id, outcome.receipt)
             await self._tell(action, "delivered", f"Order #{action.proposal_id} is confirmed by the supplier "
                              f"(their order id {outcome.receipt}).")
-        elif outcome.kind == "not_sent":
+        elif outcome.kind is ActionOutcomeKind.NOT_SENT:
             delay = outcome.retry_after or self.retry_s
             not_before = _text_after(self.store, delay)
-            await self.store.action_move("mark_not_sent", action.action_id, not_before, outcome.reason)
+            await self.store.action_move(ActionMove.MARK_NOT_SENT, action.action_id, not_before, outcome.reason)
             log.warning("action not sent action_id=%s: %s; retry in %.0f s", action.action_id, outcome.reason, delay)
-        elif outcome.kind == "failed":
-            await self.store.action_move("mark_failed", action.action_id, outcome.reason)
+        elif outcome.kind is ActionOutcomeKind.FAILED:
+            await self.store.action_move(ActionMove.MARK_FAILED, action.action_id, outcome.reason)
             log.error("action failed action_id=%s: %s", action.action_id, outcome.reason)
             await self._tell(action, "failed", f"Order #{action.proposal_id} failed: {outcome.reason}. Nothing was "
                              "ordered and the spending was released.")
         else:
-            await self.store.action_move("mark_unknown", action.action_id, outcome.reason)
+            await self.store.action_move(ActionMove.MARK_UNKNOWN, action.action_id, outcome.reason)
             log.warning("action unknown action_id=%s: %s (reconciling by key, never resent blindly)",
                         action.action_id, outcome.reason)
         return outcome.kind
@@ -147,13 +148,13 @@ class ActionRelay:
                                  "supplier. Please check with them before ordering again.")
                 continue
             found = await self.adapter.lookup(action.idempotency_key)
-            if found.kind == "found":
+            if found.kind is LookupKind.FOUND:
                 await self.store.decide_action(action.action_id, "reconciled_found", "system:reconciliation",
                                                receipt=found.receipt, detail="the supplier has the order")
                 log.info("action reconciled action_id=%s: delivered as %s", action.action_id, found.receipt)
                 await self._tell(action, "delivered", f"Order #{action.proposal_id} is confirmed by the supplier "
                                  f"(their order id {found.receipt}).")
-            elif found.kind == "absent":
+            elif found.kind is LookupKind.ABSENT:
                 await self.store.decide_action(action.action_id, "reconciled_absent", "system:reconciliation",
                                                detail="the supplier has no order with this key: sending it again")
                 log.info("action reconciled action_id=%s: absent at the supplier, sending again", action.action_id)

@@ -17,7 +17,7 @@ from typing import Protocol
 from bot.relays.notices import announce_unknowns
 from bot.relays.pacing import Pacer, PacingSettings
 from bot.relays.render import render_part
-from bot.relays.sender import SendOutcome
+from bot.relays.sender import OutcomeKind, SendOutcome
 from store import Delivery, PartStopped, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.relay")
@@ -161,32 +161,32 @@ class Relay:
             # Shutdown while the request may be on the wire: that is exactly `unknown`.
             await asyncio.shield(self.store.mark_unknown(delivery.delivery_id, "stopped while sending"))
             raise
-        if outcome.kind == "retry_later":      # 429: the chat, and every send, wait out retry_after
+        if outcome.kind is OutcomeKind.RETRY_LATER:      # 429: the chat, and every send, wait out retry_after
             self.pacer.flood(delivery.chat_id, outcome.retry_after or 1.0, monotonic())
         return await self.record(delivery, outcome)
 
     async def record(self, delivery: Delivery, outcome: SendOutcome) -> str:
         ident = f"report_id={delivery.report_id} part={delivery.part}/{delivery.parts}"
-        if outcome.kind == "confirmed":
+        if outcome.kind is OutcomeKind.CONFIRMED:
             faults.reached("K8")
             self._carry = (delivery.delivery_id, outcome.receipt or "")   # committed with the next send, or flushed
             self.sent += 1
             log.info("delivered %s message_id=%s", ident, outcome.receipt)
-        elif outcome.kind == "not_sent":
+        elif outcome.kind is OutcomeKind.NOT_SENT:
             await self.store.mark_not_sent(delivery.delivery_id, outcome.reason, self.settings.not_sent_retry_s)
             log.warning("not sent, will retry %s: %s", ident, outcome.reason)
-        elif outcome.kind == "retry_later":
+        elif outcome.kind is OutcomeKind.RETRY_LATER:
             await self.store.mark_not_sent(delivery.delivery_id, outcome.reason, outcome.retry_after or 1.0)
             log.warning("flood control %s: retry after %s s", ident, outcome.retry_after)
-        elif outcome.kind == "failed":
+        elif outcome.kind is OutcomeKind.FAILED:
             await self.store.mark_failed(delivery.delivery_id, outcome.reason)
             log.warning("delivery refused %s: %s", ident, outcome.reason)
-        elif outcome.kind == "unknown":
+        elif outcome.kind is OutcomeKind.UNKNOWN:
             await self._flush()
             await self.store.mark_unknown(delivery.delivery_id, outcome.reason)
             log.warning("delivery unknown %s: %s (never resent without a decision)", ident, outcome.reason)
             await announce_unknowns(self.store)
-        elif outcome.kind == "config_fault":
+        elif outcome.kind is OutcomeKind.CONFIG_FAULT:
             await self.store.mark_not_sent(delivery.delivery_id, outcome.reason)
             raise PartStopped("relay", f"Telegram refused the bot token ({outcome.reason}); fix TELEGRAM_BOT_TOKEN and "
                                "restart. Deliveries are kept.")

@@ -80,8 +80,8 @@ async def settled(run: LocalRun, update_id: int | None, timeout: float = SETTLE_
         return False
     while loop.time() < deadline:
         status = await store.status(window_seconds=60)
-        work, deliveries = status["agent_work"], status["deliveries"]
-        if not (work["pending"] or work["running"] or deliveries["pending"] or deliveries["sending"]):
+        work, deliveries = status.agent_work, status.deliveries
+        if not (work.pending or work.running or deliveries.pending or deliveries.sending):
             return True
         await asyncio.sleep(0.05)        # a terminal's pace: the store is asked again
     return False

@@ -8,6 +8,7 @@ from typing import TextIO
 
 from bot.cli.render import print_status
 from bot.sandbox.local_setup import OWNER_ID, LocalRun, local_product
+from store import Status
 
 STRANGER_ID = 666
 
@@ -46,7 +47,7 @@ async def _say(run: LocalRun, t: Transcript, text: str, replies: int = 1):  # ty
     return update, got
 
 
-async def play(out: TextIO) -> dict:
+async def play(out: TextIO) -> Status:
     t = Transcript(out)
     out.write("shopbot demo: a local Telegram Bot API on 127.0.0.1, the offline model, a temporary database.\n")
     async with local_product() as run:
@@ -104,4 +105,4 @@ async def play(out: TextIO) -> dict:
 
 def main(out: TextIO = sys.stdout) -> int:
     status = asyncio.run(play(out))
-    return 0 if status["work"]["pending"] == 0 and status["work"]["running"] == 0 else 1
+    return 0 if status.work.pending == 0 and status.work.running == 0 else 1

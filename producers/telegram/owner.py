@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from store import Admission, AdmitResult, Occurrence, ReportDraft, Transaction, WorkKind, from_text
+from store import Admission, AdmitResult, Occurrence, ReportDraft, Status, Transaction, WorkKind, from_text
 
 BRIEF_PROMPT = "Prepare the opening brief"
 
@@ -56,15 +56,15 @@ class PressResult:
     decided: bool           # a decision was recorded: remove the buttons
 
 
-def status_text(status: dict) -> str:
-    work, deliveries, law = status["agent_work"], status["deliveries"], status["littles_law"]
-    lines = [f"Requests: {work['pending']} waiting, {work['running']} running, {work['finished']} done, "
-             f"{work['failed']} failed.",
-             f"Replies: {deliveries['pending']} to send, {deliveries['confirmed']} delivered, "
-             f"{deliveries['unknown']} unsure, {deliveries['failed'] + deliveries['denied']} not sent.",
-             f"Last hour: {law['arrivals']} requests, {law['refused']} turned away for being busy."]
-    if status["unknown"]:
-        lines.append("Unsure replies: " + ", ".join(sorted({u['report_id'] for u in status['unknown']}))
+def status_text(status: Status) -> str:
+    work, deliveries, law = status.agent_work, status.deliveries, status.littles_law
+    lines = [f"Requests: {work.pending} waiting, {work.running} running, {work.finished} done, "
+             f"{work.failed} failed.",
+             f"Replies: {deliveries.pending} to send, {deliveries.confirmed} delivered, "
+             f"{deliveries.unknown} unsure, {deliveries.failed + deliveries.denied} not sent.",
+             f"Last hour: {law.arrivals} requests, {law.refused} turned away for being busy."]
+    if status.unknown:
+        lines.append("Unsure replies: " + ", ".join(sorted({u.report_id for u in status.unknown}))
                      + " (see /pending).")
     return "\n".join(lines)
 

@@ -27,7 +27,7 @@ from .. import redaction
 from ..clock import Clock, SystemClock, to_text
 from ..errors import SchemaTooOld, StoreError
 from ..locations import redact
-from ..records import Claim, Decision
+from ..records import Claim, Decision, MetricsSnapshot
 from ..sqlite import health, inbox, outbox, stats
 from ..sqlite import metrics as metric_reads
 from ..sqlite.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
@@ -188,17 +188,16 @@ class PostgresStore(SqliteStore):
             self._last_probe = last
         return health.reason(last[1]) if last[1] is not None else None
 
-    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> MetricsSnapshot:
         """SQLite's figures (store/sqlite/metrics.py `snapshot`); the sizes are the database's (pg_database_size),
         with no free pages and no WAL file of its own (the server's WAL is the cluster's)."""
         now_dt = self.now_dt()
         start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
 
-        def read(conn: PgConnection) -> dict[str, Any]:
-            figures = metric_reads.snapshot(_SizesAsPages(conn.raw), now_dt, Path("/nonexistent/shopbot"),  # type: ignore[arg-type]
-                                            tallies)
-            figures["stats"] = stats.window(conn, start, end)  # type: ignore[arg-type]
-            return figures
+        def read(conn: PgConnection) -> MetricsSnapshot:
+            window = stats.window(conn, start, end)  # type: ignore[arg-type]
+            return metric_reads.snapshot(_SizesAsPages(conn.raw), now_dt, Path("/nonexistent/shopbot"),  # type: ignore[arg-type]
+                                         window, tallies)
         return await self.db.read(read)
 
     async def vacuum(self) -> tuple[int, int]:

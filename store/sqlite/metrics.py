@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import from_text, to_text
+from ..records import DeliveryCounts, MetricsSnapshot, Stats
 
 WORK_KINDS = ("agent", "control", "notice")
 WORK_STATES = ("pending", "running", "finished", "failed")
@@ -61,9 +62,10 @@ def tallied(conn: sqlite3.Connection, table: str, tally: Tally) -> dict[tuple[st
     return counts
 
 
-def snapshot(conn: sqlite3.Connection, now: datetime, path: Path,
-             tallies: dict[str, Tally] | None = None) -> dict[str, Any]:
-    """Counts by state, the oldest pending age, the counters of the last complete minute, the database size.
+def snapshot(conn: sqlite3.Connection, now: datetime, path: Path, window: Stats,
+             tallies: dict[str, Tally] | None = None) -> MetricsSnapshot:
+    """Counts by state, the oldest pending age, the counters of the last complete minute, the database size, with
+    C14's `window` read in the same snapshot.
     `tallies` (kept by the caller between scrapes) makes the work and delivery counts cost only the rows added or
     still open since the last scrape."""
     tallies = tallies if tallies is not None else {}
@@ -86,16 +88,17 @@ def snapshot(conn: sqlite3.Connection, now: datetime, path: Path,
     page_size, page_count, free = (conn.execute(f"PRAGMA {p}").fetchone()[0]
                                    for p in ("page_size", "page_count", "freelist_count"))
     wal = Path(f"{path}-wal")
-    return {
-        "work": work,
-        "deliveries": deliveries,
-        "actions": actions,
-        "oldest_pending_seconds": max(0.0, (now - from_text(oldest)).total_seconds()) if oldest else 0.0,
-        "counted_last_minute": counted,
-        "db_bytes": page_size * page_count,
-        "db_free_bytes": page_size * free,
-        "wal_bytes": wal.stat().st_size if wal.exists() else 0,
-    }
+    return MetricsSnapshot(
+        work=work,
+        deliveries=DeliveryCounts.of(deliveries),
+        actions=actions,
+        oldest_pending_seconds=max(0.0, (now - from_text(oldest)).total_seconds()) if oldest else 0.0,
+        counted_last_minute=counted,
+        db_bytes=page_size * page_count,
+        db_free_bytes=page_size * free,
+        wal_bytes=wal.stat().st_size if wal.exists() else 0,
+        stats=window,
+    )
 
 
 def ops_view(conn: sqlite3.Connection, now: datetime, tallies: dict[str, Tally]) -> dict[str, Any]:

@@ -21,17 +21,21 @@ from ..clock import Clock, from_text, to_text
 from ..errors import SchemaTooOld, StoreError
 from ..records import (
     Action,
+    ActionMove,
     Admission,
     AdmitResult,
     Claim,
     Delivery,
     FinishOutcome,
     ItemSpec,
+    MetricsSnapshot,
     Occurrence,
     Policy,
     RecoverySummary,
     ReportDraft,
+    ReportView,
     Stats,
+    Status,
     Violation,
     WorkKind,
 )
@@ -61,6 +65,12 @@ from .transaction import SqliteTransaction as Transaction
 DEFAULT_CAPACITY = 100
 DEFAULT_DEBOUNCE_MS = 300     # see README: long enough for a double tap or a burst of short messages
 DEFAULT_ATTEMPT_CAP = 3
+
+# Every relay move of an action (store/sqlite/actions.py); tests/unit checks that every ActionMove has one.
+_ACTION_MOVES: dict[ActionMove, Callable[..., None]] = {
+    ActionMove.MARK_SENDING: actions.mark_sending, ActionMove.MARK_DELIVERED: actions.mark_delivered,
+    ActionMove.MARK_NOT_SENT: actions.mark_not_sent, ActionMove.MARK_FAILED: actions.mark_failed,
+    ActionMove.MARK_UNKNOWN: actions.mark_unknown, ActionMove.QUARANTINE: actions.quarantine}
 
 
 class SqliteStore:
@@ -510,14 +520,11 @@ class SqliteStore:
         text = await self.db.read(actions.next_wake)
         return from_text(text) if text else None
 
-    async def action_move(self, move: str, action_id: int, *args: Any) -> None:
-        """One relay move (`mark_sending`, `mark_delivered`, `mark_not_sent`, `mark_failed`, `mark_unknown`,
-        `quarantine`) in its own transaction."""
-        moves: dict[str, Callable[..., None]] = {
-            "mark_sending": actions.mark_sending, "mark_delivered": actions.mark_delivered,
-            "mark_not_sent": actions.mark_not_sent, "mark_failed": actions.mark_failed,
-            "mark_unknown": actions.mark_unknown, "quarantine": actions.quarantine}
-        fn = moves[move]
+    async def action_move(self, move: ActionMove, action_id: int, *args: Any) -> None:
+        """One relay move (store/records.py `ActionMove`) in its own transaction."""
+        if not isinstance(move, ActionMove):
+            raise TypeError(f"an action move is an ActionMove, not {type(move).__name__} {move!r}")
+        fn = _ACTION_MOVES[move]
         now = self.now()
         await self.db.write(lambda conn: fn(conn, action_id, *args, now))
 
@@ -557,28 +564,27 @@ class SqliteStore:
     async def stats(self, start: datetime, end: datetime) -> Stats:
         return await self.db.read(stats.window, to_text(start), to_text(end))
 
-    async def status(self, window_seconds: float = 3600.0) -> dict[str, Any]:
+    async def status(self, window_seconds: float = 3600.0) -> Status:
         now_dt = self.now_dt()
         window = await self.stats(now_dt - timedelta(seconds=window_seconds), now_dt)
         status = await self.db.read(lambda conn: read_status(conn, now_dt, window))
+        counters = dict(status.counters)
         for kind, n in self.tallies.pending().items():        # counted in memory, not yet flushed
-            status["counters"][kind] = status["counters"].get(kind, 0) + n
-        return status
+            counters[kind] = counters.get(kind, 0) + n
+        return dataclasses.replace(status, counters=counters)
 
-    async def reports(self, limit: int = 20) -> list[dict[str, Any]]:
+    async def reports(self, limit: int = 20) -> list[ReportView]:
         return await self.db.read(read_reports, limit)
 
-    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> MetricsSnapshot:
         """Operational figures for /metrics (store/metrics.py `snapshot`, plus C14's `stats` over the window) in one
         read snapshot: never the write lock, no user data. Pass the same `tallies` dict at every call (the caller
         keeps it): the counts by state then cost only what changed since the last call."""
         now_dt = self.clock.now()
         start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
 
-        def read(conn: sqlite3.Connection) -> dict[str, Any]:
-            figures = metric_reads.snapshot(conn, now_dt, self.path, tallies)
-            figures["stats"] = stats.window(conn, start, end)
-            return figures
+        def read(conn: sqlite3.Connection) -> MetricsSnapshot:
+            return metric_reads.snapshot(conn, now_dt, self.path, stats.window(conn, start, end), tallies)
         return await self.db.read(read)
 
     async def writable(self, probe_interval_s: float = 5.0) -> str | None:

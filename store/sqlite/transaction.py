@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..clock import from_text, to_text
-from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft
+from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft, Status
 from . import actions, inbox, orders, outbox, producer_state, prompts, shop, stats
 from .status import read_status
 
@@ -68,7 +68,7 @@ class SqliteTransaction:
         is written about a notice's delivery: it shows in /pending and `shopbot status`)."""
         return self._store._unknown_reports(self._conn)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         now = from_text(self._now)
         return read_status(self._conn, now, stats.window(self._conn, to_text(now - timedelta(hours=1)), self._now))
 

@@ -156,11 +156,11 @@ async def test_quarantined_actions_are_listed_never_sent_and_decided_by_the_oper
         store.signals.actions.notify()
         await settled(run, "was held back and not sent")
         status = await store.status()
-        [held] = status["quarantined_actions"]
-        assert "unknown destination" in held["reason"]
+        [held] = status.quarantined_actions
+        assert held.reason is not None and "unknown destination" in held.reason
         assert run.supplier.requests == []
         assert await store.check() == []
-        assert await store.decide_action(held["action_id"], "void", "operator:test") == "voided"
+        assert await store.decide_action(held.action_id, "void", "operator:test") == "voided"
         assert rows(run, "SELECT state FROM spending") == [("released",)]
         assert rows(run, "SELECT state FROM orders") == [("cancelled",)]           # a voided order is not on order
         assert await store.check() == []

@@ -80,11 +80,11 @@ async def test_formerly_bug_status_never_shows_a_zero_or_negative_age_after_a_ba
     await debounced.admit(occ("tg:1:1"))
     clock.advance(5)
     status = await debounced.status()
-    assert status["oldest_pending_seconds"] == 5.0 and status["oldest_pending_ahead_seconds"] is None
+    assert status.oldest_pending_seconds == 5.0 and status.oldest_pending_ahead_seconds is None
     clock.set(clock.now() - timedelta(hours=1))
     status = await debounced.status()
-    assert status["oldest_pending_seconds"] is None
-    assert status["oldest_pending_ahead_seconds"] == HOUR - 5
+    assert status.oldest_pending_seconds is None
+    assert status.oldest_pending_ahead_seconds == HOUR - 5
     out = io.StringIO()
     print_status(status, out)
     assert "oldest pending: unknown (admitted 3595.0 s ahead of this clock: the wall clock stepped back" \

@@ -123,8 +123,8 @@ async def test_the_incremental_counts_by_state_always_equal_a_full_count(store, 
     async def same() -> None:
         figures = await store.metrics(tallies=tallies)
         work, parts = full()
-        assert {k: v for k, v in figures["work"].items() if v} == work
-        assert {k: v for k, v in figures["deliveries"].items() if v} == parts
+        assert {k: v for k, v in figures.work.items() if v} == work
+        assert {k: v for k, v in figures.deliveries.items() if v} == parts
 
     await store.admit(Occurrence("tg:9:1", "tg:9", "old and open", destination="tg:9"))     # holds the frontier
     for i in range(2, 8):

@@ -143,7 +143,7 @@ async def ask_worker(store, text: str, settings: WorkerSettings) -> str:
     await store.admit(Occurrence(f"tg:7:{ask_worker.n}", "tg:7", text, destination="tg:7"))
     await Worker(store, OfflineModel(), settings).drain()
     rows = await store.reports(limit=5)
-    return next(r["body"] for r in rows if f"tg:7:{ask_worker.n}" in r["sources"])
+    return next(r.body for r in rows if f"tg:7:{ask_worker.n}" in r.sources)
 
 
 async def test_the_shop_files_aliases_reach_the_model_and_the_tools_through_the_worker(store, clock):

@@ -11,7 +11,7 @@ import pytest
 from bot.shop_file import load_shop
 from producers.stock_watch import StockWatcher
 from producers.telegram.owner import Press, admit_press
-from store import IllegalTransition, Occurrence, Policy, ReportDraft, UnknownTarget
+from store import ActionMove, IllegalTransition, Occurrence, Policy, ReportDraft, UnknownTarget
 from tests.support import ROOT
 from worker.models.offline import OfflineModel
 from worker.worker import Worker, WorkerSettings
@@ -55,8 +55,8 @@ async def approved_order(store, item="vanilla", quantity=6) -> tuple[int, int]:
 
 
 async def confirm(store, action_id: int, receipt="SUP-1") -> None:
-    await store.action_move("mark_sending", action_id)
-    await store.action_move("mark_delivered", action_id, receipt)
+    await store.action_move(ActionMove.MARK_SENDING, action_id)
+    await store.action_move(ActionMove.MARK_DELIVERED, action_id, receipt)
 
 
 async def test_an_approved_order_is_on_order_and_counts_in_the_position(shop):
@@ -132,8 +132,8 @@ async def test_a_till_count_that_rose_by_the_ordered_amount_is_a_restock_that_re
 
 async def test_a_failed_order_is_not_on_order(shop):
     proposal_id, action_id = await approved_order(shop)
-    await shop.action_move("mark_sending", action_id)
-    await shop.action_move("mark_failed", action_id, "the supplier refused: out of stock")
+    await shop.action_move(ActionMove.MARK_SENDING, action_id)
+    await shop.action_move(ActionMove.MARK_FAILED, action_id, "the supplier refused: out of stock")
     assert (await shop.shop_item("vanilla"))["on_order"] == 0
     assert (await shop.order(proposal_id))["state"] == "cancelled"
     assert (await propose(shop, "vanilla", 6))["state"] == "awaiting_approval"
@@ -141,7 +141,7 @@ async def test_a_failed_order_is_not_on_order(shop):
 
 async def test_a_voided_quarantined_order_is_not_on_order(shop):
     proposal_id, action_id = await approved_order(shop)
-    await shop.action_move("quarantine", action_id, "unknown destination")
+    await shop.action_move(ActionMove.QUARANTINE, action_id, "unknown destination")
     [order] = await shop.open_orders()
     assert order["status"] == "held back, not sent"                # held, still counted: it may be released
     await shop.decide_action(action_id, "void", "operator")

@@ -223,7 +223,7 @@ async def test_a_429_waits_out_retry_after(rig):
     assert [m.chat_id for m in api.sent] == [OWNER_ID, 5555]
     # at retry_after one send goes, and the global bucket refills from there
     assert [t for t, _ in transport.sends] == pytest.approx([0.0, 5.0, 5.0 + 1 / 30])
-    states = [d["state"] for r in await store.reports() for d in r["deliveries"]]
+    states = [d.state for r in await store.reports() for d in r.deliveries]
     assert states == ["confirmed", "confirmed"]
 
 
@@ -234,7 +234,7 @@ async def test_a_receipt_is_committed_before_pacing_holds_the_next_send(rig):
     await store.notice("b", "2", "second", "tg:5002")
     await send_all_due(relay, mono)
     assert len(api.sent) == 1
-    states = {r["destination"]: r["deliveries"][0]["state"] for r in await store.reports()}
+    states = {r.destination: r.deliveries[0].state for r in await store.reports()}
     assert states == {"tg:5001": "confirmed", "tg:5002": "pending"}       # not held back by the wait
 
 

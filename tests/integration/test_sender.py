@@ -18,7 +18,7 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from bot.relays.sender import SendOutcome, TelegramSender, classify
+from bot.relays.sender import OutcomeKind, SendOutcome, TelegramSender, classify
 from bot.sandbox.bot_api import LocalBotApi
 from producers.telegram.client import make_bot
 
@@ -47,7 +47,7 @@ def _no_token(outcome: SendOutcome) -> SendOutcome:
 async def test_confirmed_send_has_the_message_id_as_receipt(api, sender):
     outcome = await sender.send(CHAT, "r12.1 (1/1)", [[("Resend", "resend:abc"), ("I have it", "delivered:abc")]])
     (message,) = api.sent
-    assert outcome == SendOutcome("confirmed", receipt=str(message.message_id))
+    assert outcome == SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message.message_id))
     assert (message.chat_id, message.text) == (CHAT, "r12.1 (1/1)")
     assert message.reply_markup == {
         "inline_keyboard": [
@@ -82,7 +82,7 @@ ROWS = [
 async def test_classification_row(api, sender, fault, kind, recorded):
     api.inject("sendMessage", fault, retry_after=7, delay=2.0)
     outcome = _no_token(await sender.send(CHAT, "report text"))
-    assert outcome.kind == kind, outcome
+    assert outcome.kind is OutcomeKind(kind), outcome
     assert outcome.receipt is None
     assert [m.text for m in api.sent] == (["report text"] if recorded else [])
     assert api.calls["sendMessage"] == 1  # exactly one request, never a retry
@@ -93,16 +93,16 @@ async def test_classification_row(api, sender, fault, kind, recorded):
     if fault == "403":
         assert "blocked by the user" in outcome.reason
     # the next send goes through normally on the same bot
-    assert (await sender.send(CHAT, "next")).kind == "confirmed"
+    assert (await sender.send(CHAT, "next")).kind is OutcomeKind.CONFIRMED
 
 
 async def test_refused_port_is_not_sent(api, sender):
-    assert (await sender.send(CHAT, "warm the pool")).kind == "confirmed"
+    assert (await sender.send(CHAT, "warm the pool")).kind is OutcomeKind.CONFIRMED
     await api.refuse()
     outcome = _no_token(await sender.send(CHAT, "while down"))
-    assert outcome.kind == "not_sent", outcome
+    assert outcome.kind is OutcomeKind.NOT_SENT, outcome
     await api.accept()
-    assert (await sender.send(CHAT, "after")).kind == "confirmed"
+    assert (await sender.send(CHAT, "after")).kind is OutcomeKind.CONFIRMED
     assert [m.text for m in api.sent] == ["warm the pool", "after"]
 
 
@@ -114,7 +114,7 @@ async def test_unsupported_protocol_is_not_sent():
         outcome = await TelegramSender(bot).send(CHAT, "x")
     finally:
         await bot.shutdown()
-    assert outcome.kind == "not_sent"
+    assert outcome.kind is OutcomeKind.NOT_SENT
 
 
 async def test_wrong_token_is_a_config_fault(api):
@@ -125,7 +125,7 @@ async def test_wrong_token_is_a_config_fault(api):
         outcome = await TelegramSender(bot).send(CHAT, "x")
     finally:
         await bot.shutdown()
-    assert outcome.kind == "config_fault", outcome
+    assert outcome.kind is OutcomeKind.CONFIG_FAULT, outcome
     assert "WRONG-token" not in outcome.reason
     assert api.sent == []
 
@@ -137,7 +137,7 @@ async def test_cancellation_mid_request_propagates_and_classifies_unknown(api, s
     task.cancel()
     with pytest.raises(asyncio.CancelledError) as info:
         await task
-    assert classify(info.value).kind == "unknown"
+    assert classify(info.value).kind is OutcomeKind.UNKNOWN
 
 
 def _with_cause(exc: BaseException, cause: BaseException) -> BaseException:
@@ -168,7 +168,7 @@ def _with_cause(exc: BaseException, cause: BaseException) -> BaseException:
     ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else v,
 )
 def test_classify_table(exc, kind):
-    assert classify(exc).kind == kind
+    assert classify(exc).kind is OutcomeKind(kind)
 
 
 def test_retry_after_is_read_without_the_deprecation_warning():
@@ -178,7 +178,7 @@ def test_retry_after_is_read_without_the_deprecation_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         outcome = classify(exc)
-    assert outcome == SendOutcome("retry_later", retry_after=12.0, reason=outcome.reason)
+    assert outcome == SendOutcome(OutcomeKind.RETRY_LATER, retry_after=12.0, reason=outcome.reason)
 
 
 def test_retry_after_with_ptb_timedelta_opt_in(monkeypatch):
@@ -192,7 +192,7 @@ def test_retry_after_with_ptb_timedelta_opt_in(monkeypatch):
 def test_reasons_never_carry_a_token():
     token = "987654321:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
     outcome = classify(InvalidToken(f"The token `{token}` was rejected by the server."))
-    assert outcome.kind == "config_fault" and token not in outcome.reason and "AAHdqTcv" not in outcome.reason
+    assert outcome.kind is OutcomeKind.CONFIG_FAULT and token not in outcome.reason and "AAHdqTcv" not in outcome.reason
     outcome = classify(
         _with_cause(NetworkError("x"), httpx.ReadError(f"failed on https://user:pw@api.example/bot{token}/x"))
     )
@@ -225,21 +225,21 @@ async def test_an_edit_has_the_same_honest_outcomes_as_a_send(api, sender):
     sent = await sender.send(CHAT, "Order proposal #1", [[("Approve", "approve:n")]])
     message_id = int(sent.receipt)
     done = await sender.edit(CHAT, message_id, "Order proposal #1\n\nApproved", [[("Received", "received:n")]])
-    assert done == SendOutcome("confirmed", receipt=str(message_id))
+    assert done == SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id))
     assert api.current(CHAT, message_id)["text"] == "Order proposal #1\n\nApproved"
     # a lost reply: unknown, never confirmed by itself
     api.inject("editMessageText", "drop_after_accept")
     lost = await sender.edit(CHAT, message_id, "Order proposal #1\n\nReceived")
-    assert lost.kind == "unknown"
+    assert lost.kind is OutcomeKind.UNKNOWN
     # the same edit again (after a resend decision): "message is not modified" means it was applied
     again = await sender.edit(CHAT, message_id, "Order proposal #1\n\nReceived")
-    assert again == SendOutcome("confirmed", receipt=str(message_id), reason="already as requested")
+    assert again == SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id), reason="already as requested")
     assert api.current(CHAT, message_id)["markup"] is None
     # a message that is not there, or bad HTML: a definite refusal
-    assert (await sender.edit(CHAT, 12345, "x")).kind == "failed"
-    assert (await sender.edit(CHAT, message_id, "<b>open")).kind == "failed"
+    assert (await sender.edit(CHAT, 12345, "x")).kind is OutcomeKind.FAILED
+    assert (await sender.edit(CHAT, message_id, "<b>open")).kind is OutcomeKind.FAILED
     api.inject("editMessageText", "429", retry_after=3)
-    assert (await sender.edit(CHAT, message_id, "later")).kind == "retry_later"
+    assert (await sender.edit(CHAT, message_id, "later")).kind is OutcomeKind.RETRY_LATER
 
 
 async def test_make_bot_accepts_a_root_with_or_without_slash(api):

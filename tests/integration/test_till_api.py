@@ -112,7 +112,7 @@ async def test_a_wrong_or_missing_token_is_401_and_changes_nothing(till, store, 
     error_shape(got, 401, "unauthorized", None)
     assert raw.execute("SELECT count(*) FROM work").fetchone()[0] == before == 0
     assert store.db.commits == commits                     # nothing durable: counted in memory (C1)
-    assert (await store.status())["counters"]["till_unauthorized"] == 2
+    assert (await store.status()).counters["till_unauthorized"] == 2
     await store.flush_counts()
     assert raw.execute("SELECT sum(count) FROM counters WHERE kind = 'till_unauthorized'").fetchone()[0] == 2
 

@@ -124,9 +124,9 @@ async def test_debounced_messages_are_one_turn_with_one_report(db_path, clock):
         clock.advance(1)
         assert await worker.drain() == 2
         rows = await store.reports()
-        by_report = {r["report"]: r["work"] for r in rows}
-        assert by_report == {"r1.1": [1, 2, 3], "r4.1": [4]}
-        text = next(r["body"] for r in rows if r["report"] == "r1.1")
+        by_report = {r.report: r.work for r in rows}
+        assert by_report == {"r1.1": (1, 2, 3), "r4.1": (4,)}
+        text = next(r.body for r in rows if r.report == "r1.1")
         assert all(name in text for name in ("vanilla", "chocolate", "strawberry"))
     finally:
         await store.close()
@@ -193,7 +193,7 @@ async def test_sessions_run_concurrently_but_one_session_never_twice(shop_store)
         await task
     assert max(overlap) == 2                       # two sessions at once
     rows = await shop_store.reports()
-    assert sorted(r["work"] for r in rows) == [[1, 2], [3]]   # chat 1's two messages: one turn, never two
+    assert sorted(r.work for r in rows) == [(1, 2), (3,)]   # chat 1's two messages: one turn, never two
 
 
 async def test_work_admitted_by_another_process_is_picked_up(shop_store, db_path, raw):

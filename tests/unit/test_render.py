@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.relays.render import render_part
-from bot.relays.sender import TelegramSender
+from bot.relays.sender import OutcomeKind, TelegramSender
 from bot.relays.telegram import Relay, RelaySettings
 from bot.sandbox.bot_api import LocalBotApi
 from bot.sandbox.bot_api.entities import HtmlRefused, parse_html
@@ -47,7 +47,7 @@ async def sender(api):
 async def test_the_local_bot_api_refuses_html_telegram_would_refuse(sender, api, bad, why):
     outcome = await sender.send(CHAT, bad)
     reason = outcome.reason.lower()           # PTB capitalises Telegram's description
-    assert outcome.kind == "failed" and "can't parse entities" in reason and why.lower() in reason
+    assert outcome.kind is OutcomeKind.FAILED and "can't parse entities" in reason and why.lower() in reason
     assert api.sent == []
 
 
@@ -76,7 +76,7 @@ async def test_every_reply_kind_is_accepted_by_the_server_and_reads_as_typed(sen
     body = KINDS[kind]
     [part] = split_parts(body, "r12.1")
     outcome = await sender.send(CHAT, render_part(part, "r12.1"))
-    assert outcome.kind == "confirmed", outcome.reason
+    assert outcome.kind is OutcomeKind.CONFIRMED, outcome.reason
     [message] = api.sent
     assert message.text == part                                                  # shown exactly as typed
     assert message.text.endswith("r12.1")
@@ -114,9 +114,9 @@ async def test_an_item_named_a_lt_b_gt_goes_from_the_record_to_the_chat_as_typed
 async def test_a_reply_quotes_the_message_it_answers_and_a_deleted_original_is_no_refusal(sender, api):
     update = api.post_message(CHAT, CHAT, "stock")
     quoted = await sender.send(CHAT, "answer", reply_to=update["message"]["message_id"])
-    assert quoted.kind == "confirmed" and api.sent[-1].reply_to == update["message"]["message_id"]
+    assert quoted.kind is OutcomeKind.CONFIRMED and api.sent[-1].reply_to == update["message"]["message_id"]
     gone = await sender.send(CHAT, "answer", reply_to=987654)                    # deleted meanwhile
-    assert gone.kind == "confirmed" and api.sent[-1].reply_to is None
+    assert gone.kind is OutcomeKind.CONFIRMED and api.sent[-1].reply_to is None
 
 
 # ---- parts are counted as Telegram counts --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from worker.models.base import (
     ModelRefused,
     ModelTransient,
     ModelTurn,
+    RefusalReason,
     SystemPrompt,
     ToolCall,
     ToolSpec,
@@ -19,7 +20,7 @@ from worker.models.offline import OfflineModel
 
 __all__ = [
     "Message", "Model", "ModelConfigFault", "ModelError", "ModelRefused", "ModelTransient", "ModelTurn",
-    "OfflineModel", "SystemPrompt", "ToolCall", "ToolSpec", "load_model",
+    "OfflineModel", "RefusalReason", "SystemPrompt", "ToolCall", "ToolSpec", "load_model",
 ]
 
 SPEC_HELP = "expected 'offline', 'openai:<model>' or 'anthropic:<model>'"

@@ -6,6 +6,7 @@ wire format and the store can keep plain rows (role, text, tool calls, tool_call
 from __future__ import annotations
 
 import email.utils
+import enum
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -93,13 +94,18 @@ class ModelTransient(ModelError):
         self.retry_after = retry_after
 
 
+class RefusalReason(enum.StrEnum):
+    """Why a model refused a request, when it says so; compared by identity (`is`)."""
+    CONTEXT_WINDOW = "context_window"    # the request was too long for the model's context window
+
+
 class ModelRefused(ModelError):
     """400/413/422 and other 4xx about this request: fail the turn with an explanation. `reason` is
-    "context_window" when the request was too long for the model's context window."""
+    `RefusalReason.CONTEXT_WINDOW` when the request was too long for the model's context window."""
 
-    def __init__(self, detail: str, *, status: int | None = None, reason: str | None = None) -> None:
+    def __init__(self, detail: str, *, status: int | None = None, reason: RefusalReason | None = None) -> None:
         super().__init__(detail, status=status)
-        self.reason = reason
+        self.reason = RefusalReason(reason) if reason is not None else None
 
 
 _CONTEXT_WORDS = ("context_length_exceeded", "context length", "context window", "maximum context", "too many tokens",
@@ -154,7 +160,8 @@ def error_for_status(
         return ModelTransient(detail, status=status, retry_after=parse_retry_after(headers))
     if status in (401, 402, 403, 404) or status < 400:  # a 3xx means a wrong base URL
         return ModelConfigFault(detail, status=status)
-    return ModelRefused(detail, status=status, reason="context_window" if is_context_overflow(detail) else None)
+    reason = RefusalReason.CONTEXT_WINDOW if is_context_overflow(detail) else None
+    return ModelRefused(detail, status=status, reason=reason)
 
 
 def sdk_error_detail(provider: str, exc: Exception) -> str:

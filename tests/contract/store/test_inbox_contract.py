@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from store import Admission, ManualClock, NotClaimed, Occurrence, ReportDraft, Store, WorkKind
+from store.records import WorkCounts
 
 from .conftest import opened
 
@@ -24,7 +25,7 @@ async def test_admission_answers_accepted_duplicate_and_conflict(store: Store):
     other = await store.admit(occ("tg:1:1", "something else"))
     assert other.outcome is Admission.CONFLICT and other.work_id == first.work_id
     status = await store.status()
-    assert status["work"]["pending"] == 1
+    assert status.work.pending == 1
 
 
 async def test_capacity_refuses_new_work_but_still_answers_repeats_and_controls(store: Store):
@@ -36,7 +37,7 @@ async def test_capacity_refuses_new_work_but_still_answers_repeats_and_controls(
         Occurrence("cb:press-1", "tg:1", "status", WorkKind.CONTROL, "tg:1"),
         lambda tx, work_id: ReportDraft("queue is full", destination="tg:1"))
     assert control.outcome is Admission.ACCEPTED and control.report_id is not None
-    assert (await store.status())["work"]["pending"] == 3
+    assert (await store.status()).work.pending == 3
 
 
 async def test_a_conflict_in_a_batch_does_not_undo_the_rest(store: Store):
@@ -59,8 +60,8 @@ async def test_claim_finish_and_report_in_one_turn(store: Store):
     assert claim.attempt == 1
     outcome = await store.finish(claim, ReportDraft("vanilla: 2 tubs", destination="tg:1"), user_text="first")
     assert outcome.report_id == f"r{claim.anchor}.1" and not outcome.discarded
-    [report] = [r for r in await store.reports() if r["report"] == outcome.report_id]
-    assert report["sources"] == ["tg:1:1", "tg:1:2"] and report["body"] == "vanilla: 2 tubs"
+    [report] = [r for r in await store.reports() if r.report == outcome.report_id]
+    assert report.sources == ("tg:1:1", "tg:1:2") and report.body == "vanilla: 2 tubs"
     assert [d.report_id for d in await store.due_deliveries()] == [outcome.report_id]
     assert await store.history("tg:1") == [("user", "first"), ("assistant", "vanilla: 2 tubs")]
     assert await store.check() == []
@@ -108,9 +109,9 @@ async def test_release_waits_out_its_delay_and_the_cap_fails_the_turn_visibly(st
     assert claim is not None and claim.attempt == 3
     report_id = await store.release(claim, delay_seconds=30, reason="model timed out")
     assert report_id is not None
-    [report] = [r for r in await store.reports() if r["report"] == report_id]
-    assert report["is_error"] and "3 attempts" in report["body"]
-    assert (await store.status())["work"]["failed"] == 1
+    [report] = [r for r in await store.reports() if r.report == report_id]
+    assert report.is_error and "3 attempts" in report.body
+    assert (await store.status()).work.failed == 1
     assert await store.check() == []
 
 
@@ -128,8 +129,8 @@ async def test_fail_stores_an_error_report(store: Store):
     claim = await store.claim("w1")
     assert claim is not None
     report_id = await store.fail(claim, ReportDraft("the model refused", destination="tg:1", is_error=True))
-    [report] = [r for r in await store.reports() if r["report"] == report_id]
-    assert report["is_error"]
+    [report] = [r for r in await store.reports() if r.report == report_id]
+    assert report.is_error
     assert await store.check() == []
 
 
@@ -142,9 +143,9 @@ async def test_forget_cancels_waiting_work_and_discards_a_running_turn(store: St
     assert cancelled == 1
     outcome = await store.finish(running, ReportDraft("late answer", destination="tg:1"), user_text="first")
     assert outcome.discarded
-    assert all(r["body"] != "late answer" for r in await store.reports())
+    assert all(r.body != "late answer" for r in await store.reports())
     assert await store.history("tg:1") == []
-    assert (await store.status())["work"]["failed"] == 2        # nothing deleted silently
+    assert (await store.status()).work.failed == 2        # nothing deleted silently
     assert await store.check() == []
 
 
@@ -155,7 +156,7 @@ async def test_formerly_bug_a_forgotten_turn_that_is_released_is_not_run_again(s
     await store.forget("tg:1", "owner 1")
     assert await store.release(running, delay_seconds=0, reason="model timed out") is not None
     assert await store.claim("w1") is None
-    assert (await store.status())["work"] == {"pending": 0, "running": 0, "finished": 0, "failed": 1}
+    assert (await store.status()).work == WorkCounts(failed=1)
 
 
 async def test_formerly_bug_recovery_does_not_rerun_a_turn_forgotten_while_it_ran(store: Store):

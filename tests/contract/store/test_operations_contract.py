@@ -15,10 +15,10 @@ async def test_metrics_count_work_by_state_and_follow_a_change(store: Store):
     tallies: dict = {}
     await store.admit(Occurrence("tg:1:1", "tg:1", "stock", WorkKind.AGENT, "tg:1"))
     first = await store.metrics(tallies=tallies)
-    assert first["work"][("agent", "pending")] == 1         # counts by (kind, state)
+    assert first.work[("agent", "pending")] == 1         # counts by (kind, state)
     await answered(store, "till:t1:r1")
     later = await store.metrics(tallies=tallies)          # the same tallies: only what changed is counted again
-    assert later["work"][("agent", "finished")] == 1 and later["work"][("agent", "pending")] == 1
+    assert later.work[("agent", "finished")] == 1 and later.work[("agent", "pending")] == 1
 
 
 async def test_a_store_that_takes_writes_says_so(store: Store):

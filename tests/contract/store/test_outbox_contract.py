@@ -7,12 +7,14 @@ from pathlib import Path
 import pytest
 
 from store import (
+    ActionMove,
     IllegalTransition,
     ItemSpec,
     ManualClock,
     Occurrence,
     Policy,
     ReportDraft,
+    ReportView,
     Store,
     Transaction,
     WorkKind,
@@ -30,12 +32,12 @@ async def finished_report(store: Store, body: str = "hello", source: str = "tg:1
     return (await store.finish(claim, ReportDraft(body, destination="tg:1"))).report_id
 
 
-def states(report: dict) -> list[str]:
-    return [d["state"] for d in report["deliveries"]]
+def states(report: ReportView) -> list[str]:
+    return [d.state for d in report.deliveries]
 
 
-async def report(store: Store, report_id: str) -> dict:
-    return next(r for r in await store.reports() if r["report"] == report_id)
+async def report(store: Store, report_id: str) -> ReportView:
+    return next(r for r in await store.reports() if r.report == report_id)
 
 
 async def test_a_part_is_confirmed_only_with_a_receipt_after_sending(store: Store):
@@ -46,7 +48,7 @@ async def test_a_part_is_confirmed_only_with_a_receipt_after_sending(store: Stor
     await store.mark_sending(part.delivery_id)
     assert await store.due_deliveries() == []
     await store.mark_confirmed(part.delivery_id, "555")
-    assert (await report(store, report_id))["deliveries"][0]["receipt"] == "555"
+    assert (await report(store, report_id)).deliveries[0].receipt == "555"
     assert await store.check() == []
 
 
@@ -71,7 +73,7 @@ async def test_an_unknown_part_is_never_resent_without_a_recorded_decision(store
     await store.mark_sending(part.delivery_id)
     await store.mark_unknown(part.delivery_id, "read timeout")
     assert await store.due_deliveries() == []
-    assert (await store.status())["deliveries"]["unknown"] == 1
+    assert (await store.status()).deliveries.unknown == 1
     assert await store.resolve(report_id, "resend", "owner 1") == [part.delivery_id]
     assert [d.delivery_id for d in await store.due_deliveries()] == [part.delivery_id]
     with pytest.raises(IllegalTransition):                    # nothing awaits a decision any more
@@ -151,11 +153,34 @@ async def test_an_approval_commits_one_action_with_a_random_key(store: Store):
     [action] = await store.due_actions()
     assert action.proposal_id == proposal_id and len(action.idempotency_key) == 32
     assert int(action.idempotency_key, 16) != action.action_id
-    await store.action_move("mark_sending", action.action_id)
-    await store.action_move("mark_delivered", action.action_id, "order-77")
+    await store.action_move(ActionMove.MARK_SENDING, action.action_id)
+    await store.action_move(ActionMove.MARK_DELIVERED, action.action_id, "order-77")
     assert await store.due_actions() == []
     with pytest.raises(IllegalTransition):
-        await store.action_move("mark_sending", action.action_id)
+        await store.action_move(ActionMove.MARK_SENDING, action.action_id)
+
+
+async def approved(store: Store, item: str) -> int:
+    proposal_id, _ = await proposed(store, item=item)
+    assert (await store.atomic(lambda tx: tx.approve_proposal(proposal_id, "owner 1", day="2027-03-01",
+                                                              day_max_cents=5000, destination="supplier:dairy"))).ok
+    return next(a.action_id for a in await store.due_actions() if a.proposal_id == proposal_id)
+
+
+async def test_an_action_moves_only_by_an_action_move_never_by_its_name(store: Store):
+    action_id = await approved(store, "vanilla")
+    for name in ("mark_sending", "no_such_move"):          # negative control: a name is no move, even a real one
+        with pytest.raises(TypeError):
+            await store.action_move(name, action_id)  # type: ignore[arg-type]
+    assert [a.action_id for a in await store.due_actions()] == [action_id]    # nothing moved
+    await store.action_move(ActionMove.MARK_SENDING, action_id)
+    assert await store.due_actions() == []
+    await store.action_move(ActionMove.MARK_NOT_SENT, action_id, None, "connect refused")
+    assert [a.action_id for a in await store.due_actions()] == [action_id]
+    await store.action_move(ActionMove.QUARANTINE, action_id, "unknown supplier")
+    assert [a["action_id"] for a in await store.actions(quarantined_only=True)] == [action_id]
+    with pytest.raises(IllegalTransition):
+        await store.action_move(ActionMove.MARK_FAILED, action_id, "refused")   # quarantined: not sending
 
 
 async def test_a_proposal_of_an_unfinished_turn_is_void(store: Store):

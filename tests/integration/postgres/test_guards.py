@@ -67,7 +67,7 @@ async def test_capacity_holds_under_eight_concurrent_admitting_connections(pg, m
     barrier_after(monkeypatch, inbox, "open_agent_work", 8)
     results = race(pg, 8, lambda conn, i: guards.admit(conn, occurrence(i), NOW, 3))
     assert sorted(r.outcome.value for r in results) == ["accepted"] * 3 + ["refused"] * 5
-    assert (await pg.status())["agent_work"]["pending"] == 3
+    assert (await pg.status()).agent_work.pending == 3
 
 
 async def test_without_the_admission_lock_eight_admitters_overfill_the_queue(pg, monkeypatch):

@@ -17,7 +17,7 @@ async def test_health_metrics_prune_and_vacuum_work_on_postgresql(pg_url, clock:
         await store.mark_confirmed(1, "m1")
         assert await store.writable(0) is None
         figures = await store.metrics()
-        assert figures["work"][("agent", "finished")] == 1 and figures["db_bytes"] > 0 and figures["wal_bytes"] == 0
+        assert figures.work[("agent", "finished")] == 1 and figures.db_bytes > 0 and figures.wal_bytes == 0
         clock.advance(3 * 86400)
         pruned = await store.prune(2)
         assert pruned.get("history", 0) == 2
