@@ -1,7 +1,10 @@
-"""The docs stay honest: every CLI command has help and is in the README; .env.example lists every config key."""
+"""The docs stay honest: every CLI command has help and is in the README; .env.example lists every config key; every
+source or test path (and test name) the docs give exists."""
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +54,71 @@ def test_dotenv_is_read_and_the_environment_wins(tmp_path, monkeypatch):
     env = config.environment(tmp_path)
     cfg = config.load(env)
     assert cfg.capacity == 9 and cfg.attempt_cap == 4
+
+
+# The docs name where a rule is enforced and which test shows it (docs/contracts.md, docs/reliability.md) and where
+# things live (the rest): every path they name must exist, and every `path::test` (or a bare `::test`, in the file
+# named just before it) must name a test defined in that file.
+REFERENCE_DOCS = ("README.md", "bench/RESULTS.md", *sorted(p.relative_to(ROOT).as_posix()
+                                                       for p in (ROOT / "docs").glob("*.md")))
+_REFERENCE = re.compile(
+    r"(?<![\w/.<-])(?P<path>(?:bench|bot|deploy|docs|producers|store|tests|worker)/[\w./-]*[\w/])"
+    r"(?:::(?P<test>\w+(?:::\w+)*))?|(?<![\w:])::(?P<name>\w+(?:::\w+)*)")
+
+
+def _defined_names(path: Path) -> set[str]:
+    """The module's functions, classes (and `Class::method`) and assigned names (a hypothesis `TestCase`)."""
+    found: set[str] = set()
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(prefix + node.name)
+                if isinstance(node, ast.ClassDef):
+                    walk(node.body, f"{prefix}{node.name}::")
+            elif isinstance(node, ast.Assign) and not prefix:
+                found.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    walk(ast.parse(path.read_text(), str(path)).body, "")
+    return found
+
+
+def stale_references(text: str, root: Path, doc: str = "doc") -> list[str]:
+    """Every path or test named in `text` that is not in the tree at `root`, as `doc:line: what`."""
+    stale, current = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        for match in _REFERENCE.finditer(line):
+            if match["path"]:
+                current = match["path"]
+                if not (root / current).exists():
+                    stale.append(f"{doc}:{number}: no such path {current}")
+                    continue
+            name = match["test"] or match["name"]
+            if name is None:
+                continue
+            if current is None or not current.endswith(".py") or not (root / current).is_file():
+                stale.append(f"{doc}:{number}: ::{name} does not follow an existing Python file")
+            elif name not in _defined_names(root / current):
+                stale.append(f"{doc}:{number}: {current} defines no {name}")
+    return stale
+
+
+@pytest.mark.parametrize("doc", REFERENCE_DOCS)
+def test_every_path_and_test_the_docs_name_exists(doc):
+    assert "docs/contracts.md" in REFERENCE_DOCS and "docs/reliability.md" in REFERENCE_DOCS
+    assert stale_references((ROOT / doc).read_text(), ROOT, doc) == []
+
+
+def test_a_planted_wrong_path_or_test_name_is_caught():
+    """Negative control: a stale file, a stale test in a real file, a bare `::test` after it, a bare `::test` with no
+    file before it, and a planted line that is right (so the check does not just flag everything)."""
+    text = ("Shown by: `tests/test_kill_points.py::test_killed_before_the_reply_then_one_reply_after_restart`;\n"
+            "`store/inbox.py` (`admit`).\n"
+            "`tests/unit/test_docs.py::test_no_such_test`, `::test_a_planted_wrong_path_or_test_name_is_caught`, "
+            "`::test_also_missing`; `docs/contracts.md`, `store/sqlite/inbox.py` and `bot/sandbox/bot_api/`.\n")
+    assert stale_references("::test_orphan", ROOT) == ["doc:1: ::test_orphan does not follow an existing Python file"]
+    assert stale_references(text, ROOT) == [
+        "doc:1: no such path tests/test_kill_points.py",
+        "doc:2: no such path store/inbox.py",
+        "doc:3: tests/unit/test_docs.py defines no test_no_such_test",
+        "doc:3: tests/unit/test_docs.py defines no test_also_missing",
+    ]
