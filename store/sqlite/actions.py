@@ -73,6 +73,12 @@ def _decide(conn: sqlite3.Connection, proposal_id: int, state: str, by: str, now
                  "WHERE proposal_id = ?", (state, now, by, now, proposal_id))
 
 
+def expiring(conn: sqlite3.Connection, now: str) -> bool:
+    """Whether any proposal awaiting approval is due to expire (a read: the action relay asks every second)."""
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM proposals WHERE state = 'awaiting_approval' "
+                        "AND expires_at <= ?)", (now,)).fetchone()[0] == 1
+
+
 def expire(conn: sqlite3.Connection, now: str) -> list[int]:
     rows = conn.execute("SELECT proposal_id FROM proposals WHERE state = 'awaiting_approval' AND expires_at <= ?",
                         (now,)).fetchall()

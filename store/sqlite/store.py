@@ -561,6 +561,10 @@ class SqliteStore:
 
     async def expire_proposals(self) -> list[int]:
         now = self.now()
+        # looked at before written: the action relay asks every second, and an idle bot must not take the write lock
+        # (a reader such as /metrics would queue behind it while another process holds that lock)
+        if not await self.db.read(lambda conn: actions.expiring(conn, now)):
+            return []
         return await self.db.write(lambda conn: actions.expire(conn, now))
 
     # ---- the producers' records ---------------------------------------------------------------------------

@@ -100,3 +100,13 @@ async def test_stats_count_refusals_beside_accepted_arrivals(db_path, clock):
         assert abs(stats.l - 2.0) < 1e-9 and abs(stats.lam_w - 2.0) < 1e-9
     finally:
         await store.close()
+
+
+async def test_expiring_proposals_with_none_due_never_takes_the_write_lock(store, raw):
+    """The action relay asks every second: with nothing due it reads, so another process's write lock does not make
+    it wait out the busy timeout (before, it wrote every time and raised StoreBusy here after 5 s)."""
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        assert await store.expire_proposals() == []
+    finally:
+        raw.execute("ROLLBACK")
