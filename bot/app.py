@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC
@@ -139,6 +141,8 @@ class App:
         watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
         worker = Worker(store, model, WorkerSettings(
+            # each process its own holder name in `runs.worker_id` (which process holds which lease, C15)
+            worker_id=f"worker-{socket.gethostname()}-{os.getpid()}",
             concurrency=cfg.worker_concurrency, supplier=shop.supplier, currency=shop.currency, locale=shop.locale,
             shop_name=shop.name, hours=shop.hours, history_tokens=cfg.history_tokens,
             schedules=tuple((s.name, s.cron) for s in shop.schedules),
