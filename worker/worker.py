@@ -2,8 +2,9 @@
 
 Transient model failures release the turn with backoff (C9); a refusal of this request fails it with an
 explanation; a fault of the configuration stops the worker with the turn left pending (C7, last paragraph).
-Work arrives by an in-process wake-up from admissions, and from other processes through `PRAGMA data_version`
-checked once a second; an idle worker does nothing else.
+Work arrives by an in-process wake-up from admissions, and from other processes through `poll_changes` (SQLite's
+`PRAGMA data_version`) checked once a second; on PostgreSQL another process's commit also wakes it at once through
+LISTEN/NOTIFY (store/postgres/notify.py), a hint the once-a-second look backs up. An idle worker does nothing else.
 """
 from __future__ import annotations
 

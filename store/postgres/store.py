@@ -33,6 +33,7 @@ from ..sqlite import metrics as metric_reads
 from ..sqlite.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
 from . import guards, migrations
 from .connection import Database, PgConnection
+from .notify import Listener
 
 OFFSET_REFRESH_S = 60.0
 
@@ -92,6 +93,7 @@ class PostgresStore(SqliteStore):
         super().__init__(db, clock, **options)
         self._offset = timedelta(0)
         self._offset_at = float("-inf")
+        self.listener: Listener | None = None
 
     @classmethod
     async def open(cls, url: Any, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
@@ -160,7 +162,20 @@ class PostgresStore(SqliteStore):
         """The server's clock (what the store stamps with when its clock is the system clock)."""
         return await self.db.read(lambda conn: conn.execute("SELECT clock_timestamp()").fetchone()[0])
 
-    # ---- schema, change hint --------------------------------------------------------------------------------
+    # ---- schema, change hints ---------------------------------------------------------------------------------
+    async def listen(self) -> None:
+        """Start this process's LISTEN connection (store/postgres/notify.py): another process's commit of pending
+        work, deliveries or actions sets the matching signal at once; a reconnect or `SCAN_S` without a notification
+        sets them all (a full scan). A hint only: `poll_changes` and every part's own periodic look stay."""
+        if self.listener is None:
+            self.listener = Listener(self.db.url, self.signals)  # type: ignore[attr-defined]
+            self.listener.start()
+
+    async def close(self) -> None:
+        if self.listener is not None:
+            await self.listener.close()
+        await super().close()
+
     async def schema_version(self) -> int:
         return await self.db.read(migrations.current_version)
 

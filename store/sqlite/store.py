@@ -164,6 +164,10 @@ class SqliteStore:
         """Changes when another connection commits (cheap cross-process change detection)."""
         return int(await self.db.raw(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0]))
 
+    async def listen(self) -> None:
+        """Nothing on SQLite: one process per file wakes its parts in-process, and `poll_changes` notices another
+        connection's commit (a CLI admission or resolution)."""
+
     async def poll_changes(self) -> bool:
         """`PRAGMA data_version` moves when another connection committed: then every signal is notified."""
         version = await self.data_version()
