@@ -109,6 +109,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     # the PostgreSQL store: the LISTEN connection, commit outcomes read back (store/postgres)
     "listen.lost": ("shopbot.listen", "listen connection lost (%s); reconnecting in %.1f s, scanning meanwhile"),
     "listen.back": ("shopbot.listen", "listen connection back after a loss; full scan"),
+    "store.commit_unknown": ("shopbot.store", "commit outcome unknown for %s (%s); reading it back from the records"),
+    "store.commit_read_back": ("shopbot.store", "commit outcome of %s read back: %s"),
     # `shopbot run` itself
     "run.crashed": ("shopbot", "shopbot run stopped on an error: %s"),
     "run.drained": ("shopbot", "drained; left (not yet due): %s"),

@@ -318,6 +318,8 @@ class Worker:
         rows: list[list[tuple[str, str]]] = []
 
         def apply(tx: Transaction) -> None:
+            found.clear()                # a finish run again (its first commit did not happen, K16) starts afresh
+            rows.clear()
             if not (destination or "").startswith("tg:"):
                 return
             chat_id = int(destination[3:])        # type: ignore[index]

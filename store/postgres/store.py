@@ -15,8 +15,10 @@ clock, which is what its waits use. Any other clock (ManualClock in the tests) i
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,17 +27,20 @@ import psycopg
 
 from .. import redaction
 from ..clock import Clock, SystemClock, to_text
-from ..errors import SchemaTooOld, StoreError
+from ..errors import CommitUnknown, NotClaimed, SchemaTooOld, StoreError
 from ..locations import redact
-from ..records import Claim, Decision
+from ..records import Claim, Decision, FinishOutcome
 from ..sqlite import health, inbox, outbox, stats
 from ..sqlite import metrics as metric_reads
 from ..sqlite.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
-from . import guards, migrations
+from . import guards, migrations, readback
 from .connection import Database, PgConnection
 from .notify import Listener
 
+log = logging.getLogger("shopbot.store")
+
 OFFSET_REFRESH_S = 60.0
+READ_BACK_WAITS = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0)   # a read-back that cannot reach the server is tried again
 
 
 def _finish(conn: PgConnection, claim: Claim, draft: Any, now: str, **kwargs: Any) -> Any:
@@ -161,6 +166,49 @@ class PostgresStore(SqliteStore):
     async def database_now(self) -> datetime:
         """The server's clock (what the store stamps with when its clock is the system clock)."""
         return await self.db.read(lambda conn: conn.execute("SELECT clock_timestamp()").fetchone()[0])
+
+    # ---- K16: a commit whose answer was lost is read back, never guessed ---------------------------------------
+    async def _settled(self, what: str, commit: Callable[[], Awaitable[Any]],
+                       read: Callable[[PgConnection], tuple[str, Any]],
+                       refused: Callable[[str], StoreError]) -> Any:
+        """Run `commit`; when its connection was lost after COMMIT was sent, read the outcome back from the records
+        on a fresh connection (store/postgres/readback.py): done (return it), not committed (run it again), or
+        refused (`refused(why)` is raised). A read-back that cannot reach the server either is tried a few times,
+        then the CommitUnknown stands (the worker gives the turn back, and a release finds it finished if it was)."""
+        while True:
+            try:
+                return await commit()
+            except CommitUnknown as lost:
+                log.warning("commit outcome unknown for %s (%s); reading it back from the records", what, lost)
+                verdict, value = await self._read_back(read, lost)
+            log.info("commit outcome of %s read back: %s", what, verdict if verdict != "refused" else value)
+            if verdict == readback.DONE:
+                return value
+            if verdict == readback.REFUSED:
+                raise refused(f"its commit was lost and the records say it is {value}; nothing more is written")
+
+    async def _read_back(self, read: Callable[[PgConnection], tuple[str, Any]],
+                         lost: CommitUnknown) -> tuple[str, Any]:
+        for wait in (*READ_BACK_WAITS, None):
+            try:
+                return await self.db.read(read)
+            except StoreError:
+                if wait is None:
+                    raise lost from None
+                await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
+
+    async def _commit_finish(self, body: Callable[[Any], FinishOutcome], claim: Claim,
+                             next_run_id: str | None) -> FinishOutcome:
+        return await self._settled(  # type: ignore[no-any-return]
+            f"the finish of run {claim.run_id}", lambda: self.db.write(body),
+            lambda conn: readback.finish_outcome(conn, claim, next_run_id),
+            lambda why: NotClaimed(claim.run_id, why))
+
+    async def _commit_sending(self, body: Callable[[Any], None], delivery_id: int) -> None:
+        await self._settled(f"the sending mark of delivery {delivery_id}", lambda: self.db.write(body),
+                            lambda conn: readback.sending_outcome(conn, delivery_id),
+                            lambda why: StoreError(f"delivery {delivery_id} was not marked sending: {why}"))
 
     # ---- schema, change hints ---------------------------------------------------------------------------------
     async def listen(self) -> None:
