@@ -6,26 +6,15 @@
 -- part also scans periodically and after every reconnect of the listener (notifications sent meanwhile are lost).
 -- PostgreSQL only: SQLite's migration 0014 is empty (one process per file wakes itself in-process).
 
-CREATE FUNCTION notify_work() RETURNS trigger LANGUAGE plpgsql AS $$
+-- One function for the three triggers: the channel is the trigger's argument.
+CREATE FUNCTION shopbot_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('shopbot_work', '');
+    PERFORM pg_notify(TG_ARGV[0], '');
     RETURN NULL;
 END $$;
 CREATE TRIGGER notify_work AFTER INSERT OR UPDATE OF state ON work
-    FOR EACH ROW WHEN (NEW.state = 'pending' AND NEW.kind = 'agent') EXECUTE FUNCTION notify_work();
-
-CREATE FUNCTION notify_deliveries() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('shopbot_deliveries', '');
-    RETURN NULL;
-END $$;
+    FOR EACH ROW WHEN (NEW.state = 'pending' AND NEW.kind = 'agent') EXECUTE FUNCTION shopbot_notify('shopbot_work');
 CREATE TRIGGER notify_deliveries AFTER INSERT OR UPDATE OF state ON deliveries
-    FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION notify_deliveries();
-
-CREATE FUNCTION notify_actions() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('shopbot_actions', '');
-    RETURN NULL;
-END $$;
+    FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION shopbot_notify('shopbot_deliveries');
 CREATE TRIGGER notify_actions AFTER INSERT OR UPDATE OF state ON actions
-    FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION notify_actions();
+    FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION shopbot_notify('shopbot_actions');
