@@ -52,6 +52,7 @@ class Listener:
         self.scan_s = scan_s
         self.connects = 0          # successful LISTENs so far (the first, then one per reconnect)
         self.notifications = 0
+        self.losses = 0            # connections lost or refused so far
         self.scans = 0             # full scans signalled (start, reconnect, timeout)
         self.listening = asyncio.Event()   # set while LISTEN is in place
         self._task: asyncio.Task[None] | None = None
@@ -87,6 +88,7 @@ class Listener:
                 raise
             except Exception as exc:   # a lost or refused connection: said, waited out, never the process's end
                 self.listening.clear()
+                self.losses += 1
                 if time.monotonic() - started > self.scan_s:
                     delay = BACKOFF_S[0]          # it had been up a while: reconnect quickly
                 log.warning("listen connection lost (%s); reconnecting in %.1f s, scanning meanwhile",
@@ -103,7 +105,7 @@ class Listener:
                 await conn.execute(f"LISTEN {channel}")
             self.connects += 1
             self.listening.set()
-            if self.connects > 1:
+            if self.losses:
                 log.info("listen connection back after a loss; full scan")
             self._scan()                          # LISTEN first, then look: nothing committed since is missed
             while True:

@@ -40,6 +40,7 @@ from .notify import Listener
 log = logging.getLogger("shopbot.store")
 
 OFFSET_REFRESH_S = 60.0
+CLOCK_WARN_S = 2.0           # an offset to the server beyond this is said once at open
 READ_BACK_WAITS = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0)   # a read-back that cannot reach the server is tried again
 
 
@@ -124,6 +125,9 @@ class PostgresStore(SqliteStore):
                 await db.raw(lambda conn: migrations.migrate(conn, where, now))
             store = cls(db, clock, capacity=capacity, debounce_ms=debounce_ms, attempt_cap=attempt_cap)
             await store._measure_offset()
+            if abs(store._offset.total_seconds()) > CLOCK_WARN_S:
+                log.warning("this process's clock is %+.1f s off the database server's; times are stamped and leases "
+                            "judged on the server's clock", -store._offset.total_seconds())
         except BaseException:
             await db.close()
             raise
