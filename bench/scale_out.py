@@ -11,7 +11,7 @@ postgresql://postgres@127.0.0.1:5432/postgres), dropped afterwards.
 
 - throughput: for each N in `--processes` (1 2 4 8): start N processes, wait until all run, count finished turns
   over `--window` seconds (after `--warmup`), stop them. Target: 4 processes >= 3.5x one.
-- sigstop (`--chaos`): N=4 processes with SHOPBOT_LEASE_S=`--lease`; every 0.5-1.5 s a random process is
+- sigstop (`--chaos`): N=4 processes with SHOPBOT_LEASE_S=`--chaos-lease` (2); every 0.5-1.5 s a random process is
   SIGSTOPped for 1.5-2x the lease (past it), then SIGCONTed, for `--chaos-s` seconds; then everything drains.
   Counted from the records and the model server: turns run more than once (items the model saw more than once)
   against turns, and items covered by more than one report (must be 0).
@@ -209,8 +209,8 @@ def lease_setting(args: argparse.Namespace) -> dict[str, str]:
 
 
 async def sigstop(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
-    n, lease = 4, args.lease or 2
-    items = int(1000 / (args.model_ms + 20) * n * (args.chaos_s + 10)) + 50
+    n, lease = 4, args.chaos_lease
+    items = int(1000 / (args.model_ms + 80) * n * args.chaos_s * 0.9)     # about what N=4 does in the chaos time
     name, url = await fresh_database(items)
     rng = random.Random(args.seed)
     stops = 0
@@ -295,7 +295,8 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="SHOPBOT_WORKER_CONCURRENCY of each process")
     parser.add_argument("--lease", type=float, default=0.0, help="SHOPBOT_LEASE_S (0: the default)")
     parser.add_argument("--chaos", action="store_true", help="also the re-execution rate under SIGSTOP")
-    parser.add_argument("--chaos-s", type=float, default=40.0)
+    parser.add_argument("--chaos-s", type=float, default=30.0)
+    parser.add_argument("--chaos-lease", type=float, default=2.0, help="SHOPBOT_LEASE_S during the chaos")
     parser.add_argument("--wake", action="store_true", help="also the wake-up latency with and without NOTIFY")
     parser.add_argument("--wake-samples", type=int, default=30)
     parser.add_argument("--seed", type=int, default=18)
