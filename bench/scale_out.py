@@ -300,10 +300,12 @@ async def main() -> None:
     parser.add_argument("--wake", action="store_true", help="also the wake-up latency with and without NOTIFY")
     parser.add_argument("--wake-samples", type=int, default=30)
     parser.add_argument("--seed", type=int, default=18)
+    parser.add_argument("--logs", type=Path, help="keep the processes' logs in this folder")
     args = parser.parse_args()
     print(json.dumps(machine(), indent=1))
     with tempfile.TemporaryDirectory() as scratch_dir:
-        scratch = Path(scratch_dir)
+        scratch = args.logs or Path(scratch_dir)
+        scratch.mkdir(parents=True, exist_ok=True)
         rates = {}
         for n in args.processes:
             rates[n] = await throughput(n, args, scratch)
