@@ -118,6 +118,7 @@ class App:
             summary = await self._sweep(store, at_start=True)
         log.info("recovery: %d released, %d failed, %d deliveries now unknown", len(summary.released),
                  len(summary.failed), len(summary.unknown_deliveries))
+        await store.listen()      # PostgreSQL: other processes' commits wake this one's parts at once (a hint)
         owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
         health = Health()
         metrics = Metrics(lambda: self._parts_up(health), start_mark=store.now())   # turns count from here

@@ -72,8 +72,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_LOG_LEVEL": ("INFO", "DEBUG | INFO | WARNING | ERROR"),
     "SHOPBOT_LOG_FILE": ("", "also write the log to this file (reopened when logrotate moves it)"),
     "SHOPBOT_LOG_FORMAT": ("text", "text | json (one JSON object a line: ts, level, logger, event, ids)"),
-    "SHOPBOT_CLOCK": ("system", "system | accelerated:<start ISO-8601>:<factor> (test mode only)"),
-    "SHOPBOT_TEST_MODE": ("0", "1 allows test-only settings (accelerated clock, database page cap)"),
+    "SHOPBOT_CLOCK": ("system", "system | accelerated:<start>:<factor> | skewed:<+/-seconds> (test mode only)"),
+    "SHOPBOT_TEST_MODE": ("0", "1 allows test-only settings (accelerated or skewed clock, database page cap)"),
     "SHOPBOT_FAULT": ("", "arm a fault point for drills, e.g. K7:kill (kills the process when reached)"),
     "SHOPBOT_DB_MAX_PAGES": ("", "test only: cap the database size in pages to simulate a full disk"),
 }
@@ -352,12 +352,12 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     clock = text("SHOPBOT_CLOCK")
     from store import faults, parse_clock
     if clock != "system" and not test_mode:
-        c.fail("SHOPBOT_CLOCK", clock, "system: accelerated:... is refused unless SHOPBOT_TEST_MODE=1")
+        c.fail("SHOPBOT_CLOCK", clock, "system: accelerated:... and skewed:... are refused unless SHOPBOT_TEST_MODE=1")
     else:
         try:
             parse_clock(clock, test_mode=test_mode)
         except ValueError:
-            c.fail("SHOPBOT_CLOCK", clock, "system or accelerated:<start ISO-8601>:<factor>")
+            c.fail("SHOPBOT_CLOCK", clock, "system, accelerated:<start ISO-8601>:<factor> or skewed:<+/-seconds>")
     try:
         faults.parse(text("SHOPBOT_FAULT"))
     except ValueError as exc:

@@ -110,6 +110,13 @@ EVENTS: dict[str, tuple[str, str]] = {
     "actions.still_unknown": ("shopbot.actions", "action still unknown action_id=%s: %s"),
     "actions.unknown": ("shopbot.actions",
                         "action unknown action_id=%s: %s (reconciling by key, never resent blindly)"),
+    # the PostgreSQL store: the LISTEN connection, commit outcomes read back (store/postgres)
+    "listen.lost": ("shopbot.listen", "listen connection lost (%s); reconnecting in %.1f s, scanning meanwhile"),
+    "listen.back": ("shopbot.listen", "listen connection back after a loss; full scan"),
+    "store.commit_unknown": ("shopbot.store", "commit outcome unknown for %s (%s); reading it back from the records"),
+    "store.commit_read_back": ("shopbot.store", "commit outcome of %s read back: %s"),
+    "store.clock_off": ("shopbot.store", "this process's clock is %+.1f s off the database server's; times are "
+                                         "stamped and leases judged on the server's clock"),
     # `shopbot run` itself
     "run.crashed": ("shopbot", "shopbot run stopped on an error: %s"),
     "run.drained": ("shopbot", "drained; left (not yet due): %s"),

@@ -6,6 +6,7 @@ from pathlib import Path
 from . import faults
 from .clock import Clock, ManualClock, SystemClock, from_text, parse_clock, to_text
 from .errors import (
+    CommitUnknown,
     IllegalTransition,
     InstanceLocked,
     NotClaimed,
@@ -108,8 +109,9 @@ __all__ = [
     # time
     "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text",
     # errors
-    "ShopbotError", "IllegalTransition", "InstanceLocked", "NotClaimed", "NotShopbotDatabase", "PartStopped",
-    "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError", "StoreUnavailable", "UnknownTarget",
+    "ShopbotError", "CommitUnknown", "IllegalTransition", "InstanceLocked", "NotClaimed", "NotShopbotDatabase",
+    "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError", "StoreUnavailable",
+    "UnknownTarget",
     # records
     "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState",
     "FinishOutcome", "ItemSpec", "MetricsSnapshot", "Occurrence", "Policy", "Prompt", "RecoverySummary", "ReportDraft",

@@ -38,6 +38,18 @@ class SystemClock:
         await asyncio.sleep(max(0.0, seconds))
 
 
+class SkewedClock(SystemClock):
+    """The system clock off by `offset_s` seconds (test mode only, SHOPBOT_CLOCK=skewed:+600): a machine whose own
+    clock is wrong, for K17. It is a system clock in every other way: the PostgreSQL store measures its offset to
+    the server and stamps on the server's clock, and leases never read it (they are judged by the database)."""
+
+    def __init__(self, offset_s: float) -> None:
+        self.offset = timedelta(seconds=offset_s)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+
 class AcceleratedClock:
     """Simulated time running `factor` times faster than the wall clock from `start` (test mode only)."""
 
@@ -79,9 +91,20 @@ class ManualClock:
 
 
 def parse_clock(spec: str, *, test_mode: bool) -> Clock:
-    """`system` or `accelerated:<start ISO-8601>:<factor>` (the latter only with SHOPBOT_TEST_MODE=1)."""
+    """`system`, `accelerated:<start ISO-8601>:<factor>` or `skewed:<+/-seconds>` (the last two only with
+    SHOPBOT_TEST_MODE=1)."""
     if spec in ("", "system"):
         return SystemClock()
+    if spec.startswith("skewed:"):
+        if not test_mode:
+            raise ValueError("SHOPBOT_CLOCK=skewed:... is refused unless SHOPBOT_TEST_MODE=1")
+        try:
+            offset = float(spec[len("skewed:"):])
+        except ValueError as exc:
+            raise ValueError(f"SHOPBOT_CLOCK: cannot read {spec!r}: expected skewed:<+/-seconds>") from exc
+        if offset != offset or abs(offset) > 366 * 86400:
+            raise ValueError(f"SHOPBOT_CLOCK: {spec!r}: the skew must be a number of seconds within a year")
+        return SkewedClock(offset)
     if spec.startswith("accelerated:"):
         if not test_mode:
             raise ValueError("SHOPBOT_CLOCK=accelerated:... is refused unless SHOPBOT_TEST_MODE=1")
@@ -95,4 +118,5 @@ def parse_clock(spec: str, *, test_mode: bool) -> Clock:
         if start.tzinfo is None:
             start = start.replace(tzinfo=UTC)
         return AcceleratedClock(start, factor)
-    raise ValueError(f"SHOPBOT_CLOCK: unknown clock {spec!r}: use 'system' or 'accelerated:<start>:<factor>'")
+    raise ValueError(f"SHOPBOT_CLOCK: unknown clock {spec!r}: use 'system', 'accelerated:<start>:<factor>' or "
+                     "'skewed:<+/-seconds>'")

@@ -80,6 +80,12 @@ class StoreUnavailable(StoreError):
     """The database cannot be written (disk full, read-only, I/O error, missing file)."""
 
 
+class CommitUnknown(StoreUnavailable):
+    """The connection was lost after COMMIT was sent (K16): the transaction may or may not have committed. The
+    store reads the outcome back from the records on a fresh connection where it can (a finish, a `sending` mark);
+    nobody guesses it."""
+
+
 class InstanceLocked(StoreError):
     def __init__(self, path: str, pid: str) -> None:
         self.path, self.pid = path, pid

@@ -467,6 +467,11 @@ class ChangeNotification(Protocol):
 
     signals: Signals
 
+    async def listen(self) -> None:
+        """Start waking `signals` on other processes' commits as they happen (PostgreSQL: LISTEN/NOTIFY on one
+        dedicated connection, reconnected on loss, with a full scan after every reconnect and every few seconds);
+        nothing on SQLite. A hint only: `poll_changes` stays the periodic scan. Stopped by `close`."""
+
     async def poll_changes(self) -> bool:
         """True (and every signal notified) when another connection committed since the last call."""
 

@@ -2,8 +2,9 @@
 
 Transient model failures release the turn with backoff (C9); a refusal of this request fails it with an
 explanation; a fault of the configuration stops the worker with the turn left pending (C7, last paragraph).
-Work arrives by an in-process wake-up from admissions, and from other processes through `PRAGMA data_version`
-checked once a second; an idle worker does nothing else.
+Work arrives by an in-process wake-up from admissions, and from other processes through `poll_changes` (SQLite's
+`PRAGMA data_version`) checked once a second; on PostgreSQL another process's commit also wakes it at once through
+LISTEN/NOTIFY (store/postgres/notify.py), a hint the once-a-second look backs up. An idle worker does nothing else.
 """
 from __future__ import annotations
 
@@ -366,6 +367,8 @@ class Worker:
         rows: list[list[tuple[str, str]]] = []
 
         def apply(tx: Transaction) -> None:
+            found.clear()                # a finish run again (its first commit did not happen, K16) starts afresh
+            rows.clear()
             if not (destination or "").startswith("tg:"):
                 return
             chat_id = int(destination[3:])        # type: ignore[index]

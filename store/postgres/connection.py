@@ -24,7 +24,7 @@ from psycopg import errors as pgerrors
 from psycopg.adapt import Loader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import IllegalTransition, StoreBusy, StoreError, StoreUnavailable
+from ..errors import CommitUnknown, IllegalTransition, StoreBusy, StoreError, StoreUnavailable
 from ..locations import redact
 from ..sqlite.connection import _trigger_table
 
@@ -124,6 +124,14 @@ def translate(exc: psycopg.Error) -> StoreError:
     return StoreError(f"{type(exc).__name__}: {text}")
 
 
+def commit_outcome_unknown(raw: psycopg.Connection[Any], exc: psycopg.Error) -> bool:
+    """K16: a COMMIT that failed with the connection (lost, closed, a server that went away: no SQLSTATE, or class
+    08 connection exception, 57 operator intervention) may have committed; a COMMIT the server answered with an
+    error (a serialization failure, a deferred constraint) certainly did not."""
+    state = exc.sqlstate
+    return raw.broken or raw.closed or state is None or state.startswith(("08", "57"))
+
+
 def configure(raw: psycopg.Connection[Any]) -> None:
     raw.row_factory = _row_factory
     raw.adapters.register_loader("numeric", _IntegralNumeric)
@@ -170,7 +178,17 @@ class Database:
                 except BaseException:
                     raw.execute("ROLLBACK")
                     raise
-                raw.execute("COMMIT" if commit else "ROLLBACK")
+                if not commit:
+                    raw.execute("ROLLBACK")
+                    return result
+                try:
+                    raw.execute("COMMIT")
+                except psycopg.Error as exc:
+                    if commit_outcome_unknown(raw, exc):
+                        raise CommitUnknown(f"the connection was lost after COMMIT was sent: "
+                                            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+                                            ) from exc
+                    raise
                 return result
         except PoolTimeout as exc:
             raise StoreBusy(f"no free database connection within {CONNECT_TIMEOUT_S} s: {exc}") from exc

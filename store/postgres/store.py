@@ -15,8 +15,10 @@ clock, which is what its waits use. Any other clock (ManualClock in the tests) i
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,9 @@ import psycopg
 
 from .. import redaction
 from ..clock import Clock, SystemClock, to_text
-from ..errors import SchemaTooOld, StoreError
+from ..errors import CommitUnknown, NotClaimed, SchemaTooOld, StoreError
 from ..locations import redact
-from ..records import Claim, Decision, MetricsSnapshot, RecoverySummary
+from ..records import Claim, Decision, FinishOutcome, MetricsSnapshot, RecoverySummary
 from ..sqlite import health, inbox, outbox, stats
 from ..sqlite import metrics as metric_reads
 from ..sqlite.store import (
@@ -37,10 +39,15 @@ from ..sqlite.store import (
     DEFAULT_LEASE_S,
     SqliteStore,
 )
-from . import guards, migrations
+from . import guards, migrations, readback
 from .connection import Database, PgConnection
+from .notify import Listener
+
+log = logging.getLogger("shopbot.store")
 
 OFFSET_REFRESH_S = 60.0
+CLOCK_WARN_S = 2.0           # an offset to the server beyond this is said once at open
+READ_BACK_WAITS = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0)   # a read-back that cannot reach the server is tried again
 
 
 # Every write of a run starts with the lease fence (C15, store/postgres/guards.py `fence`), in its own transaction.
@@ -111,6 +118,7 @@ class PostgresStore(SqliteStore):
         self._lease = float(lease_s)
         self._offset = timedelta(0)
         self._offset_at = float("-inf")
+        self.listener: Listener | None = None
 
     def _claim(self, conn: PgConnection, worker_id: str, run_id: str, now: str, cutoff: str,  # type: ignore[override]
                skip_sessions: Sequence[str] = ()) -> Claim | None:
@@ -173,6 +181,9 @@ class PostgresStore(SqliteStore):
             store = cls(db, clock, capacity=capacity, debounce_ms=debounce_ms, attempt_cap=attempt_cap,
                         lease_s=DEFAULT_LEASE_S if lease_s is None else lease_s)
             await store._measure_offset()
+            if abs(store._offset.total_seconds()) > CLOCK_WARN_S:
+                log.warning("this process's clock is %+.1f s off the database server's; times are stamped and leases "
+                            "judged on the server's clock", -store._offset.total_seconds())
         except BaseException:
             await db.close()
             raise
@@ -216,7 +227,63 @@ class PostgresStore(SqliteStore):
         """The server's clock (what the store stamps with when its clock is the system clock)."""
         return await self.db.read(lambda conn: conn.execute("SELECT clock_timestamp()").fetchone()[0])
 
-    # ---- schema, change hint --------------------------------------------------------------------------------
+    # ---- K16: a commit whose answer was lost is read back, never guessed ---------------------------------------
+    async def _settled(self, what: str, commit: Callable[[], Awaitable[Any]],
+                       read: Callable[[PgConnection], tuple[str, Any]],
+                       refused: Callable[[str], StoreError]) -> Any:
+        """Run `commit`; when its connection was lost after COMMIT was sent, read the outcome back from the records
+        on a fresh connection (store/postgres/readback.py): done (return it), not committed (run it again), or
+        refused (`refused(why)` is raised). A read-back that cannot reach the server either is tried a few times,
+        then the CommitUnknown stands (the worker gives the turn back, and a release finds it finished if it was)."""
+        while True:
+            try:
+                return await commit()
+            except CommitUnknown as lost:
+                log.warning("commit outcome unknown for %s (%s); reading it back from the records", what, lost)
+                verdict, value = await self._read_back(read, lost)
+            log.info("commit outcome of %s read back: %s", what, verdict if verdict != "refused" else value)
+            if verdict == readback.DONE:
+                return value
+            if verdict == readback.REFUSED:
+                raise refused(f"its commit was lost and the records say it is {value}; nothing more is written")
+
+    async def _read_back(self, read: Callable[[PgConnection], tuple[str, Any]],
+                         lost: CommitUnknown) -> tuple[str, Any]:
+        for wait in (*READ_BACK_WAITS, None):
+            try:
+                return await self.db.read(read)
+            except StoreError:
+                if wait is None:
+                    raise lost from None
+                await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
+
+    async def _commit_finish(self, body: Callable[[Any], FinishOutcome], claim: Claim,
+                             next_run_id: str | None) -> FinishOutcome:
+        return await self._settled(  # type: ignore[no-any-return]
+            f"the finish of run {claim.run_id}", lambda: self.db.write(body),
+            lambda conn: readback.finish_outcome(conn, claim, next_run_id),
+            lambda why: NotClaimed(claim.run_id, why))
+
+    async def _commit_sending(self, body: Callable[[Any], None], delivery_id: int) -> None:
+        await self._settled(f"the sending mark of delivery {delivery_id}", lambda: self.db.write(body),
+                            lambda conn: readback.sending_outcome(conn, delivery_id),
+                            lambda why: StoreError(f"delivery {delivery_id} was not marked sending: {why}"))
+
+    # ---- schema, change hints ---------------------------------------------------------------------------------
+    async def listen(self) -> None:
+        """Start this process's LISTEN connection (store/postgres/notify.py): another process's commit of pending
+        work, deliveries or actions sets the matching signal at once; a reconnect or `SCAN_S` without a notification
+        sets them all (a full scan). A hint only: `poll_changes` and every part's own periodic look stay."""
+        if self.listener is None:
+            self.listener = Listener(self.db.url, self.signals)  # type: ignore[attr-defined]
+            self.listener.start()
+
+    async def close(self) -> None:
+        if self.listener is not None:
+            await self.listener.close()
+        await super().close()
+
     async def schema_version(self) -> int:
         return await self.db.read(migrations.current_version)
 

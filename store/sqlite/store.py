@@ -179,6 +179,10 @@ class SqliteStore:
         """Changes when another connection commits (cheap cross-process change detection)."""
         return int(await self.db.raw(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0]))
 
+    async def listen(self) -> None:
+        """Nothing on SQLite: one process per file wakes its parts in-process, and `poll_changes` notices another
+        connection's commit (a CLI admission or resolution)."""
+
     async def poll_changes(self) -> bool:
         """`PRAGMA data_version` moves when another connection committed: then every signal is notified."""
         version = await self.data_version()
@@ -312,19 +316,25 @@ class SqliteStore:
         now_dt = self.now_dt()
         now = to_text(now_dt)
         cutoff = to_text(now_dt - self.debounce)
+        next_run_id = uuid.uuid4().hex if claim_next is not None else None   # known, to read a lost commit back
 
         def body(conn: sqlite3.Connection) -> FinishOutcome:
             outcome = self._finish(conn, claim, draft, now, user_text=user_text, stop_reason=stop_reason, usage=usage,
                                    apply=(lambda c: apply(Transaction(c, now, self))) if apply else None)
             if after is not None and not outcome.discarded:
                 after(Transaction(conn, now, self), outcome.report_id)
-            if claim_next is not None:
+            if claim_next is not None and next_run_id is not None:
                 outcome = dataclasses.replace(
-                    outcome, next_claim=self._claim(conn, claim_next, uuid.uuid4().hex, now, cutoff))
+                    outcome, next_claim=self._claim(conn, claim_next, next_run_id, now, cutoff))
             return outcome
-        outcome = await self.db.write(body)
+        outcome = await self._commit_finish(body, claim, next_run_id)
         self.signals.deliveries.notify()
         return outcome
+
+    async def _commit_finish(self, body: Callable[[Any], FinishOutcome], claim: Claim,
+                             next_run_id: str | None) -> FinishOutcome:
+        """The finish's commit. SQLite's file either took it or not; PostgreSQL reads a lost commit back (K16)."""
+        return await self.db.write(body)
 
     async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict[str, Any]]],
                             render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:
@@ -335,12 +345,13 @@ class SqliteStore:
         applied: list[tuple[str, str, int, int]] = []
 
         def apply(conn: sqlite3.Connection) -> None:
+            applied.clear()              # a transaction run again (a commit that did not happen) starts afresh
             for source, payload in requests:
                 for item, old, new in shop.apply_counts(conn, payload["counts"], source, work_ids[source], now):
                     applied.append((source, item, old, new))
-        outcome = await self.db.write(lambda conn: self._finish(
+        outcome = await self._commit_finish(lambda conn: self._finish(
             conn, claim, lambda: ReportDraft(render(applied), destination=claim.destination), now,
-            stop_reason="counts applied", apply=apply))
+            stop_reason="counts applied", apply=apply), claim, None)
         self.signals.deliveries.notify()
         return outcome
 
@@ -417,6 +428,10 @@ class SqliteStore:
             if confirm is not None:
                 outbox.mark_confirmed(conn, confirm[0], confirm[1], now)
             outbox.mark_sending(conn, delivery_id, now)
+        await self._commit_sending(body, delivery_id)
+
+    async def _commit_sending(self, body: Callable[[Any], None], delivery_id: int) -> None:
+        """The `sending` mark's commit; PostgreSQL reads a lost one back from the delivery's state (K16)."""
         await self.db.write(body)
 
     async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:

@@ -38,6 +38,7 @@ class FakeResponse:
     headers: dict[str, str] = field(default_factory=dict)
     hang: bool = False  # never answer (the client's timeout must fire)
     raw: bytes | None = None  # a body sent as is (e.g. not JSON)
+    delay_s: float = 0.0      # answer after this long (a slow model)
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,8 @@ class FakeModelServer:
             if response.hang:
                 self._hanging.add(asyncio.current_task())  # type: ignore[arg-type]
                 await asyncio.Event().wait()
+            if response.delay_s:
+                await asyncio.sleep(response.delay_s)
             payload = response.raw if response.raw is not None else json.dumps(response.body).encode()
             out_headers = {"content-type": "application/json", "content-length": str(len(payload)),
                            "connection": "close", **response.headers}

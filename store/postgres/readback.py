@@ -1,0 +1,62 @@
+"""K16: the outcome of a commit whose answer was lost, read back from the records on a fresh connection.
+
+A connection lost after COMMIT was sent leaves the transaction committed or not, and the client cannot tell which
+(store/postgres/connection.py raises CommitUnknown). The records can: each read below answers from what that one
+transaction would have written, and nothing else writes it.
+
+- A finish (`finish`, `finish_counts`): the run's row. Ended `finished` or `discarded` (only its own finish writes
+  these) means the commit happened: its report id, and the next turn it claimed in the same commit (the next run's
+  id was drawn before the transaction). Still open and every item still held by it means it did not: the finish is
+  run again (the same transaction, with the same guards and fence). Anything else (released, recovered, failed by
+  another) means the run is no longer this worker's: refused, as a late finish is.
+- A `sending` mark: the delivery's state. `sending` means the mark committed (the send may go ahead, once);
+  `pending` means it did not (marked again); anything else means another move took it: nothing is sent.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..records import Claim, FinishOutcome
+from ..sqlite.inbox import work_item
+from .connection import PgConnection
+
+DONE, AGAIN, REFUSED = "done", "again", "refused"
+
+
+def held_claim(conn: PgConnection, run_id: str) -> Claim | None:
+    """The open turn `run_id`, rebuilt from its run and the items it holds (None if it is not open)."""
+    run = conn.execute("SELECT worker_id, session, attempt, session_epoch FROM runs "
+                       "WHERE run_id = ? AND ended_at IS NULL", (run_id,)).fetchone()
+    rows = conn.execute("SELECT * FROM work WHERE run_id = ? AND state = 'running' ORDER BY work_id",
+                        (run_id,)).fetchall()
+    if run is None or not rows:
+        return None
+    items = tuple(work_item(r) for r in rows)
+    return Claim(run_id, run["worker_id"], run["session"], items, int(run["attempt"]), int(run["session_epoch"]))
+
+
+def finish_outcome(conn: PgConnection, claim: Claim, next_run_id: str | None) -> tuple[str, Any]:
+    run = conn.execute("SELECT ended_at, outcome, report_id FROM runs WHERE run_id = ?", (claim.run_id,)).fetchone()
+    if run is None:
+        return REFUSED, "no such run"
+    if run["ended_at"] is None:
+        ids = [item.work_id for item in claim.items]
+        held = conn.execute(
+            f"SELECT count(*) FROM work WHERE work_id IN ({','.join('?' * len(ids))}) "
+            "AND state = 'running' AND run_id = ? AND worker_id = ?",
+            (*ids, claim.run_id, claim.worker_id)).fetchone()[0]
+        return (AGAIN, "still open and held") if held == len(ids) else (REFUSED, "open but no longer held")
+    if run["outcome"] in ("finished", "discarded"):
+        following = held_claim(conn, next_run_id) if next_run_id else None
+        return DONE, FinishOutcome(run["report_id"], discarded=run["outcome"] == "discarded", next_claim=following)
+    return REFUSED, f"ended {run['outcome']}"
+
+
+def sending_outcome(conn: PgConnection, delivery_id: int) -> tuple[str, Any]:
+    row = conn.execute("SELECT state FROM deliveries WHERE delivery_id = ?", (delivery_id,)).fetchone()
+    state = row["state"] if row else None
+    if state == "sending":
+        return DONE, None
+    if state == "pending":
+        return AGAIN, "still pending"
+    return REFUSED, f"now {state}"

@@ -1,0 +1,3 @@
+-- 0014: nothing on SQLite. PostgreSQL's 0014 adds the LISTEN/NOTIFY wake-up triggers; one process per SQLite file
+-- wakes its parts in-process (store/signals.py) and notices other connections' commits by `PRAGMA data_version`.
+-- The file keeps the version numbers of both dialects aligned.

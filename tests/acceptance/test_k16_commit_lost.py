@@ -1,0 +1,111 @@
+"""K16 with a real `shopbot run` on a real PostgreSQL, behind a fake network edge (tests/support/pg_proxy.py) that
+loses the connection right after forwarding a COMMIT (the commit happened, its answer never arrived) or right
+before (it did not): the PostgreSQL store reads the outcome back from the records on a fresh connection and never
+guesses. Audited from outside: one report per turn, one run finished, no second model call, the reply sent once.
+
+The finish: the process pauses itself before the finish commit (SHOPBOT_FAULT=K6:stop), the proxy is armed for
+the next COMMIT of a transaction that ends a run `finished`, then SIGCONT. The `sending` mark: the proxy is armed
+for the next COMMIT of a transaction that marks a delivery sending (no pause needed: nothing else runs that SQL).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from bot.sandbox.bot_api import LocalBotApi
+from tests.support.audit import audit
+from tests.support.pg_proxy import PgProxy
+from tests.support.proc import OWNER, Product
+
+TOKEN = "777:k16-token"
+FINISH_COMMIT = r"UPDATE runs SET ended_at = .* outcome = 'finished'"
+SENDING_COMMIT = r"UPDATE deliveries SET attempts = attempts \+ 1"
+
+
+@pytest.fixture
+async def api():
+    async with LocalBotApi(TOKEN) as server:
+        yield server
+
+
+@pytest.fixture
+async def proxy():
+    async with PgProxy() as edge:
+        yield edge
+
+
+def owner_texts(api) -> list[str]:  # type: ignore[no-untyped-def]
+    return [m.text for m in api.sent if m.chat_id == OWNER]
+
+
+def query(url: str, sql: str) -> list[tuple]:  # type: ignore[type-arg]
+    with psycopg.connect(url) as conn:             # straight to the server, not through the proxy
+        return [tuple(r) for r in conn.execute(sql).fetchall()]
+
+
+async def wait_stopped(pid: int, timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "T":
+        assert loop.time() < deadline, "the process never stopped at its fault point"
+        await asyncio.sleep(0.01)
+
+
+async def answered_once(product: Product, api, pg_url: str) -> str:  # type: ignore[no-untyped-def]
+    await api.wait_for(lambda: len(owner_texts(api)) >= 1, timeout=20)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while query(pg_url, "SELECT state FROM deliveries") != [("confirmed",)]:
+        assert loop.time() < deadline, query(pg_url, "SELECT state FROM deliveries")
+        await asyncio.sleep(0.05)
+    assert await product.stop() == 0
+    log = product.log.read_text()
+    result = audit(pg_url, [m.text for m in api.sent], owner_messages=1)
+    assert result.ok, result.violations
+    assert len(owner_texts(api)) == 1 and "vanilla on hand: 9 tubs" in owner_texts(api)[0]
+    assert query(pg_url, "SELECT state, attempts FROM work") == [("finished", 1)]      # one model run, no retry
+    assert query(pg_url, "SELECT outcome FROM runs") == [("finished",)]
+    assert query(pg_url, "SELECT count(*) FROM reports") == [(1,)]
+    return log
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc (Linux)")
+@pytest.mark.parametrize("when,verdict", [("after", "done"), ("before", "again")])
+async def test_a_finish_whose_commit_answer_is_lost_is_read_back_not_guessed(tmp_path, api, proxy, pg_url, when,
+                                                                            verdict):
+    product = Product(tmp_path, api, proxy.url(pg_url), SHOPBOT_FAULT="K6:stop")
+    api.post_message(OWNER, OWNER, "how much vanilla")
+    proc = await product.start()
+    try:
+        await wait_stopped(proc.pid)
+        proxy.arm(FINISH_COMMIT, when)
+        os.kill(proc.pid, signal.SIGCONT)
+        await asyncio.wait_for(proxy.dropped.wait(), 20)
+        log = await answered_once(product, api, pg_url)
+    finally:
+        await product.kill()
+    assert [w for w, _ in proxy.drops] == [when]
+    assert "commit outcome unknown for the finish of run" in log
+    assert f"read back: {verdict}" in log
+
+
+@pytest.mark.parametrize("when,verdict", [("after", "done"), ("before", "again")])
+async def test_a_sending_mark_whose_commit_answer_is_lost_is_read_back_and_sent_once(tmp_path, api, proxy, pg_url,
+                                                                                    when, verdict):
+    product = Product(tmp_path, api, proxy.url(pg_url))
+    proxy.arm(SENDING_COMMIT, when)
+    api.post_message(OWNER, OWNER, "how much vanilla")
+    await product.start()
+    try:
+        await asyncio.wait_for(proxy.dropped.wait(), 20)
+        log = await answered_once(product, api, pg_url)
+    finally:
+        await product.kill()
+    assert "commit outcome unknown for the sending mark of delivery" in log
+    assert f"read back: {verdict}" in log
+    assert query(pg_url, "SELECT attempts FROM deliveries") == [(1,)]     # marked sending once, sent once

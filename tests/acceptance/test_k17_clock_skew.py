@@ -1,0 +1,150 @@
+"""K17 with real `shopbot run` processes on a real PostgreSQL: two processes whose own clocks are off by minutes
+in opposite directions (SHOPBOT_CLOCK=skewed:+600 and skewed:-600, test mode) share one database. Leases are judged
+by the database clock, so neither steals the other's live leases (every turn runs once, though each outlasts the
+lease and lives by renewal), and an expired one is still recovered by the other (a process paused in its model call
+past its lease). Audited from outside: the records and the fake model server's requests."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from store import ManualClock, Occurrence, WorkKind, open_store
+from tests.support import DATA
+from tests.support.audit import audit
+from tests.support.fake_model_servers import FakeModelServer, FakeResponse, openai_text
+
+LEASE_S = "1"
+TURN_S = 1.5             # each model call outlasts the lease: the turn lives by renewal alone
+SKEW = {"fast": "skewed:+600", "slow": "skewed:-600"}
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states (Linux)")
+
+
+def slow_answers(n: int, delay_s: float = TURN_S) -> list[FakeResponse]:
+    answer = openai_text("vanilla on hand: 9 tubs")
+    return [FakeResponse(answer.status, answer.body, delay_s=delay_s) for _ in range(n)]
+
+
+class Proc:
+    def __init__(self, tmp_path: Path, url: str, model: FakeModelServer, name: str, **settings: str) -> None:
+        self.log = tmp_path / f"{name}.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
+        self.env.update({"SHOPBOT_DB": url, "SHOPBOT_MODEL": "openai:fake", "SHOPBOT_MODEL_BASE_URL":
+                         model.openai_base_url, "SHOPBOT_HTTP_PORT": "-1", "SHOPBOT_DEBOUNCE_MS": "0",
+                         "SHOPBOT_SHOP_FILE": str(DATA / "shop_calm.toml"), "SHOPBOT_LOG_FILE": str(self.log),
+                         "SHOPBOT_LOG_LEVEL": "INFO", "SHOPBOT_LEASE_S": LEASE_S, "SHOPBOT_TEST_MODE": "1",
+                         "SHOPBOT_CLOCK": SKEW[name], **settings})
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> int:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "run", env=self.env, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL)
+        return self.proc.pid
+
+    async def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(self.proc.wait(), 20)
+        except TimeoutError:
+            self.proc.kill()
+            return await self.proc.wait()
+
+    def turns_finished(self) -> int:
+        return self.log.read_text().count("turn finished") if self.log.exists() else 0
+
+
+def rows(url: str, sql: str) -> list[tuple]:  # type: ignore[type-arg]
+    with psycopg.connect(url) as conn:
+        return [tuple(r) for r in conn.execute(sql).fetchall()]  # type: ignore[arg-type]
+
+
+async def until(predicate, timeout: float = 30.0, what: str = "") -> None:  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, f"not reached before the deadline: {what}"
+        await asyncio.sleep(0.05)
+
+
+async def admit(url: str, n: int) -> None:
+    store = await open_store(url, ManualClock(__import__("datetime").datetime.now(__import__("datetime").UTC)),
+                             debounce_ms=0)
+    try:
+        await store.admit_many([Occurrence(f"k17:{i}", f"tg:{i}", f"how much vanilla {i}", WorkKind.AGENT, None)
+                                for i in range(n)])
+    finally:
+        await store.close()
+
+
+def process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+async def test_two_processes_skewed_ten_minutes_apart_never_take_each_others_live_leases(tmp_path, pg_url):
+    async with FakeModelServer(slow_answers(8)) as model:
+        fast, slow = (Proc(tmp_path, pg_url, model, name) for name in ("fast", "slow"))
+        await admit(pg_url, 4)
+        try:
+            await fast.start()
+            await slow.start()
+            # while turns run on both: the live leases, judged by the database clock and by a skewed one
+            await until(lambda: rows(pg_url, "SELECT count(*) FROM runs WHERE ended_at IS NULL") == [(2,)],
+                        what="both processes holding a turn")
+            judged = rows(pg_url, "SELECT lease_expires_at > clock_timestamp(), "
+                                  "lease_expires_at > clock_timestamp() + interval '600 seconds' "
+                                  "FROM runs WHERE ended_at IS NULL")
+            # negative control: on the fast process's own clock each live lease looks long expired; a lease judged
+            # there would be taken over at once
+            assert judged == [(True, False), (True, False)]
+            await until(lambda: rows(pg_url, "SELECT count(*) FROM work WHERE state = 'finished'") == [(4,)],
+                        what="every turn finished")
+        finally:
+            assert await asyncio.gather(fast.stop(), slow.stop()) == [0, 0]
+        assert len(model.requests) == 4                       # each turn ran once: no live lease was taken
+    assert rows(pg_url, "SELECT outcome, count(*) FROM runs GROUP BY outcome") == [("finished", 4)]
+    assert fast.turns_finished() >= 1 and slow.turns_finished() >= 1
+    for proc, lead in ((fast, "+600"), (slow, "-600")):
+        assert f"this process's clock is {lead}" in proc.log.read_text()   # each measured its own skew
+    result = audit(pg_url, [])
+    assert result.ok, result.violations
+
+
+# The slow process rescues: on its own clock (ten minutes behind) the lease would not lapse for ten minutes more.
+@pytest.mark.parametrize("paused,rescuer", [("fast", "slow")])
+async def test_an_expired_lease_is_recovered_by_the_other_skewed_process(tmp_path, pg_url, paused, rescuer):
+    async with FakeModelServer(slow_answers(4, 0.1)) as model:
+        held = Proc(tmp_path, pg_url, model, paused, SHOPBOT_FAULT="K4:stop")
+        other = Proc(tmp_path, pg_url, model, rescuer)
+        await admit(pg_url, 1)
+        try:
+            pid = await held.start()
+            await until(lambda: process_state(pid) == "T", what="paused in its model call")
+            await other.start()
+            # past the lease on the database clock: then the other process's sweep takes the turn over
+            await until(lambda: rows(pg_url, "SELECT outcome FROM runs ORDER BY started_at") == [("expired",),
+                                                                                                 ("finished",)],
+                        what="expired, then finished by the other")
+            os.kill(pid, signal.SIGCONT)                     # the paused one resumes: its finish is refused
+            await until(lambda: "turn discarded" in held.log.read_text() or "lease lost" in held.log.read_text(),
+                        what="the resumed process gives up its run")
+        finally:
+            assert await asyncio.gather(held.stop(), other.stop()) == [0, 0]
+        # the rescuer's call, and the paused one's if its request left before the process froze (K4 sits just after
+        # the call was started)
+        assert len(model.requests) in (1, 2)
+    assert rows(pg_url, "SELECT state, attempts FROM work") == [("finished", 2)]
+    assert rows(pg_url, "SELECT count(*) FROM reports") == [(1,)]
+    assert other.turns_finished() == 1 and held.turns_finished() == 0
+    result = audit(pg_url, [])
+    assert result.ok, result.violations
