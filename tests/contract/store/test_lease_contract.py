@@ -47,5 +47,5 @@ async def test_the_sweep_never_touches_a_live_claim_nor_a_recent_send(store: Sto
     assert (summary.released, summary.failed, summary.unknown_deliveries) == ((), (), ())
     assert await store.renew(live) is True
     status = await store.status()
-    assert status["work"]["running"] == 1
+    assert status.work.running == 1
     await store.finish(live, ReportDraft("still mine", destination="tg:2"))   # the claim is intact
