@@ -87,6 +87,8 @@ class PostgresStore(SqliteStore):
     _producer_state = guards.ProducerState
     _check = staticmethod(guards.check)         # type: ignore[assignment]
     _leases = leadership
+    _seed = staticmethod(guards.seed_shop)      # type: ignore[assignment]
+    _sync = staticmethod(guards.sync_shop)      # type: ignore[assignment]
     _db_error = psycopg.Error
 
     def __init__(self, db: Any, clock: Clock, **options: Any) -> None:

@@ -97,6 +97,8 @@ class SqliteStore:
     _unknown_reports = staticmethod(outbox.unknown_reports)
     _producer_state = producer_state.ProducerState
     _check = staticmethod(invariants.check_connection)
+    _seed = staticmethod(shop.seed)
+    _sync = staticmethod(shop.sync)
     _leases: Any = leadership
     _db_error: type[Exception] = sqlite3.Error
 
@@ -510,11 +512,11 @@ class SqliteStore:
 
     async def seed_shop(self, specs: Sequence[ItemSpec], source: str) -> bool:
         now = self.now()
-        return await self.db.write(lambda conn: shop.seed(conn, specs, source, now))
+        return await self.db.write(lambda conn: self._seed(conn, specs, source, now))
 
     async def sync_shop(self, specs: Sequence[ItemSpec], source: str, reset_stock: bool = False) -> list[str]:
         now = self.now()
-        return await self.db.write(lambda conn: shop.sync(conn, specs, source, now, reset_stock=reset_stock))
+        return await self.db.write(lambda conn: self._sync(conn, specs, source, now, reset_stock=reset_stock))
 
     async def record_draft(self, run_id: str, item: str, quantity: int) -> dict[str, Any]:
         now = self.now()
