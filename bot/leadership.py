@@ -22,7 +22,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from store import Fence, Leadership, LeaseLost, StoreError
 
@@ -35,6 +35,25 @@ def new_holder() -> str:
     """A process's identity in the leases: random at each start, never a pid or a host name (two processes that
     share a pid or a host name must never both lead)."""
     return uuid.uuid4().hex
+
+
+class Lease(Protocol):
+    """A lease as a singleton sees it (a `Leader`)."""
+
+    fence: Fence | None
+
+    def fresh(self, margin: float | None = None) -> bool: ...
+
+
+def held(lease: Lease | None, name: str) -> Fence | None:
+    """The fence of `lease` while it is fresh, for a singleton right before an irrevocable act; `LeaseLost` when
+    this process cannot know the lease is current; None without a lease (drain, tests: unfenced)."""
+    if lease is None:
+        return None
+    fence = lease.fence
+    if fence is None or not lease.fresh():
+        raise LeaseLost(name, fence.holder if fence else "-", fence.generation if fence else 0)
+    return fence
 
 
 class Leader:

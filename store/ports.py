@@ -418,7 +418,8 @@ class Insights(Protocol):
 
     async def status(self, window_seconds: float = 3600.0) -> dict[str, Any]:
         """Counts per state, oldest pending age, unknown and failed items, actions, counters, missed occurrences,
-        Little's law over the window: the shape README documents for `status --json`."""
+        Little's law over the window, the processes sharing the store and who holds each leader lease (C16): the
+        shape README documents for `status --json`."""
 
     async def reports(self, limit: int = 20) -> list[dict[str, Any]]:
         """The latest reports with their items' work ids and source identities and their parts' states."""

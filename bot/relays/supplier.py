@@ -14,6 +14,7 @@ import json
 import logging
 from typing import Any
 
+from bot.leadership import held
 from bot.relays.supplier_client import SupplierAdapter
 from producers.telegram.owner import edit_order_card
 from store import Action, Fence, LeaseLost, Store, StoreError, faults
@@ -144,13 +145,7 @@ class ActionRelay:
         return outcome.kind
 
     def _held(self) -> Fence | None:
-        """The lease's fence while the lease is fresh; raises LeaseLost when it cannot be known to be current."""
-        if self.lease is None:
-            return None
-        fence: Fence | None = self.lease.fence
-        if fence is None or not self.lease.fresh():
-            raise LeaseLost("actions", fence.holder if fence else "-", fence.generation if fence else 0)
-        return fence
+        return held(self.lease, "actions")
 
     async def reconcile(self) -> None:
         """Ask the supplier about every unknown action's key: found -> delivered; absent -> sent again with the same

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from bot.leadership import held
 from bot.relays.notices import announce_unknowns
 from bot.relays.pacing import Pacer, PacingSettings
 from bot.relays.render import render_part
@@ -90,13 +91,7 @@ class Relay:
         return self.pacer.next_ready(now)
 
     def _held(self) -> Fence | None:
-        """The lease's fence while the lease is fresh; raises LeaseLost when it cannot be known to be current."""
-        if self.lease is None:
-            return None
-        fence = self.lease.fence
-        if fence is None or not self.lease.fresh():
-            raise LeaseLost("relay", fence.holder if fence else "-", fence.generation if fence else 0)
-        return fence
+        return held(self.lease, "relay")
 
     async def run(self) -> None:
         failures = 0

@@ -639,6 +639,8 @@ class SqliteStore:
         status = await self.db.read(lambda conn: read_status(conn, now_dt, window))
         for kind, n in self.tallies.pending().items():        # counted in memory, not yet flushed
             status["counters"][kind] = status["counters"].get(kind, 0) + n
+        status["processes"] = await self.processes()          # who shares the store, and who leads what (C16)
+        status["leases"] = await self.leaders()
         return status
 
     async def reports(self, limit: int = 20) -> list[dict[str, Any]]:

@@ -7,7 +7,9 @@ lease has lapsed on the database clock; nothing here sleeps and hopes: every wai
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,14 +99,29 @@ async def stop_all(*products: Product) -> list[int]:
     return [await p.stop() for p in products]
 
 
-async def test_k14_a_poller_paused_past_its_lease_has_its_admission_refused(tmp_path, api, pg_url):
-    a = product(tmp_path, api, pg_url, "a", SHOPBOT_FAULT="K1:stop")
-    b = product(tmp_path, api, pg_url, "b")
+async def cli(p: Product, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", *args, "--db", str(p.db),
+                                                env=p.env(None), stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def leader_and_standby(tmp_path: Path, api: LocalBotApi, db: str, fault: str) -> tuple[Product, Product]:
+    """`a` (armed with `fault`) started first and leading every singleton, then `b` running as its standby."""
+    a = product(tmp_path, api, db, "a", SHOPBOT_FAULT=fault)
+    b = product(tmp_path, api, db, "b")
     await a.start()
+    await until(lambda: leads(a, "poller", "relay", "producers"), "a to lead", 20, a)
+    await b.start()
+    await until(lambda: holder_of(b) is not None, "b to run as a standby", 20, b)
+    return a, b
+
+
+async def test_k14_a_poller_paused_past_its_lease_has_its_admission_refused(tmp_path, api, pg_url):
+    a, b = await leader_and_standby(tmp_path, api, pg_url, "K1:stop")
     try:
-        await until(lambda: leads(a, "poller", "relay", "producers"), "a to lead")
-        await b.start()
-        await until(lambda: holder_of(b) is not None, "b to run as a standby")
         api.post_message(OWNER, OWNER, "how much vanilla")
         await until(lambda: stopped(a), "a frozen after getUpdates returned, before its admission (K1)")
         assert a.query("SELECT count(*) FROM work") == [(0,)]
@@ -132,13 +149,8 @@ async def test_k14_a_poller_paused_past_its_lease_has_its_admission_refused(tmp_
 
 async def test_k15_a_relay_paused_after_sending_is_left_alone_until_its_lease_lapsed_then_unknown(
         tmp_path, api, pg_url):
-    a = product(tmp_path, api, pg_url, "a", SHOPBOT_FAULT="K7:stop")
-    b = product(tmp_path, api, pg_url, "b")
-    await a.start()
+    a, b = await leader_and_standby(tmp_path, api, pg_url, "K7:stop")
     try:
-        await until(lambda: leads(a, "poller", "relay", "producers"), "a to lead")
-        await b.start()
-        await until(lambda: holder_of(b) is not None, "b to run as a standby")
         a_holder = holder_of(a)
         api.post_message(OWNER, OWNER, "stock")
         await until(lambda: stopped(a), "a frozen after `sending` committed (K7)")
@@ -196,6 +208,13 @@ async def test_k18_two_processes_started_at_once_on_an_empty_database(tmp_path, 
                 await api.wait_for(lambda n=i + 1: len(owner_texts(api)) == n, timeout=30)
             await a.wait_db("SELECT count(*) FROM deliveries WHERE state = 'confirmed'", [(3,)])
             assert leases(a) == first                 # one leader per lease the whole time: no takeover
+            shown = json.loads(await cli(a, "status", "--json"))
+            assert {r["holder"] for r in shown["processes"]} == set(holders)
+            assert {r["pid"] for r in shown["processes"]} == {a.proc.pid, b.proc.pid}   # type: ignore[union-attr]
+            assert {(r["name"], r["holder"], r["generation"]) for r in shown["leases"]} == \
+                {(n, h, g) for n, (h, g, _) in first.items()} and all(r["expires_in_s"] > 0 for r in shown["leases"])
+            text = await cli(a, "status")
+            assert all(f"leader     {n}" in text for n in names) and text.count("process    ") == 2
         finally:
             codes = await stop_all(a, b)
         assert codes == [0, 0]
