@@ -110,7 +110,7 @@ class PostgresStore(SqliteStore):
         where = redact(str(url))
         db = await Database.open(str(url), max_size=pool_size)
         try:
-            version = await db.raw(lambda conn: migrations.check_not_newer(conn, where))
+            version = await db.raw(lambda conn: migrations.settled_version(conn, where))
             if version < migrations.LATEST:
                 if version == 0 and not create:
                     raise SchemaTooOld(0, migrations.LATEST, where)
