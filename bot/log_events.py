@@ -44,6 +44,11 @@ EVENTS: dict[str, tuple[str, str]] = {
                                        "conflicting redelivery source=%s: kept the first, refused this one"),
     "ingress.get_updates_failed": ("shopbot.ingress", "getUpdates failed (%s); retrying in %.1f s"),
     "ingress.flood_control": ("shopbot.ingress", "getUpdates flood control: waiting %.1f s"),
+    "ingress.stale_poller_conflict": ("shopbot.ingress",
+                                      "getUpdates 409 Conflict while holding the poller lease: a stale ex-leader's "
+                                      "poll is still open; retrying in %.1f s"),
+    "ingress.fence_refused": ("shopbot.ingress",
+                              "admission refused by the poller lease fence: this poller stops, offset not advanced"),
     "ingress.malformed_update": ("shopbot.ingress", "malformed update dropped update_id=%s%s"),
     "ingress.refused_capacity": ("shopbot.ingress", "refused for capacity chat=%s source=%s"),
     "ingress.unsupported_update": ("shopbot.ingress", "unsupported update kind dropped update_id=%s"),
@@ -117,6 +122,13 @@ EVENTS: dict[str, tuple[str, str]] = {
     "store.commit_read_back": ("shopbot.store", "commit outcome of %s read back: %s"),
     "store.clock_off": ("shopbot.store", "this process's clock is %+.1f s off the database server's; times are "
                                          "stamped and leases judged on the server's clock"),
+    # leader leases (bot/leadership.py, C16)
+    "leader.acquired": ("shopbot.leadership", "leader acquired name=%s generation=%d holder=%s"),
+    "leader.demoted": ("shopbot.leadership",
+                       "leader demoted name=%s generation=%d: %s; the singleton stops at once"),
+    "leader.resigned": ("shopbot.leadership", "leader resigned name=%s generation=%d"),
+    "leader.call_failed": ("shopbot.leadership", "leader lease call failed name=%s (%s): counted as not held"),
+    "leader.heartbeat_failed": ("shopbot.leadership", "heartbeat failed (%s); trying again"),
     # `shopbot run` itself
     "run.crashed": ("shopbot", "shopbot run stopped on an error: %s"),
     "run.drained": ("shopbot", "drained; left (not yet due): %s"),

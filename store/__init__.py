@@ -9,6 +9,7 @@ from .errors import (
     CommitUnknown,
     IllegalTransition,
     InstanceLocked,
+    LeaseLost,
     NotClaimed,
     NotShopbotDatabase,
     PartStopped,
@@ -30,6 +31,7 @@ from .ports import (
     Inbox,
     Insights,
     Journal,
+    Leadership,
     Outbox,
     ProducerRecords,
     ShopRecords,
@@ -45,11 +47,14 @@ from .records import (
     Decision,
     Delivery,
     DeliveryState,
+    Fence,
     FinishOutcome,
     ItemSpec,
+    LeaderView,
     MetricsSnapshot,
     Occurrence,
     Policy,
+    ProcessView,
     Prompt,
     RecoverySummary,
     ReportDraft,
@@ -100,7 +105,8 @@ async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFA
 __all__ = [
     # the ports and the way to open an implementation
     "Store", "Transaction", "Inbox", "Journal", "Outbox", "ActionOutbox", "ShopRecords", "Insights",
-    "ChangeNotification", "Admin", "ProducerRecords", "open_store", "is_database_url", "describe_location",
+    "ChangeNotification", "Admin", "Leadership", "ProducerRecords", "open_store", "is_database_url",
+    "describe_location",
     # the SQLite implementation's own operator moves (the instance lock, restore of a backup file, the backup
     # taken before a migration)
     "SqliteStore", "InstanceLock", "restore", "backup_before_migration",
@@ -109,11 +115,12 @@ __all__ = [
     # time
     "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text",
     # errors
-    "ShopbotError", "CommitUnknown", "IllegalTransition", "InstanceLocked", "NotClaimed", "NotShopbotDatabase",
-    "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError", "StoreUnavailable",
-    "UnknownTarget",
+    "ShopbotError", "CommitUnknown", "IllegalTransition", "InstanceLocked", "LeaseLost", "NotClaimed",
+    "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
+    "StoreUnavailable", "UnknownTarget",
     # records
-    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState",
-    "FinishOutcome", "ItemSpec", "MetricsSnapshot", "Occurrence", "Policy", "Prompt", "RecoverySummary", "ReportDraft",
-    "ReportView", "Stats", "Status", "Violation", "WorkItem", "WorkKind", "WorkState",
+    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState", "Fence",
+    "FinishOutcome", "ItemSpec", "LeaderView", "MetricsSnapshot", "Occurrence", "Policy", "ProcessView", "Prompt",
+    "RecoverySummary", "ReportDraft", "ReportView", "Stats", "Status", "Violation", "WorkItem", "WorkKind",
+    "WorkState",
 ]

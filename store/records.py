@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from .clock import to_text
+from .clock import from_text, to_text
 
 
 class WorkState(str, enum.Enum):
@@ -190,6 +190,20 @@ class ReportDraft:
 
 
 @dataclass(frozen=True)
+class Fence:
+    """A singleton's leader lease as held (C16): checked inside each of its write transactions, so a write by a
+    holder whose lease lapsed or was taken over is refused (`LeaseLost`) with nothing written."""
+    name: str              # poller, relay, producers, actions
+    holder: str            # a random uuid4 hex per process start
+    generation: int        # grows at every takeover
+
+    @property
+    def sender(self) -> str:
+        """How a `sending` row names the lease that marked it (`deliveries.sender`, `actions.sender`)."""
+        return f"{self.holder}/{self.generation}"
+
+
+@dataclass(frozen=True)
 class Prompt:
     nonce: str
     kind: str
@@ -347,6 +361,37 @@ class Status(_Record):
     unknown_actions: tuple[HeldAction, ...]
     extra: StatusExtra
     littles_law: Stats
+    processes: tuple[ProcessView, ...] = ()       # every process sharing the store (C16), oldest first
+    leases: tuple[LeaderView, ...] = ()           # every leader lease and its holder, by name
+
+
+@dataclass(frozen=True)
+class ProcessView(_Record):
+    """A process that shares the store: its holder id (random per start), pid, host, start and last heartbeat."""
+    holder: str
+    pid: int
+    host: str
+    started_at: datetime
+    seen_s_ago: float
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> ProcessView:
+        return cls(row["holder"], int(row["pid"]), row["host"], from_text(row["started_at"]), float(row["seen_s_ago"]))
+
+
+@dataclass(frozen=True)
+class LeaderView(_Record):
+    """A leader lease (C16): who holds it, its generation, and how long until it expires (negative: lapsed)."""
+    name: str
+    holder: str
+    generation: int
+    expires_in_s: float
+    acquired_at: datetime
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> LeaderView:
+        return cls(row["name"], row["holder"], int(row["generation"]), float(row["expires_in_s"]),
+                   from_text(row["acquired_at"]))
 
 
 @dataclass(frozen=True)

@@ -41,3 +41,9 @@ def print_status(status: Status, out: TextIO) -> None:
         line(f"MISSED   {m.schedule} {m.key} ({m.reason}, recorded {m.recorded_at:%Y-%m-%dT%H:%M})")
     if status.counters:
         line("counted:    " + "  ".join(f"{k} {v}" for k, v in status.counters.items()))
+    for proc in status.processes:
+        line(f"process    {proc.holder[:8]} pid {proc.pid} on {proc.host}, seen {proc.seen_s_ago:.1f} s ago")
+    for lease in status.leases:
+        held = (f"expires in {lease.expires_in_s:.1f} s" if lease.expires_in_s > 0
+                else f"free (expired {-lease.expires_in_s:.1f} s ago)")
+        line(f"leader     {lease.name:<9} {lease.holder[:8]} generation {lease.generation}, {held}")

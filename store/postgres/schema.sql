@@ -758,6 +758,32 @@ ALTER TABLE runs ADD CONSTRAINT runs_outcome_check
 -- The sweep finds expired open runs without a scan of the history.
 CREATE INDEX runs_lease ON runs (lease_expires_at) WHERE ended_at IS NULL;
 
+-- ==== 0013_leader_leases.sql ====
+-- 0013: one leader per singleton (C16), as SQLite's 0013. The lease times are timestamptz, judged by the database
+-- clock (clock_timestamp()) alone, so processes whose clocks disagree can never both hold a lease.
+
+CREATE TABLE leader_leases (
+    name        text COLLATE "C" PRIMARY KEY CHECK (name IN ('poller', 'relay', 'producers', 'actions')),
+    holder      text COLLATE "C" NOT NULL,
+    generation  bigint NOT NULL CHECK (generation >= 1),
+    expires_at  timestamptz NOT NULL,
+    acquired_at timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL
+);
+
+CREATE TABLE processes (
+    holder      text COLLATE "C" PRIMARY KEY,
+    pid         bigint NOT NULL,
+    host        text COLLATE "C" NOT NULL,
+    started_at  timestamptz NOT NULL,
+    seen_at     timestamptz NOT NULL
+);
+
+ALTER TABLE deliveries ADD COLUMN sender text COLLATE "C";
+ALTER TABLE actions ADD COLUMN sender text COLLATE "C";
+CREATE INDEX deliveries_sending ON deliveries (delivery_id) WHERE state = 'sending';
+CREATE INDEX actions_sending ON actions (action_id) WHERE state = 'sending';
+
 -- ==== 0014_notify.sql ====
 -- 0014: LISTEN/NOTIFY as a wake-up hint (C16, last sentence). A commit that leaves agent work pending (an
 -- admission, a release), a delivery pending (a new report, a resend, a retry) or an action pending (an approval)

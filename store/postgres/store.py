@@ -39,7 +39,7 @@ from ..sqlite.store import (
     DEFAULT_LEASE_S,
     SqliteStore,
 )
-from . import guards, migrations, readback
+from . import guards, leadership, migrations, readback
 from .connection import Database, PgConnection
 from .notify import Listener
 
@@ -108,6 +108,9 @@ class PostgresStore(SqliteStore):
     _unknown_reports = staticmethod(guards.unknown_reports)  # type: ignore[assignment]
     _producer_state = guards.ProducerState
     _check = staticmethod(guards.check)         # type: ignore[assignment]
+    _leases = leadership
+    _seed = staticmethod(guards.seed_shop)      # type: ignore[assignment]
+    _sync = staticmethod(guards.sync_shop)      # type: ignore[assignment]
     _db_error = psycopg.Error
 
     def __init__(self, db: Any, clock: Clock, *, lease_s: float = DEFAULT_LEASE_S, **options: Any) -> None:
@@ -130,12 +133,10 @@ class PostgresStore(SqliteStore):
         lapsed or the run ended (never revived)."""
         return await self.db.write(lambda conn: guards.renew(conn, claim.run_id, self._lease))
 
-    async def sweep_expired(self, stale_sending_after_s: float | None = None, *,
-                            at_start: bool = False) -> RecoverySummary:
-        """Recover every expired lease, one run per transaction (store/postgres/guards.py `sweep_one`), then the
-        interim rule for `sending` deliveries and actions (`guards.stale_sends`: only those sending for longer than
-        `stale_sending_after_s`, or every one `at_start` when no other shopbot process is connected; none when it is
-        None). Live leases and recent sends of a live process are never touched."""
+    async def sweep_expired(self, *, sending: bool = True) -> RecoverySummary:
+        """Recover every expired lease, one run per transaction (store/postgres/guards.py `sweep_one`); then (C16,
+        with `sending`) every `sending` delivery and action whose sender's leader lease is no longer current becomes
+        unknown (`sweep_sending`). Live leases and a live sender's sends are never touched."""
         released: list[int] = []
         failed: list[int] = []
         while True:
@@ -144,11 +145,8 @@ class PostgresStore(SqliteStore):
                 break
             (released if done[0] else failed).extend(done[1])
         unknown: list[int] = []
-        if stale_sending_after_s is not None:
-            now_dt = self.now_dt()
-            before = to_text(now_dt - timedelta(seconds=stale_sending_after_s))
-            unknown = await self.db.write(
-                lambda conn: guards.stale_sends(conn, to_text(now_dt), before, at_start=at_start))
+        if sending:
+            unknown, _ = await self.sweep_sending()
         if released or failed:
             self.signals.work.notify()
         if failed or unknown:
@@ -170,7 +168,7 @@ class PostgresStore(SqliteStore):
         where = redact(str(url))
         db = await Database.open(str(url), max_size=pool_size)
         try:
-            version = await db.raw(lambda conn: migrations.check_not_newer(conn, where))
+            version = await db.raw(lambda conn: migrations.settled_version(conn, where))
             if version < migrations.LATEST:
                 if version == 0 and not create:
                     raise SchemaTooOld(0, migrations.LATEST, where)
@@ -226,6 +224,10 @@ class PostgresStore(SqliteStore):
     async def database_now(self) -> datetime:
         """The server's clock (what the store stamps with when its clock is the system clock)."""
         return await self.db.read(lambda conn: conn.execute("SELECT clock_timestamp()").fetchone()[0])
+
+    # ---- leader leases (C16): judged by the database clock alone -------------------------------------------------
+    def _lease_span(self, lease_s: float) -> float:
+        return lease_s
 
     # ---- K16: a commit whose answer was lost is read back, never guessed ---------------------------------------
     async def _settled(self, what: str, commit: Callable[[], Awaitable[Any]],

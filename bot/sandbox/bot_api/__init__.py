@@ -17,7 +17,8 @@ entities and the HTML as sent. `reply_parameters` quotes a message of the chat (
 sends), from JSON bodies and from the query string.
 
 The user side (`post_message`, `post_callback`, `post_edit`, `post_raw_update`, `redeliver`), the records of what
-the bot did (`sent`, `chat_actions`, `timeline`: every call's arrival and answer in order, ...) and fault injection
+the bot did (`sent`, `chat_actions`, `timeline`: every call's arrival and answer in order, `by_caller`: every call
+with who made it when a client's base URL ends in `/<caller>`, ...) and fault injection
 (`inject`, `refuse`, `accept`) are Python methods; in process mode (`serve`, `python -m bot.sandbox.bot_api`) the
 same operations are offered over HTTP under `/_control/`.
 

@@ -325,6 +325,12 @@ class LocalBotApi(ApiState):
                 return await self._control(http_method, path[len("/_control/") :], params)
             finally:
                 self._notify()
+        caller = None
+        if path.count("/") == 3 and not path.startswith("/bot"):
+            # `<base_url>/<caller>` as the client's base URL: the same API, each call recorded with who made it
+            # (several bot processes on one fake, told apart from outside)
+            caller, _, path = path[1:].partition("/")
+            path = "/" + path
         if not path.startswith("/bot") or path.count("/") != 2:
             return _err(404, "Not Found")
         token, _, api_method = path[len("/bot") :].partition("/")
@@ -332,6 +338,7 @@ class LocalBotApi(ApiState):
             return _err(401, "Unauthorized")
         self.calls[api_method] = self.calls.get(api_method, 0) + 1
         self.timeline.append(("call", api_method))
+        self.by_caller.append((caller, api_method, dict(params), asyncio.get_running_loop().time()))
         try:
             response = await self._call_api(api_method.lower(), params)
             self.timeline.append(("answer", api_method))

@@ -157,6 +157,9 @@ class ApiState:
         self.offsets_requested: list[int | None] = []  # the offset of every getUpdates that was processed
         self.edited_markups: list[dict] = []  # {"chat_id", "message_id", "reply_markup"}
         self.edited_texts: list[dict] = []    # {"chat_id", "message_id", "text", "html", "reply_markup"}
+        # (caller, method, params, loop time) of every Bot API call; caller is the `/<caller>` prefix of the client's
+        # base URL, or None
+        self.by_caller: list[tuple[str | None, str, dict, float]] = []
         self.timeline: list[tuple[str, Any]] = []   # ("sent", SentMessage) and ("edited", entry), in arrival order
         self.calls: dict[str, int] = {}  # requests per Bot API method (as named by the client), faults included
         # ("call", method) when a Bot API request arrived and ("answer", method) when its reply was ready, in the

@@ -4,9 +4,11 @@ long (`lease_s`), one whose claims are not (SQLite: one process owns the file) s
 by the database clock and shown in tests/integration/postgres/test_leases.py and tests/acceptance/postgres/."""
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from store import NotClaimed, Occurrence, ReportDraft, Store, WorkKind
+from store import Fence, NotClaimed, Occurrence, ReportDraft, Store, WorkKind
 
 
 def occ(n: int, session: str = "tg:1") -> Occurrence:
@@ -40,10 +42,13 @@ async def test_the_sweep_never_touches_a_live_claim_nor_a_recent_send(store: Sto
     done = await store.claim("w1")
     assert done is not None
     await store.finish(done, ReportDraft("hello", destination="tg:1"))
-    await store.mark_sending(1)
+    relay = uuid.uuid4().hex                        # a live relay's send (C16): its lease vouches for it
+    generation = await store.acquire_leader("relay", relay, 3600)
+    assert generation is not None
+    await store.mark_sending(1, fence=Fence("relay", relay, generation))
     live = await store.claim("w1")
     assert live is not None
-    summary = await store.sweep_expired(stale_sending_after_s=3600)
+    summary = await store.sweep_expired()
     assert (summary.released, summary.failed, summary.unknown_deliveries) == ((), (), ())
     assert await store.renew(live) is True
     status = await store.status()
