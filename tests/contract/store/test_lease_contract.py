@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import NotClaimed, Occurrence, ReportDraft, Store, WorkKind
+from store import Fence, NotClaimed, Occurrence, ReportDraft, Store, WorkKind
 
 
 def occ(n: int, session: str = "tg:1") -> Occurrence:
@@ -40,7 +40,8 @@ async def test_the_sweep_never_touches_a_live_claim_nor_a_recent_send(store: Sto
     done = await store.claim("w1")
     assert done is not None
     await store.finish(done, ReportDraft("hello", destination="tg:1"))
-    await store.mark_sending(1)
+    assert await store.acquire_leader("relay", "relay-holder", 30) == 1
+    await store.mark_sending(1, fence=Fence("relay", "relay-holder", 1))      # a live relay's send (C16)
     live = await store.claim("w1")
     assert live is not None
     summary = await store.sweep_expired()
