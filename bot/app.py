@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC
@@ -147,6 +149,8 @@ class App:
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
         scheduler.lease = leaders["producers"]
         worker = Worker(store, model, WorkerSettings(
+            # each process its own holder name in `runs.worker_id` (which process holds which lease, C15)
+            worker_id=f"worker-{socket.gethostname()}-{os.getpid()}",
             concurrency=cfg.worker_concurrency, supplier=shop.supplier, currency=shop.currency, locale=shop.locale,
             shop_name=shop.name, hours=shop.hours, history_tokens=cfg.history_tokens,
             schedules=tuple((s.name, s.cron) for s in shop.schedules),
