@@ -4,7 +4,6 @@ long (`lease_s`), one whose claims are not (SQLite: one process owns the file) s
 by the database clock and shown in tests/integration/postgres/test_leases.py and tests/acceptance/postgres/."""
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
@@ -42,10 +41,8 @@ async def test_the_sweep_never_touches_a_live_claim_nor_a_recent_send(store: Sto
     done = await store.claim("w1")
     assert done is not None
     await store.finish(done, ReportDraft("hello", destination="tg:1"))
-    relay = uuid.uuid4().hex                        # a live relay's send (C16): its lease vouches for it
-    generation = await store.acquire_leader("relay", relay, 3600)
-    assert generation is not None
-    await store.mark_sending(1, fence=Fence("relay", relay, generation))
+    assert await store.acquire_leader("relay", "relay-holder", 30) == 1
+    await store.mark_sending(1, fence=Fence("relay", "relay-holder", 1))      # a live relay's send (C16)
     live = await store.claim("w1")
     assert live is not None
     summary = await store.sweep_expired()
