@@ -4,7 +4,6 @@ long (`lease_s`), one whose claims are not (SQLite: one process owns the file) s
 by the database clock and shown in tests/integration/postgres/test_leases.py and tests/acceptance/postgres/."""
 from __future__ import annotations
 
-
 import pytest
 
 from store import Fence, NotClaimed, Occurrence, ReportDraft, Store, WorkKind
