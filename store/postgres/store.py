@@ -3,7 +3,7 @@
 It is SQLite's store (store/sqlite/store.py) with another connection and the guarded statements of
 store/postgres/guards.py: each method is still one short transaction, a synchronous function run whole in a thread
 on one pooled connection. What is PostgreSQL's own: the URL, the pool, the migrations under an advisory lock, the
-change hint (the snapshot's xmax instead of `PRAGMA data_version`), the database clock, and no file backup
+change hint (migration 0015's counter of this database's writes instead of `PRAGMA data_version`), the database clock, and no file backup
 (pg_dump is the operator's tool).
 
 Time. The triggers, leases and guards never read a clock. The times the contracts compare (admission, debounce,
@@ -290,11 +290,13 @@ class PostgresStore(SqliteStore):
         return await self.db.read(migrations.current_version)
 
     async def data_version(self) -> int:
-        """Moves whenever any transaction that writes has started (the snapshot's xmax); a hint, like SQLite's."""
+        """Moves whenever a statement wrote work, deliveries or actions in this database (migration 0015's sequence,
+        drawn by a statement trigger); a hint, like SQLite's: other databases of the server never move it."""
         if time.monotonic() - self._offset_at > OFFSET_REFRESH_S:
             await self._measure_offset()
         return int(await self.db.raw(
-            lambda conn: conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()[0]))
+            lambda conn: conn.execute("SELECT last_value + (CASE WHEN is_called THEN 1 ELSE 0 END) "
+                                      "FROM shopbot_changes").fetchone()[0]))
 
     # ---- operations: health, metrics, vacuum (PostgreSQL has no pages, WAL file or busy timeout of its own) -------
     async def writable(self, probe_interval_s: float = 5.0) -> str | None:

@@ -51,7 +51,9 @@ async def test_both_dialects_reach_the_same_tables_columns_check_lists_and_trigg
     # PostgreSQL's own: the LISTEN/NOTIFY wake-up hints (0014); every contract trigger is in both
     assert {t for t in p_triggers if t.startswith("notify_")} == {"notify_work", "notify_deliveries",
                                                                "notify_actions"}
-    assert {t for t in p_triggers if not t.startswith("notify_")} == s_triggers and len(s_triggers) >= 20
+    assert {t for t in p_triggers if t.startswith("changed_")} == {"changed_work", "changed_deliveries",
+                                                                "changed_actions"}    # the change hint (0015)
+    assert {t for t in p_triggers if not t.startswith(("notify_", "changed_"))} == s_triggers and len(s_triggers) >= 20
 
 
 PLANTED = [

@@ -1,0 +1,3 @@
+-- 0015: nothing on SQLite. PostgreSQL's 0015 gives its change hint a counter of its own database's writes; SQLite's
+-- is `PRAGMA data_version`, which is already the file's own. The file keeps the version numbers of both dialects
+-- aligned.
