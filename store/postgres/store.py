@@ -3,8 +3,8 @@
 It is SQLite's store (store/sqlite/store.py) with another connection and the guarded statements of
 store/postgres/guards.py: each method is still one short transaction, a synchronous function run whole in a thread
 on one pooled connection. What is PostgreSQL's own: the URL, the pool, the migrations under an advisory lock, the
-change hint (migration 0015's counter of this database's writes instead of `PRAGMA data_version`), the database clock, and no file backup
-(pg_dump is the operator's tool).
+change hint (migration 0015's counter of this database's writes instead of `PRAGMA data_version`), the database
+clock, and no file backup (pg_dump is the operator's tool).
 
 Time. The triggers, leases and guards never read a clock. The times the contracts compare (admission, debounce,
 not-before, report and delivery times) are the store's text times, taken from `Clock`; with the system clock that
