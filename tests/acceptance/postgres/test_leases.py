@@ -1,8 +1,9 @@
 """Several real `shopbot run` processes on one PostgreSQL database (C15): K11 (a worker paused past its lease before
-its finish, resumed after another process took the turn over), K12 (a worker killed holding a lease, recovered by a
-live process after expiry; a turn that kills every worker fails at the cap), and a process starting up beside a live
-one leaves its turn alone. Waits are on the database clock and on the processes' records, audited from outside
-(tests/support/audit.py and `shopbot check`)."""
+its finish, resumed after another process took the turn over), K13 (a worker paused inside its finish transaction
+past its lease while another process sweeps: exactly one of finish and expiry commits), K12 (a worker killed
+holding a lease, recovered by a live process after expiry; a turn that kills every worker fails at the cap), and a
+process starting up beside a live one leaves its turn alone. Waits are on the database clock and on the processes'
+records, audited from outside (tests/support/audit.py and `shopbot check`)."""
 from __future__ import annotations
 
 import asyncio
@@ -91,6 +92,43 @@ async def test_k11_a_worker_paused_past_its_lease_is_refused_after_another_took_
         await stop_all(a, b)
     assert len(owner_texts(api)) == 1 and "vanilla on hand" in owner_texts(api)[0]
     assert "lease lost" in a.log.read_text() or "turn discarded" in a.log.read_text()
+    await audit(a)
+
+
+async def test_k13_a_finish_in_flight_past_its_lease_and_a_sweeping_process_exactly_one_commits(tmp_path, api,
+                                                                                             pg_url):
+    """The owner is inside its finish transaction (the fence passed, its run row locked) when its lease lapses and
+    another process sweeps: the sweep skips the locked run (SKIP LOCKED) and the finish commits; the run is never
+    both finished and expired, and the turn is answered once. The other order (the sweeper first) is raced with two
+    connections in tests/integration/postgres/test_leases.py."""
+    a = product(tmp_path, "a", api, pg_url, SHOPBOT_FAULT="finish-writes:stop")
+    b = product(tmp_path, "b", api, pg_url)
+    api.post_message(OWNER, OWNER, "how much vanilla")
+    try:
+        await a.start()
+        await stopped(a.proc)                                      # inside the finish transaction, fence passed
+        (run_a,) = a.query("SELECT run_id FROM runs WHERE ended_at IS NULL")[0]
+        await a.wait_db(f"SELECT clock_timestamp() > lease_expires_at FROM runs WHERE run_id = '{run_a}'",
+                        [(True,)])                                 # expired by the database clock
+        await b.start()                                            # sweeps at start and every half lease
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while "recovery:" not in (b.log.read_text() if b.log.exists() else ""):
+            assert loop.time() < deadline, "B did not start"
+            await asyncio.sleep(0.05)
+        assert "recovery: 0 released, 0 failed" in b.log.read_text()   # its start-up sweep met the locked run
+        await a.wait_db(f"SELECT clock_timestamp() > lease_expires_at + interval '{float(LEASE) * 2} s' "
+                        f"FROM runs WHERE run_id = '{run_a}'", [(True,)])   # several more sweeps of B meanwhile
+        assert a.query(f"SELECT outcome FROM runs WHERE run_id = '{run_a}'") == [(None,)]
+        assert a.query("SELECT state, attempts FROM work") == [("running", 1)]
+        os.kill(a.proc.pid, signal.SIGCONT)                        # the finish goes on and commits
+        await a.wait_db("SELECT state FROM deliveries", [("confirmed",)])
+        assert a.query("SELECT outcome FROM runs") == [("finished",)]
+        assert a.query("SELECT state, attempts FROM work") == [("finished", 1)]
+        assert a.query("SELECT count(*) FROM reports") == [(1,)]
+    finally:
+        await stop_all(a, b)
+    assert len(owner_texts(api)) == 1 and "vanilla on hand" in owner_texts(api)[0]
     await audit(a)
 
 
