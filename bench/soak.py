@@ -730,7 +730,8 @@ def main(argv: list[str] | None = None) -> int:
                          "postgresql://postgres@127.0.0.1:5432/postgres), with SIGKILL, SIGSTOP past the lease and "
                          "pg_terminate_backend as the chaos")
     pg.add_argument("--processes", type=int, default=3, help="how many shopbot run processes at a time")
-    pg.add_argument("--lease", type=float, default=2.0, help="SHOPBOT_LEASE_S of every process")
+    pg.add_argument("--lease", type=float, default=2.0,
+                    help="SHOPBOT_LEASE_S of every process (0: unset, the product's default)")
     pg.add_argument("--chaos-every", type=float, default=5.0,
                     help="at most this many seconds between two chaos events (uniform from a fifth of it)")
     pg.add_argument("--keep", action="store_true", help="keep the scratch database for a look afterwards")

@@ -50,7 +50,7 @@ class ClusterRunner:
         self.factor = args.factor
         self.sim_reached = SIM_START
         self.anchor: float | None = None
-        self.cluster = Cluster(work, api, url, lease_s=args.lease, supplier=supplier, shop_file=self.shop,
+        self.cluster = Cluster(work, api, url, lease_s=args.lease or None, supplier=supplier, shop_file=self.shop,
                                SHOPBOT_SUPPLIER_TOKEN=SUPPLIER_TOKEN, SHOPBOT_TEST_MODE="1",
                                SHOPBOT_TILL_TOKENS=",".join(f"{k}:{v}" for k, v in TILLS.items()),
                                SHOPBOT_DEBOUNCE_MS="300")
@@ -122,9 +122,13 @@ class PostgresSoak(Soak):
     async def lifecycle(self, deadline: float) -> None:
         rng = random.Random(f"{self.args.seed}-chaos")
         loop = asyncio.get_running_loop()
+        await self.cluster.migrate()
         for n in range(self.args.processes):
             await self.runner.start(chr(ord("a") + n))   # type: ignore[attr-defined]
-        await self.cluster.wait_leaders(timeout=60)
+        if self.args.lease:
+            await self.cluster.wait_leaders(timeout=60)
+        else:          # the product's default lease, or code without leader leases: someone polls
+            await self.api.wait_for(lambda: bool(self.api.polls), timeout=60)
         watcher = loop.create_task(self.watch())
         every = self.args.chaos_every
         try:
@@ -159,7 +163,7 @@ class PostgresSoak(Soak):
             self.cluster.pause(victim)
             self.ever_stopped.add(victim.label)
             self.chaos["SIGSTOP"] += 1
-            seconds = self.args.lease * rng.uniform(1.2, 2.5)
+            seconds = (self.args.lease or 2.0) * rng.uniform(1.2, 2.5)
 
             def resume(member: Member = victim) -> None:
                 if member.alive and member.stopped:
@@ -198,7 +202,11 @@ class PostgresSoak(Soak):
                 self.restart_later(self.base_of(member), 0.5)
 
     async def terminate(self, members: list[Member]) -> None:
+        """SIGTERM once each has finished starting (a signal during the interpreter's own start-up, before the
+        product installed its handler, would end it with -15 whatever the product does)."""
         for m in members:
+            with contextlib.suppress(AssertionError):
+                await self.cluster.wait_running(m, timeout=30)
             self.terminated.add(m.label)
         codes = await asyncio.gather(*(self.cluster.terminate(m) for m in members))
         self.term_codes += list(codes)
@@ -225,11 +233,22 @@ class PostgresSoak(Soak):
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
+        self.load = [loop.create_task(self.owner()), loop.create_task(self.buttons()),
+                     loop.create_task(self.faults())]
+        self.till_tasks = [loop.create_task(self.till(t)) for t in TILLS]
+        try:
+            return await self._run(self.load)
+        finally:            # on any way out, the load ends (its loops also watch stop_load)
+            self.stop_load.set()
+            for task in [*self.load, *self.till_tasks, *self.background]:
+                task.cancel()
+            await asyncio.gather(*self.load, *self.till_tasks, *self.background, return_exceptions=True)
+
+    async def _run(self, load: list[asyncio.Task]) -> int:   # type: ignore[type-arg]
+        loop = asyncio.get_running_loop()
         started = time.monotonic()
         self.runner.write_shop(pulse=True)
         deadline = loop.time() + self.args.minutes * 60
-        load = [loop.create_task(self.owner()), loop.create_task(self.buttons()), loop.create_task(self.faults())]
-        self.till_tasks = [loop.create_task(self.till(t)) for t in TILLS]
         await self.lifecycle(deadline)
         load_seconds = time.monotonic() - started
         self.stop_load.set()
@@ -278,6 +297,8 @@ class PostgresSoak(Soak):
             + ", ".join(f"{c} x{n}" for c, n in sorted(Counter(self.term_codes).items())),
             f"crashes           {len(self.exits)} exits nobody asked for"
             + "".join(f"{indent}{n} x {c}" for c, n in Counter(self.exits).most_common(5)),
+            f"window            {len(self.window)} part(s) sent again by a process resumed after SIGSTOP "
+            "(the documented window, counted apart)" + "".join(f"{indent}{w}" for w in self.window[:10]),
             f"pollers           {len(self.api.polls)} getUpdates, {len(two)} ended by a newer one while their "
             "client still listened (conflicts: " + ", ".join(
                 f"{p.client}<-{p.terminated_by}" for p in two[:10]) + ")",
@@ -299,9 +320,6 @@ class PostgresSoak(Soak):
             if len(set(clients)) > 1 and self.ever_stopped & set(clients):
                 violations.remove(v)
                 self.window.append(f"{v} (sent by {clients})")
-        print(f"window            {len(self.window)} part(s) sent again by a process resumed after SIGSTOP "
-              "(the documented window, counted apart)" + "".join(f"\n                    {w}"
-                                                               for w in self.window[:10]))
         if self.api.poll_conflicts:
             violations.append(f"{len(self.api.poll_conflicts)} getUpdates ended by a newer one while their client "
                               "still listened: two pollers at once")

@@ -63,7 +63,7 @@ class Member:
 class Cluster:
     """`shopbot run` processes sharing `db` (a postgresql:// URL) and the servers `api` (and `supplier`)."""
 
-    def __init__(self, work: Path, api: Any, db: str, *, lease_s: float = 2.0, supplier: Any = None,
+    def __init__(self, work: Path, api: Any, db: str, *, lease_s: float | None = 2.0, supplier: Any = None,
                  shop_file: Path | None = None, **settings: str) -> None:
         self.work = work
         self.api = api
@@ -84,8 +84,9 @@ class Cluster:
             "SHOPBOT_HTTP_HOST": "127.0.0.1", "SHOPBOT_HTTP_PORT": str(port), "SHOPBOT_DEBOUNCE_MS": "0",
             "SHOPBOT_CHAT_PACE_MS": "0", "SHOPBOT_SHOP_FILE": str(self.shop_file),
             "SHOPBOT_LOG_FILE": str(self.work / f"{label}.log"), "SHOPBOT_LOG_LEVEL": "INFO",
-            "SHOPBOT_LEASE_S": f"{self.lease_s:g}",
         })
+        if self.lease_s is not None:             # None: the product's default
+            env["SHOPBOT_LEASE_S"] = f"{self.lease_s:g}"
         if self.supplier is not None:
             env.update({"SHOPBOT_SUPPLIER_URL": self.supplier.base_url,
                         "SHOPBOT_SUPPLIER_TOKEN": self.supplier_token})
@@ -123,6 +124,16 @@ class Cluster:
 
     def by_pid(self, pid: int) -> Member | None:
         return next((m for m in self.members.values() if m.pid == pid), None)
+
+    def running(self, member: Member) -> bool:
+        """The process finished starting: its log says `shopbot running`."""
+        try:
+            return "shopbot running" in (self.work / f"{member.label}.log").read_text(errors="replace")
+        except OSError:
+            return False
+
+    async def wait_running(self, member: Member, timeout: float = 30.0) -> None:
+        await self.wait_until(lambda: self.running(member) or not member.alive, timeout, f"{member.label} running")
 
     async def kill(self, member: Member) -> int:
         if member.alive:
@@ -166,7 +177,8 @@ class Cluster:
     def query(self, sql: str, *args: object) -> list[tuple]:  # type: ignore[type-arg]
         conn = connect_read_only(self.db)
         try:
-            return [tuple(r) for r in conn.execute(sql.replace("?", "%s"), args).fetchall()]
+            # without arguments no placeholder is parsed, so a literal % (LIKE 'tg:%') needs no escaping
+            return [tuple(r) for r in conn.execute(sql.replace("?", "%s"), args or None).fetchall()]
         finally:
             conn.close()
 
@@ -222,6 +234,15 @@ class Cluster:
         """Until `sql` (selecting one timestamptz) is in the past on the database clock."""
         await self.wait_until(lambda: self.query(f"SELECT ({sql}) <= clock_timestamp()", *args)[0][0] is True,
                               timeout, f"expired: {sql}")
+
+    async def migrate(self) -> None:
+        """`shopbot migrate` as a process: an empty database made ready before the processes start (K18, several
+        processes starting on an empty database at once, is its own test)."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "migrate", "--db", self.db, env=self.env("migrate", -1, None),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        assert proc.returncode == 0, (out + err).decode()[-2000:]
 
     async def check(self) -> tuple[int, str]:
         """`shopbot check` as a process."""
