@@ -1,7 +1,10 @@
 """The composition root: builds every part from the configuration and runs them in one TaskGroup.
 
-Wiring only. One process per database owns recovery, the worker and the relays (C10): the instance lock is taken
-before anything else and held for the life of the process.
+Wiring only. On SQLite one process per database owns recovery, the worker and the relays (C10): the instance lock is
+taken before anything else and held for the life of the process. On PostgreSQL any number of processes share the
+database (C15, C16): every process runs the worker and the HTTP server (till, webhook, health); the singletons (the
+Telegram poller, the report relay, the clock and stock producers, the action relay) each run only in the process
+that holds their leader lease (bot/leadership.py). The same code runs on SQLite, where the one process always leads.
 """
 from __future__ import annotations
 
@@ -20,9 +23,11 @@ from telegram.error import InvalidToken, NetworkError, RetryAfter
 from bot import config as config_module
 from bot.config import Config
 from bot.http import Health, HttpServer, health_route
+from bot.leadership import NAMES, Leader, Presence, new_holder
 from bot.logs import add_secret
 from bot.metrics import MeteredModel, MeteredSender, Metrics, metrics_route
 from bot.ops_page import OpsPage
+from bot.relays.notices import announce_unknowns
 from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
@@ -60,6 +65,8 @@ class Parts:
     actions: ActionRelay | None = None
     producers: ProducerScheduler | None = None
     typing: TypingIndicator | None = None
+    leaders: dict[str, Leader] | None = None
+    presence: Presence | None = None
 
 
 class StartAborted(Exception):
@@ -125,9 +132,13 @@ class App:
             raise config_module.ConfigError(
                 f"SHOPBOT_MODEL={cfg.model} needs SHOPBOT_MODEL_API_KEY (or SHOPBOT_MODEL_BASE_URL for a local "
                 f"server that needs no key): {exc.detail}") from None
+        holder = new_holder()          # this process in the leader leases: random at every start (C16)
+        leaders = {name: Leader(store, name, holder, cfg.lease_s) for name in NAMES}
+        presence = Presence(store, holder, cfg.lease_s, on_unknown=lambda: announce_unknowns(store))
         clock_producer = ClockProducer(store, shop.schedules, owner_chat)
         watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
+        scheduler.lease = leaders["producers"]
         worker = Worker(store, model, WorkerSettings(
             concurrency=cfg.worker_concurrency, supplier=shop.supplier, currency=shop.currency, locale=shop.locale,
             shop_name=shop.name, hours=shop.hours, history_tokens=cfg.history_tokens,
@@ -141,15 +152,15 @@ class App:
         if cfg.supplier_url:
             adapter = SupplierAdapter(cfg.supplier_url, str(cfg.supplier_token))
             self._stack.push_async_callback(adapter.aclose)
-            actions = ActionRelay(store, adapter, {supplier_destination}, owner_chat)
+            actions = ActionRelay(store, adapter, {supplier_destination}, owner_chat, lease=leaders["actions"])
         else:
             log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
         rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination, shop.lead_time_days)
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(
             chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s, chat_burst=cfg.chat_burst,
-            global_burst=cfg.global_burst)) if sender else None
-        ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules) \
-            if bot and sender else None
+            global_burst=cfg.global_burst), lease=leaders["relay"]) if sender else None
+        ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules,
+                          lease=leaders["poller"]) if bot and sender else None
         routes = [health_route(store, health), metrics_route(store, metrics)]
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
@@ -157,7 +168,8 @@ class App:
         if cfg.ops_token:
             routes += OpsPage(store, str(cfg.ops_token)).routes()
         http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
-        self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler, typing)
+        self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler, typing,
+                           leaders, presence)
         return self
 
     async def _initialize(self, bot: Any) -> None:
@@ -236,7 +248,7 @@ class App:
         if p is None:
             return
         p.worker.stop()
-        for part in (p.relay, p.ingress, p.http, p.actions):
+        for part in (p.relay, p.ingress, p.http, p.actions, p.presence, *(p.leaders or {}).values()):
             if part is not None:
                 part.stop()
 
@@ -275,20 +287,29 @@ class App:
         log.info("shopbot running: model=%s telegram=%s http=%s", self.cfg.model,
                  "webhook" if self.cfg.webhook_url else ("polling" if p.ingress else "off"),
                  f"{self.cfg.http_host}:{self.cfg.http_port}" if p.http else "off")
+        assert p.leaders is not None and p.presence is not None
+        lead = p.leaders
         async with asyncio.TaskGroup() as tasks:
             # Stopping cancels admission and the worker (an abandoned model call releases its turn without
-            # counting the attempt; an unacknowledged batch comes back, C2) and lets a send in flight finish.
+            # counting the attempt; an unacknowledged batch comes back, C2) and lets a send in flight finish. A
+            # singleton runs only while this process holds its leader lease; a clean stop resigns it (C16).
+            tasks.create_task(p.presence.run())
             cancel_on_stop = [tasks.create_task(self._supervised("worker", p.worker.run()))]
             if p.ingress and not self.cfg.webhook_url:
-                cancel_on_stop.append(tasks.create_task(self._supervised("ingress", p.ingress.poll())))
+                ingress = p.ingress
+                cancel_on_stop.append(tasks.create_task(self._supervised(
+                    "ingress", lead["poller"].run(lambda fence: ingress.poll()))))
             if p.relay:
-                tasks.create_task(self._supervised("relay", p.relay.run()))
+                relay = p.relay
+                tasks.create_task(self._supervised("relay", lead["relay"].run(lambda fence: relay.run(), relay.stop)))
             if p.actions:
-                tasks.create_task(p.actions.run())
+                actions = p.actions
+                tasks.create_task(lead["actions"].run(lambda fence: actions.run(), actions.stop))
             if p.http:
                 tasks.create_task(p.http.serve())
             if p.producers:
-                cancel_on_stop.append(tasks.create_task(p.producers.run()))
+                producers = p.producers
+                cancel_on_stop.append(tasks.create_task(lead["producers"].run(lambda fence: producers.run())))
             if self.cfg.retention_days:
                 cancel_on_stop.append(tasks.create_task(self._retention(self.cfg.retention_days)))
             await self._stopping.wait()
@@ -299,12 +320,37 @@ class App:
 
     async def drain(self) -> dict:
         """`run --drain`: recovery ran at start; admit what Telegram holds, run every due turn, send every due
-        delivery, until nothing due is left; returns the status of what is left (not yet due)."""
+        delivery, until nothing due is left; returns the status of what is left (not yet due). The singletons'
+        leases are held (and renewed) for the whole drain, so a drain never runs beside another leader."""
         p = self.parts
-        assert p is not None
+        assert p is not None and p.leaders is not None
+        async with self._holding(p.leaders):
+            return await self._drain(p)
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, leaders: dict[str, Leader]) -> Any:
+        """Hold every leader lease (renewed in the background) for the body; refused while another process leads."""
+        forever = asyncio.Event()
+        runners = [asyncio.create_task(leader.run(lambda fence: forever.wait())) for leader in leaders.values()]
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 2 * self.cfg.lease_s + 1
+            while not all(leader.holding for leader in leaders.values()):
+                if loop.time() > deadline:
+                    busy = ", ".join(name for name, leader in leaders.items() if not leader.holding)
+                    raise StoreError(f"another shopbot process leads {busy} on this database: `run --drain` runs "
+                                     "only while no other process runs the singletons; stop them first")
+                await asyncio.sleep(0.02)
+            yield
+        finally:
+            for leader in leaders.values():
+                leader.stop()
+            await asyncio.gather(*runners, return_exceptions=True)
+
+    async def _drain(self, p: Parts) -> dict:
         if p.producers:
-            await p.producers.clock.catch_up()
-            await p.producers.watcher.check()
+            await p.producers.clock.catch_up(fence=p.producers._fence())
+            await p.producers.watcher.check(p.producers._fence())
         while True:
             if p.ingress:
                 await p.ingress.poll(drain=True)

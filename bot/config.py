@@ -35,6 +35,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_DEBOUNCE_MS": ("300", "a session is claimed this long after its oldest pending item arrived; 0 disables"),
     "SHOPBOT_ATTEMPT_CAP": ("3", "attempts per work item before it fails with an error report"),
     "SHOPBOT_WORKER_CONCURRENCY": ("1", "sessions the worker runs at once (one turn per session at a time)"),
+    "SHOPBOT_LEASE_S": ("30", "PostgreSQL: seconds a claimed turn stays this process's without renewal (renewed "
+                              "every third of it); a dead or paused process's turns are taken over after it"),
     "SHOPBOT_MODEL": ("offline", "offline | openai:<model> | anthropic:<model>"),
     "SHOPBOT_MODEL_BASE_URL": ("", "OpenAI-compatible server root (Ollama, vLLM, OpenRouter); empty for the default"),
     "SHOPBOT_MODEL_API_KEY": ("", "the model provider's API key (secret); optional with SHOPBOT_MODEL_BASE_URL"),
@@ -104,6 +106,7 @@ def environment(cwd: Path | None = None) -> dict[str, str]:
 
 _WHOLE = re.compile(r"-?[0-9]+")          # ASCII digits only: no "1_000", no full-width digits, no spaces
 _ID = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 MAX_ID = 2**53                            # Telegram ids fit in 52 bits; SQLite integers are 64-bit
 
 
@@ -137,6 +140,15 @@ class _Checks:
             return int(raw)
         self.fail(key, raw, f"a whole number from {low} to {high:,}{meaning} (ASCII digits only)")
         return int(KEYS[key][0] or low)
+
+    def seconds(self, key: str, high: float) -> float:
+        """A positive number of seconds up to `high`, ASCII digits with an optional decimal part (the default when
+        unset)."""
+        raw = self.text(key)
+        if _DECIMAL.fullmatch(raw) and 0 < float(raw) <= high:
+            return float(raw)
+        self.fail(key, raw, f"a positive number of seconds up to {high:,g}, e.g. 30 or 1.5 (ASCII digits only)")
+        return float(KEYS[key][0])
 
     def ids(self, key: str) -> tuple[int, ...]:
         """Comma-separated positive Telegram ids (ASCII digits, optional spaces around the commas); empty: none."""
@@ -181,6 +193,7 @@ class Config:
     debounce_ms: int
     attempt_cap: int
     worker_concurrency: int
+    lease_s: float
     model: str
     model_base_url: str
     model_api_key: Secret
@@ -265,6 +278,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     debounce_ms = c.whole("SHOPBOT_DEBOUNCE_MS", 0, 3_600_000, " (0 disables)")
     attempt_cap = c.whole("SHOPBOT_ATTEMPT_CAP", 1, 100)
     concurrency = c.whole("SHOPBOT_WORKER_CONCURRENCY", 1, 64)
+    lease_s = c.seconds("SHOPBOT_LEASE_S", 3600)
     expiry = c.whole("SHOPBOT_PROPOSAL_EXPIRY_HOURS", 1, 24 * 366)
     http_port = c.whole("SHOPBOT_HTTP_PORT", -1, 65535, " (0 picks a free port, -1 disables the server)")
     chat_pace = c.whole("SHOPBOT_CHAT_PACE_MS", 0, 3_600_000)
@@ -357,6 +371,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         debounce_ms=debounce_ms,
         attempt_cap=attempt_cap,
         worker_concurrency=concurrency,
+        lease_s=lease_s,
         model=model,
         model_base_url=model_base_url,
         model_api_key=Secret(env.get("SHOPBOT_MODEL_API_KEY", "")),

@@ -42,6 +42,11 @@ EVENTS: dict[str, tuple[str, str]] = {
                                        "conflicting redelivery source=%s: kept the first, refused this one"),
     "ingress.get_updates_failed": ("shopbot.ingress", "getUpdates failed (%s); retrying in %.1f s"),
     "ingress.flood_control": ("shopbot.ingress", "getUpdates flood control: waiting %.1f s"),
+    "ingress.stale_poller_conflict": ("shopbot.ingress",
+                                      "getUpdates 409 Conflict while holding the poller lease: a stale ex-leader's "
+                                      "poll is still open; retrying in %.1f s"),
+    "ingress.fence_refused": ("shopbot.ingress",
+                              "admission refused by the poller lease fence: this poller stops, offset not advanced"),
     "ingress.malformed_update": ("shopbot.ingress", "malformed update dropped update_id=%s%s"),
     "ingress.refused_capacity": ("shopbot.ingress", "refused for capacity chat=%s source=%s"),
     "ingress.unsupported_update": ("shopbot.ingress", "unsupported update kind dropped update_id=%s"),
@@ -106,6 +111,14 @@ EVENTS: dict[str, tuple[str, str]] = {
     "actions.still_unknown": ("shopbot.actions", "action still unknown action_id=%s: %s"),
     "actions.unknown": ("shopbot.actions",
                         "action unknown action_id=%s: %s (reconciling by key, never resent blindly)"),
+    # leader leases (bot/leadership.py, C16)
+    "leader.acquired": ("shopbot.leadership", "leader acquired name=%s generation=%d holder=%s"),
+    "leader.demoted": ("shopbot.leadership",
+                       "leader demoted name=%s generation=%d: %s; the singleton stops at once"),
+    "leader.resigned": ("shopbot.leadership", "leader resigned name=%s generation=%d"),
+    "leader.call_failed": ("shopbot.leadership", "leader lease call failed name=%s (%s): counted as not held"),
+    "leader.sends_unknown": ("shopbot.leadership", "sends of a lapsed leader now unknown deliveries=%s actions=%s"),
+    "leader.heartbeat_failed": ("shopbot.leadership", "heartbeat or sweep failed (%s); trying again"),
     # `shopbot run` itself
     "run.crashed": ("shopbot", "shopbot run stopped on an error: %s"),
     "run.drained": ("shopbot", "drained; left (not yet due): %s"),

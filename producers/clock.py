@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from store import Admission, Occurrence, Store, Transaction, WorkKind, faults
+from store import Admission, Fence, Occurrence, Store, Transaction, WorkKind, faults
 
 from .schedule import Schedule, ScheduleError, plan_catch_up
 
@@ -51,13 +51,14 @@ class ClockProducer:
         self.schedules = {s.name: s for s in schedules}
         self.destination = destination
 
-    async def catch_up(self, name: str | None = None) -> list[CatchUpResult]:
-        """Plan and commit every schedule (or the named one), one transaction each. The fault point `clock-cursor`
-        lies inside the transaction after the admissions, before the missed rows and the cursor are written."""
+    async def catch_up(self, name: str | None = None, fence: Fence | None = None) -> list[CatchUpResult]:
+        """Plan and commit every schedule (or the named one), one transaction each, each fenced by the `producers`
+        lease when given (C16). The fault point `clock-cursor` lies inside the transaction after the admissions,
+        before the missed rows and the cursor are written."""
         targets = [self.schedules[name]] if name is not None else list(self.schedules.values())
         results = []
         for schedule in targets:
-            result = await self.store.atomic(lambda tx, s=schedule: self._catch_up(tx, s))
+            result = await self.store.atomic(lambda tx, s=schedule: self._catch_up(tx, s), fence=fence)
             _log(result)
             results.append(result)
         return results

@@ -12,15 +12,17 @@ stops `run()` with it, so the TaskGroup around it stops the process loudly inste
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import UTC
+from typing import Any
 
 from apscheduler.executors.asyncio import AsyncIOExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from store import StoreError
+from store import Fence, LeaseLost, StoreError
 
 from .clock import ClockProducer
 from .schedule import Schedule, parse_schedules, trigger_for
@@ -40,7 +42,9 @@ def stock_schedule(cron: str, timezone_name: str) -> Schedule:
 
 
 class ProducerScheduler:
-    def __init__(self, clock: ClockProducer, watcher: StockWatcher, stock_trigger: CronTrigger) -> None:
+    def __init__(self, clock: ClockProducer, watcher: StockWatcher, stock_trigger: CronTrigger,
+                 lease: Any = None) -> None:
+        self.lease = lease       # the `producers` leader lease (bot.leadership.Leader); None: unfenced (drain, tests)
         self.clock = clock
         self.watcher = watcher
         self.stock_trigger = stock_trigger
@@ -51,8 +55,8 @@ class ProducerScheduler:
     async def run(self) -> None:
         """Catch up once, then wake the producers on their triggers until cancelled."""
         self._bug = asyncio.get_running_loop().create_future()
-        await self._wake("startup", self.clock.catch_up())
-        await self._wake("startup", self.watcher.check())
+        await self._wake("startup", self.clock.catch_up(fence=self._fence()))
+        await self._wake("startup", self.watcher.check(self._fence()))
         scheduler = AsyncIOScheduler(jobstores={"default": MemoryJobStore()},
                                      executors={"default": AsyncIOExecutor()},
                                      job_defaults=JOB_OPTIONS, timezone=UTC)
@@ -71,11 +75,23 @@ class ProducerScheduler:
             scheduler.shutdown(wait=False)
             await asyncio.sleep(0)
 
+    def _fence(self) -> Fence | None:
+        """Every write of a wake-up is fenced by the `producers` lease (C16): a process whose lease lapsed admits
+        nothing (LeaseLost, logged as a failed wake-up; the leadership runner stops this scheduler)."""
+        if self.lease is None:
+            return None
+        fence: Fence | None = self.lease.fence
+        if fence is None:
+            raise LeaseLost("producers", "-", 0)
+        return fence
+
     async def _clock_job(self, name: str) -> None:
-        await self._wake(f"clock:{name}", self.clock.catch_up(name))
+        with contextlib.suppress(LeaseLost):     # demoted: the runner is stopping this scheduler
+            await self._wake(f"clock:{name}", self.clock.catch_up(name, fence=self._fence()))
 
     async def _stock_job(self) -> None:
-        await self._wake(STOCK_JOB, self.watcher.check())
+        with contextlib.suppress(LeaseLost):
+            await self._wake(STOCK_JOB, self.watcher.check(self._fence()))
 
     async def _wake(self, job: str, work) -> None:  # type: ignore[no-untyped-def]
         try:

@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass
 
 from producers.telegram.owner import edit_order_card, order_buttons
-from store import Admission, Occurrence, ReportDraft, Store, Transaction, WorkKind
+from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind
 
 log = logging.getLogger("shopbot.stock")
 
@@ -72,8 +72,11 @@ class StockWatcher:
         self.destination = destination
         self.count_tolerance = count_tolerance
 
-    async def check(self) -> StockCheck:
-        result = await self.store.atomic(self._check)
+    async def check(self, fence: Fence | None = None) -> StockCheck:
+        """One check in one transaction; `fence` is the `producers` lease of the scheduled checks (C16). The check
+        the worker runs after a till turn runs unfenced in whichever process ran the turn: every write it makes is
+        idempotent by its identity (C1), so a check that overlaps the leader's admits nothing twice."""
+        result = await self.store.atomic(self._check, fence=fence)
         for source in result.admitted:
             log.info("stock episode admitted source=%s", source)
         for source in result.refused:

@@ -8,6 +8,7 @@ from .clock import Clock, ManualClock, SystemClock, from_text, parse_clock, to_t
 from .errors import (
     IllegalTransition,
     InstanceLocked,
+    LeaseLost,
     NotClaimed,
     NotShopbotDatabase,
     PartStopped,
@@ -29,6 +30,7 @@ from .ports import (
     Inbox,
     Insights,
     Journal,
+    Leadership,
     Outbox,
     ProducerRecords,
     ShopRecords,
@@ -43,6 +45,7 @@ from .records import (
     Decision,
     Delivery,
     DeliveryState,
+    Fence,
     FinishOutcome,
     ItemSpec,
     Occurrence,
@@ -93,7 +96,8 @@ async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFA
 __all__ = [
     # the ports and the way to open an implementation
     "Store", "Transaction", "Inbox", "Journal", "Outbox", "ActionOutbox", "ShopRecords", "Insights",
-    "ChangeNotification", "Admin", "ProducerRecords", "open_store", "is_database_url", "describe_location",
+    "ChangeNotification", "Admin", "Leadership", "ProducerRecords", "open_store", "is_database_url",
+    "describe_location",
     # the SQLite implementation's own operator moves (the instance lock, restore of a backup file, the backup
     # taken before a migration)
     "SqliteStore", "InstanceLock", "restore", "backup_before_migration",
@@ -102,10 +106,11 @@ __all__ = [
     # time
     "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text",
     # errors
-    "ShopbotError", "IllegalTransition", "InstanceLocked", "NotClaimed", "NotShopbotDatabase", "PartStopped",
-    "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError", "StoreUnavailable", "UnknownTarget",
+    "ShopbotError", "IllegalTransition", "InstanceLocked", "LeaseLost", "NotClaimed", "NotShopbotDatabase",
+    "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError", "StoreUnavailable",
+    "UnknownTarget",
     # records
-    "Action", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState", "FinishOutcome",
+    "Action", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState", "Fence", "FinishOutcome",
     "ItemSpec", "Occurrence", "Policy", "Prompt", "RecoverySummary", "ReportDraft", "Stats", "Violation", "WorkItem",
     "WorkKind", "WorkState",
 ]

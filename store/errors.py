@@ -68,6 +68,15 @@ class NotClaimed(StoreError):
         super().__init__(f"run {run_id}: {detail}")
 
 
+class LeaseLost(StoreError):
+    """A singleton's write was refused by its leader-lease fence (C16): the lease `name` is no longer held by this
+    holder and generation, or it expired. Nothing of the transaction was written; the singleton must stop."""
+
+    def __init__(self, name: str, holder: str, generation: int) -> None:
+        self.name, self.holder, self.generation = name, holder, generation
+        super().__init__(f"the {name} lease is no longer held by {holder[:8]}/{generation}: nothing was written")
+
+
 class UnknownTarget(StoreError):
     """A report, delivery, session or prompt that does not exist."""
 

@@ -18,6 +18,7 @@ from .records import (
     Claim,
     Decision,
     Delivery,
+    Fence,
     FinishOutcome,
     ItemSpec,
     Occurrence,
@@ -204,8 +205,10 @@ class Inbox(Protocol):
         """Count a refusal (a bad till token, a stranger) in memory: written with the next commit that writes anyway,
         or by a flush at most once a second. A crash may lose the last second of counts, never work (C1)."""
 
-    async def atomic(self, fn: Callable[[Transaction], T]) -> T:
-        """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2)."""
+    async def atomic(self, fn: Callable[[Transaction], T], *, fence: Fence | None = None) -> T:
+        """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2). With
+        `fence`, a singleton's lease is checked first in the same transaction (`Leadership`): `LeaseLost` and nothing
+        written when it is no longer held."""
 
     async def claim(self, worker_id: str, skip_sessions: Sequence[str] = ()) -> Claim | None:
         """C5: the pending items of one due session (its oldest item admitted at least the debounce window ago,
@@ -285,9 +288,11 @@ class Outbox(Protocol):
     async def next_delivery_time(self) -> datetime | None:
         """The earliest not-before time of a pending part, or None."""
 
-    async def mark_sending(self, delivery_id: int, confirm: tuple[int, str] | None = None) -> None:
+    async def mark_sending(self, delivery_id: int, confirm: tuple[int, str] | None = None, *,
+                           fence: Fence | None = None) -> None:
         """pending -> sending, committed before the HTTP call; `confirm` (delivery id, receipt) records the previous
-        part's receipt in the same commit."""
+        part's receipt in the same commit. With `fence` (the relay's lease) the lease is checked in the same
+        transaction (`LeaseLost`, nothing written) and recorded as the delivery's `sender`."""
 
     async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
         """sending -> confirmed with Telegram's message id (a receipt is required)."""
@@ -321,9 +326,11 @@ class ActionOutbox(Protocol):
     async def next_action_time(self) -> datetime | None:
         """The earliest not-before time of a pending action, or None."""
 
-    async def action_move(self, move: str, action_id: int, *args: Any) -> None:
+    async def action_move(self, move: str, action_id: int, *args: Any, fence: Fence | None = None) -> None:
         """One relay move (`mark_sending`, `mark_delivered`, `mark_not_sent`, `mark_failed`, `mark_unknown`,
-        `quarantine`) in its own transaction; an illegal move raises `IllegalTransition`."""
+        `quarantine`) in its own transaction; an illegal move raises `IllegalTransition`. With `fence` (the action
+        relay's lease) the lease is checked first (`LeaseLost`, nothing written) and a `mark_sending` records it as
+        the action's `sender`."""
 
     async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,
                             detail: str | None = None) -> str:
@@ -411,7 +418,8 @@ class Insights(Protocol):
 
     async def status(self, window_seconds: float = 3600.0) -> dict[str, Any]:
         """Counts per state, oldest pending age, unknown and failed items, actions, counters, missed occurrences,
-        Little's law over the window: the shape README documents for `status --json`."""
+        Little's law over the window, the processes sharing the store and who holds each leader lease (C16): the
+        shape README documents for `status --json`."""
 
     async def reports(self, limit: int = 20) -> list[dict[str, Any]]:
         """The latest reports with their items' work ids and source identities and their parts' states."""
@@ -473,8 +481,54 @@ class Admin(Protocol):
 
 
 @runtime_checkable
-class Store(Inbox, Journal, Outbox, ActionOutbox, ShopRecords, Insights, ChangeNotification, Admin, Protocol):
+class Leadership(Protocol):
+    """Leader leases (C16): one holder at a time per singleton name (`poller`, `relay`, `producers`, `actions`).
+
+    A holder is a random uuid4 hex made at each process start (never a pid or a host name); the generation grows at
+    every takeover. Every judgement of a lease is made by the store's one clock: the database server's clock
+    (`clock_timestamp()`) on PostgreSQL, the store's clock on SQLite (where the one process under the instance lock
+    always wins). Lease lengths are real seconds."""
+
+    async def acquire(self, name: str, holder: str, lease_s: float) -> int | None:
+        """The lease for `holder` for `lease_s` when it is free or expired: its generation (one more than the last
+        holder's); None while another holder's lease is current (or this holder's own: it is never re-entered)."""
+
+    async def renew(self, name: str, holder: str, generation: int, lease_s: float) -> bool:
+        """Extend the lease by `lease_s` from now, only for this holder and generation and only while it is current:
+        False means demote at once (a lapsed lease is never revived)."""
+
+    async def resign(self, name: str, holder: str, generation: int) -> bool:
+        """End the lease now (a clean stop) so a standby acquires it at once; False when it was no longer held."""
+
+    async def fenced(self, fence: Fence) -> None:
+        """The fence in a transaction of its own: `LeaseLost` unless `fence` is still held and unexpired. Inside a
+        singleton's own write it is the `fence=` of `atomic`, `mark_sending` and `action_move`; on PostgreSQL it
+        takes the lease row FOR SHARE, so a takeover waits until the fenced transaction has committed."""
+
+    async def heartbeat(self, holder: str, pid: int, host: str, forget_after_s: float) -> None:
+        """This process is alive (its `processes` row: holder, pid, host, started, seen now); rows of processes
+        not seen for `forget_after_s` are dropped."""
+
+    async def depart(self, holder: str) -> None:
+        """A clean stop: the process's row is removed."""
+
+    async def leaders(self) -> list[dict[str, Any]]:
+        """Every lease: name, holder, generation, expires_in_s (negative once expired), acquired_at; a read."""
+
+    async def processes(self) -> list[dict[str, Any]]:
+        """The processes that share the store: holder, pid, host, started_at, seen_s_ago; a read."""
+
+    async def sweep_sending(self) -> tuple[list[int], list[int]]:
+        """C7, C11, C16: deliveries and actions `sending` whose sender's lease (relay, actions) is no longer current
+        become unknown; those of a sender that still holds its lease are left alone. Returns (delivery ids, action
+        ids) moved. Any process may run it at any time."""
+
+
+@runtime_checkable
+class Store(Inbox, Journal, Outbox, ActionOutbox, ShopRecords, Insights, ChangeNotification, Admin, Leadership,
+            Protocol):
     """Every port: what the composition root hands to each part (each part annotates the port it uses)."""
 
 
-PORTS: tuple[type, ...] = (Inbox, Journal, Outbox, ActionOutbox, ShopRecords, Insights, ChangeNotification, Admin)
+PORTS: tuple[type, ...] = (Inbox, Journal, Outbox, ActionOutbox, ShopRecords, Insights, ChangeNotification, Admin,
+                           Leadership)

@@ -172,6 +172,20 @@ class ReportDraft:
 
 
 @dataclass(frozen=True)
+class Fence:
+    """A singleton's leader lease as held (C16): checked inside each of its write transactions, so a write by a
+    holder whose lease lapsed or was taken over is refused (`LeaseLost`) with nothing written."""
+    name: str              # poller, relay, producers, actions
+    holder: str            # a random uuid4 hex per process start
+    generation: int        # grows at every takeover
+
+    @property
+    def sender(self) -> str:
+        """How a `sending` row names the lease that marked it (`deliveries.sender`, `actions.sender`)."""
+        return f"{self.holder}/{self.generation}"
+
+
+@dataclass(frozen=True)
 class Prompt:
     nonce: str
     kind: str

@@ -40,3 +40,9 @@ def print_status(status: dict, out: TextIO) -> None:
         line(f"MISSED   {row['schedule']} {row['key']} ({row['reason']}, recorded {row['recorded_at'][:16]})")
     if status["counters"]:
         line("counted:    " + "  ".join(f"{k} {v}" for k, v in status["counters"].items()))
+    for row in status.get("processes", []):
+        line(f"process    {row['holder'][:8]} pid {row['pid']} on {row['host']}, seen {row['seen_s_ago']:.1f} s ago")
+    for row in status.get("leases", []):
+        held = (f"expires in {row['expires_in_s']:.1f} s" if row["expires_in_s"] > 0
+                else f"free (expired {-row['expires_in_s']:.1f} s ago)")
+        line(f"leader     {row['name']:<9} {row['holder'][:8]} generation {row['generation']}, {held}")

@@ -1,16 +1,23 @@
 """The action relay (C11): delivers approved actions to the supplier outside any transaction, with the same
 idempotency key on every attempt; `sending` is committed first. An unknown action is reconciled by asking the
 supplier about its key, never blindly resent. Malformed or unauthorised actions are quarantined, never sent.
-The owner hears the outcome of each action through the report outbox."""
+The owner hears the outcome of each action through the report outbox.
+
+Under the `actions` leader lease (C16, `lease`: a bot.leadership.Leader) it is the one action relay: `sending` is
+committed with the lease's fence and names it as the action's sender, and the lease's age is checked right before
+each request; an action whose sender's lease lapsed while it was `sending` becomes unknown and is reconciled by its
+key (a repeat is harmless: the supplier drops a repeated idempotency key)."""
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+from typing import Any
 
+from bot.leadership import held
 from bot.relays.supplier_client import SupplierAdapter
 from producers.telegram.owner import edit_order_card
-from store import Action, Store, StoreError, faults
+from store import Action, Fence, LeaseLost, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.actions")
 
@@ -42,7 +49,8 @@ def validate(action: Action, known_destinations: set[str]) -> str | None:
 
 class ActionRelay:
     def __init__(self, store: Store, adapter: SupplierAdapter, destinations: set[str], owner_chat: str | None, *,
-                 retry_s: float = 5.0, reconcile_every_s: float = 5.0) -> None:
+                 retry_s: float = 5.0, reconcile_every_s: float = 5.0, lease: Any = None) -> None:
+        self.lease = lease        # a bot.leadership.Leader, or None (drain, tests): unfenced
         self.store = store
         self.adapter = adapter
         self.destinations = destinations
@@ -60,6 +68,8 @@ class ActionRelay:
         while not self._stop.is_set():
             try:
                 await self._run()
+            except LeaseLost:
+                raise                # the lease is gone: this relay stops at once (bot/leadership.py demotes)
             except StoreError as exc:       # said loudly and waited out; an action found `sending` is reconciled
                 failures += 1
                 delay = min(30.0, 0.5 * 2 ** min(failures, 6))
@@ -104,8 +114,9 @@ class ActionRelay:
                              f"Order #{action.proposal_id} was held back and not sent: {problem}. "
                              "The operator can release or void it (`shopbot actions --quarantined`).")
             return "quarantined"
-        await self.store.action_move("mark_sending", action.action_id)
+        await self.store.action_move("mark_sending", action.action_id, fence=self._held())
         faults.reached("K9")
+        self._held()                  # right before the request: the lease still current as far as we know
         try:
             outcome = await self.adapter.place(action.idempotency_key, json.loads(action.payload))
         except asyncio.CancelledError:
@@ -132,6 +143,9 @@ class ActionRelay:
             log.warning("action unknown action_id=%s: %s (reconciling by key, never resent blindly)",
                         action.action_id, outcome.reason)
         return outcome.kind
+
+    def _held(self) -> Fence | None:
+        return held(self.lease, "actions")
 
     async def reconcile(self) -> None:
         """Ask the supplier about every unknown action's key: found -> delivered; absent -> sent again with the same

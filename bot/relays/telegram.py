@@ -5,6 +5,13 @@ One send per part, each its own short transaction before and after; the network 
 Wakes on new reports (an in-process signal), on the earliest not-before time, when pacing lets a held send go
 (token buckets per chat and over all chats, bot/relays/pacing.py), and once a second to notice commits made by
 other processes (a CLI resolution).
+
+Under the `relay` leader lease (C16, `lease`: a bot.leadership.Leader) it is the one sender: `sending` is committed
+with the lease's fence and names the lease as the part's sender, and the lease's age is checked in-process right
+before each send, after `sending` committed; a relay that cannot know its lease is current sends nothing (the part
+stays `sending` until its sender's lease has lapsed, then becomes unknown). What no check can close is the moment
+between that check and the request's bytes leaving: a relay frozen exactly there and resumed after a takeover may
+still send once, and the owner may then get a part twice, each copy carrying its report id (docs/reliability.md).
 """
 from __future__ import annotations
 
@@ -14,11 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from bot.leadership import held
 from bot.relays.notices import announce_unknowns
 from bot.relays.pacing import Pacer, PacingSettings
 from bot.relays.render import render_part
 from bot.relays.sender import SendOutcome
-from store import Delivery, PartStopped, Store, StoreError, faults
+from store import Delivery, Fence, LeaseLost, PartStopped, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.relay")
 
@@ -48,9 +56,18 @@ class RelaySettings:
     batch: int = 20
 
 
+class Lease(Protocol):
+    """The relay's leader lease as the relay sees it (bot.leadership.Leader)."""
+
+    fence: Fence | None
+
+    def fresh(self, margin: float | None = None) -> bool: ...
+
+
 class Relay:
     def __init__(self, store: Store, transport: Transport, allowed: Callable[[int], bool],
-                 settings: RelaySettings | None = None) -> None:
+                 settings: RelaySettings | None = None, lease: Lease | None = None) -> None:
+        self.lease = lease
         self.store = store
         self.transport = transport
         self.allowed = allowed
@@ -73,11 +90,17 @@ class Relay:
         """Seconds until pacing lets a held send go (a chat's bucket or the global one refills); None: none held."""
         return self.pacer.next_ready(now)
 
+    def _held(self) -> Fence | None:
+        return held(self.lease, "relay")
+
     async def run(self) -> None:
         failures = 0
+        self._carry = None       # a receipt from an earlier term: that part is swept to unknown, never confirmed late
         while not self._stop.is_set():
             try:
                 await self._run()
+            except LeaseLost:
+                raise                # the lease is gone: this relay stops at once (bot/leadership.py demotes)
             except StoreError as exc:
                 # a full, busy or unreadable database: said loudly, waited out, never a dead relay. A part whose
                 # outcome could not be recorded stays `sending` and becomes `unknown` at the next start.
@@ -147,8 +170,14 @@ class Relay:
             log.warning("delivery denied report_id=%s chat=%s", delivery.report_id, delivery.chat_id)
             return "denied"
         carry, self._carry = self._carry, None
-        await self.store.mark_sending(delivery.delivery_id, confirm=carry)
+        try:
+            await self.store.mark_sending(delivery.delivery_id, confirm=carry, fence=self._held())
+        except LeaseLost:
+            if carry is not None:     # the previous part was confirmed by Telegram: its guarded move stays true
+                await self.store.mark_confirmed(*carry)
+            raise
         faults.reached("K7")
+        self._held()                  # right before the send: the lease still current as far as this process knows
         self.pacer.take(delivery.chat_id, monotonic())
         try:
             html = render_part(delivery.text, delivery.report_id)

@@ -102,6 +102,9 @@ async def chat(lines: AsyncIterator[str] | None = None, out: TextIO = sys.stdout
         follower = asyncio.create_task(view.follow(stop))
         try:
             await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
+            producers = run.app.parts.producers if run.app.parts else None
+            if producers is not None:        # its start-up check has committed (it runs under its own lease)
+                await asyncio.wait_for(producers.started.wait(), SETTLE_TIMEOUT_S)
             await settled(run, None)         # what the bot says at start (a stock check's proposals) comes first
             async for line in lines if lines is not None else _stdin_lines():
                 line = line.strip()

@@ -1,7 +1,15 @@
-"""Telegram long polling with admit-then-ack (C2).
+"""Telegram long polling with admit-then-ack (C2), by the one poller that holds the `poller` lease (C16).
 
 Polling calls `getUpdates` itself and sends the higher offset only after the whole batch was admitted in one
 committed transaction (PTB's `Updater` confirms a batch before any handler ran, so it cannot give C2).
+
+Under the lease (`lease`, a bot.leadership.Leader): the lease's age is checked in-process before every getUpdates
+(a poller that cannot know its lease is current does not poll); the admission transaction of each batch carries the
+lease's fence, so a poller whose lease lapsed gets its commit refused and stops without passing a higher offset;
+and the long-poll timeout stays below the margin of that check, so a lapsed leader's poll has ended at Telegram
+before a new leader can poll. A 409 Conflict while this poller holds the lease is a stale ex-leader's poll still
+open: it backs off and retries; a 409 that persists past two leases, or one while not holding the lease, means
+another program polls this token: the loud stop.
 """
 from __future__ import annotations
 
@@ -14,7 +22,7 @@ from typing import Protocol
 from telegram import Bot, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter
 
-from store import PartStopped, Store, StoreError, faults
+from store import Fence, LeaseLost, PartStopped, Store, StoreError, faults
 
 from . import owner
 from .client import retry_after_seconds
@@ -30,15 +38,33 @@ class PressAnswers(Protocol):
     async def answer_callback(self, callback_id: str, text: str) -> None: ...
 
 
+class Lease(Protocol):
+    """The poller's leader lease as the poll loop sees it (bot.leadership.Leader)."""
+
+    lease_s: float
+    fence: Fence | None
+
+    def fresh(self, margin: float | None = None) -> bool: ...
+
+
 class Ingress:
     def __init__(self, store: Store, bot: Bot, sender: PressAnswers, owner_ids: Callable[[], frozenset[int]], *,
-                 poll_timeout: int = 25, rules: owner.ApprovalRules | None = None) -> None:
+                 poll_timeout: int = 25, rules: owner.ApprovalRules | None = None, lease: Lease | None = None) -> None:
         self.store = store
         self.bot = bot
         self.sender = sender
         self.router = Router(owner_ids, rules)
         self.poll_timeout = poll_timeout
+        self.lease = lease
         self._stop = asyncio.Event()
+
+    def poll_window(self) -> tuple[int, float | None]:
+        """(the long-poll timeout, the lease margin checked before each getUpdates). The check asks for more than
+        half the lease left and the poll lasts less than that, so a poll has ended before the lease can lapse."""
+        if self.lease is None:
+            return self.poll_timeout, None
+        margin = self.lease.lease_s / 2
+        return max(0, min(self.poll_timeout, int(margin - 0.5))), margin
 
     def stop(self) -> None:
         self._stop.set()
@@ -49,8 +75,9 @@ class Ingress:
                   for raw in raw_updates]
         return await self.admit_parsed(parsed)
 
-    async def admit_parsed(self, parsed: Sequence[tuple[int | None, Update | None]]) -> BatchResult:
-        return await self.store.atomic(lambda tx: self.router.route(tx, parsed))
+    async def admit_parsed(self, parsed: Sequence[tuple[int | None, Update | None]],
+                           fence: Fence | None = None) -> BatchResult:
+        return await self.store.atomic(lambda tx: self.router.route(tx, parsed), fence=fence)
 
     async def after_commit(self, result: BatchResult) -> None:
         """Answer button presses (the spinner): best effort, after the commit."""
@@ -69,13 +96,29 @@ class Ingress:
         return [(r.get("update_id") if isinstance(r, dict) else None, parse(r, self.bot)) for r in raw or []]
 
     async def poll(self, *, drain: bool = False) -> None:
-        """Long polling. With `drain`, stops after the first empty batch."""
+        """Long polling. With `drain`, stops after the first empty batch. Under a lease, raises `LeaseLost` when a
+        batch's admission was refused by the fence (nothing admitted, nothing confirmed)."""
         offset: int | None = None
         failures = 0
+        conflict_since: float | None = None
+        loop = asyncio.get_running_loop()
+        timeout, margin = self.poll_window()
         while not self._stop.is_set():
+            fence = self.lease.fence if self.lease is not None else None
+            if self.lease is not None and (fence is None or not self.lease.fresh(margin)):
+                await self._sleep(0.05)      # cannot know the lease is current: no getUpdates now (C16)
+                continue
             try:
-                parsed = await self.fetch(offset, 0 if drain else self.poll_timeout)
+                parsed = await self.fetch(offset, 0 if drain else timeout)
             except Conflict as exc:
+                now = loop.time()
+                conflict_since = now if conflict_since is None else conflict_since
+                if self.lease is not None and self.lease.fence is not None and \
+                        now - conflict_since <= 2 * self.lease.lease_s:
+                    log.warning("getUpdates 409 Conflict while holding the poller lease: a stale ex-leader's poll "
+                                "is still open; retrying in %.1f s", 1.0)
+                    await self._sleep(1.0)
+                    continue
                 raise PartStopped(
                     "ingestion",
                     "Telegram says another program is polling this bot token (409 Conflict). shopbot never fights "
@@ -94,13 +137,21 @@ class Ingress:
                 await self._sleep(delay)
                 continue
             failures = 0
+            conflict_since = None
             if not parsed:
                 if drain:
                     return
+                if timeout == 0:
+                    await self._sleep(0.2)   # a lease too short for a long poll: poll about five times a second
                 continue
             faults.reached("K1")
             try:
-                result = await self.admit_parsed(parsed)
+                result = await self.admit_parsed(parsed, fence)
+            except LeaseLost:
+                # The lease lapsed or was taken over while this batch was in hand: nothing was admitted or
+                # confirmed; the new leader gets the same updates from Telegram (C1 absorbs the rest).
+                log.warning("admission refused by the poller lease fence: this poller stops, offset not advanced")
+                raise
             except StoreError as exc:
                 # Nothing was acknowledged: the same updates come back with the same offset (C2).
                 log.error("admission failed, batch not acknowledged (%s); retrying", exc)

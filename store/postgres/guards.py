@@ -24,13 +24,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
-from ..sqlite import actions, inbox, invariants, producer_state, retention
+from ..sqlite import actions, inbox, invariants, producer_state, retention, shop
 from ..sqlite.inbox import DUE
 from .connection import PgConnection
 
 ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
 SPEND_LOCK = 0x50B_0703          # advisory lock namespace (int4, with a hashed key): one spending day
 IDENTITY_LOCK = 0x50B_0704       # advisory lock namespace (int4, with a hashed key): one occurrence identity
+SHOP_LOCK = 0x5_0B07_0005        # advisory lock key: seeding and syncing the shop's items (processes start at once)
+
+
+def seed_shop(conn: PgConnection, *args: Any, **kwargs: Any) -> bool:
+    """The shop seeded once however many processes start at once on an empty database (K18): behind a lock, the
+    second finds it seeded."""
+    conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
+    return shop.seed(conn, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def sync_shop(conn: PgConnection, *args: Any, **kwargs: Any) -> list[str]:
+    conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
+    return shop.sync(conn, *args, **kwargs)  # type: ignore[arg-type]
 
 
 def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:

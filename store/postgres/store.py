@@ -27,11 +27,11 @@ from .. import redaction
 from ..clock import Clock, SystemClock, to_text
 from ..errors import SchemaTooOld, StoreError
 from ..locations import redact
-from ..records import Claim, Decision
-from ..sqlite import health, inbox, outbox, stats
+from ..records import Claim, Decision, RecoverySummary
+from ..sqlite import health, inbox, outbox, recovery, stats
 from ..sqlite import metrics as metric_reads
 from ..sqlite.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
-from . import guards, migrations
+from . import guards, leadership, migrations
 from .connection import Database, PgConnection
 
 OFFSET_REFRESH_S = 60.0
@@ -86,6 +86,9 @@ class PostgresStore(SqliteStore):
     _unknown_reports = staticmethod(guards.unknown_reports)  # type: ignore[assignment]
     _producer_state = guards.ProducerState
     _check = staticmethod(guards.check)         # type: ignore[assignment]
+    _leases = leadership
+    _seed = staticmethod(guards.seed_shop)      # type: ignore[assignment]
+    _sync = staticmethod(guards.sync_shop)      # type: ignore[assignment]
     _db_error = psycopg.Error
 
     def __init__(self, db: Any, clock: Clock, **options: Any) -> None:
@@ -159,6 +162,19 @@ class PostgresStore(SqliteStore):
     async def database_now(self) -> datetime:
         """The server's clock (what the store stamps with when its clock is the system clock)."""
         return await self.db.read(lambda conn: conn.execute("SELECT clock_timestamp()").fetchone()[0])
+
+    # ---- leader leases (C16): judged by the database clock alone -------------------------------------------------
+    def _lease_span(self, lease_s: float) -> float:
+        return lease_s
+
+    async def recover(self) -> RecoverySummary:
+        """Several processes share the database: a `sending` delivery or action becomes unknown only once its
+        sender's lease lapsed (`sweep_sending`), never because another process started (C16)."""
+        now = self.now()
+        summary = await self.db.write(lambda conn: recovery.recover(conn, now, self.attempt_cap, sending=False))
+        deliveries, _ = await self.sweep_sending()
+        self.signals.work.notify()
+        return RecoverySummary(summary.released, summary.failed, tuple(deliveries))
 
     # ---- schema, change hint --------------------------------------------------------------------------------
     async def schema_version(self) -> int:

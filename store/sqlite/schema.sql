@@ -188,6 +188,7 @@ CREATE TABLE deliveries (
     updated_at  TEXT NOT NULL,
     edit_of     INTEGER,                 -- a message of this chat that the delivery edits (a card); NULL: a new one
     pruned_at   TEXT,                    -- retention emptied the text of this ended part
+    sender      TEXT,                    -- '<holder>/<generation>' of the relay lease that marked it sending (C16)
     UNIQUE (report_id, part),
     CHECK (part >= 1 AND part <= parts)
 );
@@ -197,6 +198,7 @@ CREATE INDEX deliveries_pending ON deliveries (delivery_id) WHERE state = 'pendi
 CREATE INDEX deliveries_message ON deliveries (chat_id, receipt) WHERE receipt IS NOT NULL;
 CREATE INDEX deliveries_edits ON deliveries (chat_id, edit_of) WHERE edit_of IS NOT NULL;
 CREATE INDEX deliveries_failed ON deliveries (delivery_id) WHERE state IN ('failed', 'denied');   -- the last failures
+CREATE INDEX deliveries_sending ON deliveries (delivery_id) WHERE state = 'sending';   -- the sweep of lapsed senders
 
 -- C7: deliveries start pending.
 CREATE TRIGGER delivery_insert_pending BEFORE INSERT ON deliveries WHEN NEW.state != 'pending'
@@ -367,9 +369,11 @@ CREATE TABLE actions (
     receipt         TEXT,                     -- the supplier's order id
     reason          TEXT,
     created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL
+    updated_at      TEXT NOT NULL,
+    sender          TEXT                      -- '<holder>/<generation>' of the actions lease that marked it sending
 );
 CREATE INDEX actions_open ON actions (action_id) WHERE state IN ('pending', 'sending', 'unknown', 'quarantined');
+CREATE INDEX actions_sending ON actions (action_id) WHERE state = 'sending';
 
 -- C11: an action never changes what it asks for.
 CREATE TRIGGER action_fixed BEFORE UPDATE OF proposal_id, idempotency_key, destination, payload ON actions
@@ -497,4 +501,24 @@ CREATE TABLE producer_marks (
 CREATE TABLE health_probe (
     id        INTEGER PRIMARY KEY CHECK (id = 1),
     probed_at TEXT NOT NULL
+);
+
+-- C16: one leader per singleton. A lease per singleton name, held by a holder (a random uuid4 hex per process start)
+-- under a generation that grows at every takeover; on SQLite the one process under the instance lock always leads.
+CREATE TABLE leader_leases (
+    name        TEXT PRIMARY KEY CHECK (name IN ('poller', 'relay', 'producers', 'actions')),
+    holder      TEXT NOT NULL,
+    generation  INTEGER NOT NULL CHECK (generation >= 1),
+    expires_at  TEXT NOT NULL,
+    acquired_at TEXT NOT NULL,
+    renewed_at  TEXT NOT NULL
+);
+
+-- The processes sharing the database, with their last heartbeat (`shopbot status`).
+CREATE TABLE processes (
+    holder      TEXT PRIMARY KEY,
+    pid         INTEGER NOT NULL,
+    host        TEXT NOT NULL,
+    started_at  TEXT NOT NULL,
+    seen_at     TEXT NOT NULL
 );

@@ -25,6 +25,7 @@ from ..records import (
     AdmitResult,
     Claim,
     Delivery,
+    Fence,
     FinishOutcome,
     ItemSpec,
     Occurrence,
@@ -43,6 +44,7 @@ from . import (
     insights,
     invariants,
     journal,
+    leadership,
     migrations,
     orders,
     outbox,
@@ -95,6 +97,9 @@ class SqliteStore:
     _unknown_reports = staticmethod(outbox.unknown_reports)
     _producer_state = producer_state.ProducerState
     _check = staticmethod(invariants.check_connection)
+    _seed = staticmethod(shop.seed)
+    _sync = staticmethod(shop.sync)
+    _leases: Any = leadership
     _db_error: type[Exception] = sqlite3.Error
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
@@ -253,10 +258,17 @@ class SqliteStore:
             return kinds
         return await self.db.write(flush)
 
-    async def atomic(self, fn: Callable[[Transaction], Any]) -> Any:
-        """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2)."""
-        now = self.now()
-        result = await self.db.write(lambda conn: fn(Transaction(conn, now, self)))
+    async def atomic(self, fn: Callable[[Transaction], Any], *, fence: Fence | None = None) -> Any:
+        """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2). With
+        `fence` (a singleton's leader lease) the transaction first checks the lease is still held (C16)."""
+        now_dt = self.now_dt()
+        now = to_text(now_dt)
+
+        def body(conn: sqlite3.Connection) -> Any:
+            if fence is not None:
+                self._leases.fence(conn, fence, now_dt)
+            return fn(Transaction(conn, now, self))
+        result = await self.db.write(body)
         self.signals.work.notify()
         self.signals.deliveries.notify()
         return result
@@ -366,8 +378,13 @@ class SqliteStore:
         return result
 
     async def recover(self) -> RecoverySummary:
-        now = self.now()
-        summary = await self.db.write(lambda conn: recovery.recover(conn, now, self.attempt_cap))
+        now_dt = self.now_dt()
+        now = to_text(now_dt)
+
+        def body(conn: sqlite3.Connection) -> RecoverySummary:
+            leadership.release_all(conn, now_dt)    # under the instance lock: no other process leads (C16)
+            return recovery.recover(conn, now, self.attempt_cap)
+        summary = await self.db.write(body)
         self.signals.work.notify()
         self.signals.deliveries.notify()
         return summary
@@ -381,16 +398,23 @@ class SqliteStore:
         text = await self.db.read(outbox.next_wake)
         return from_text(text) if text else None
 
-    async def mark_sending(self, delivery_id: int, confirm: tuple[int, str] | None = None) -> None:
+    async def mark_sending(self, delivery_id: int, confirm: tuple[int, str] | None = None, *,
+                           fence: Fence | None = None) -> None:
         """`sending` committed before the HTTP call. `confirm` (delivery id, receipt) records the previous part's
         receipt in the same commit: one commit per message instead of two; each delivery is still marked sending only
-        just before its own call."""
-        now = self.now()
+        just before its own call. With `fence` (the relay's lease) the lease is checked in the same transaction and
+        recorded as the delivery's sender (C16)."""
+        now_dt = self.now_dt()
+        now = to_text(now_dt)
 
         def body(conn: sqlite3.Connection) -> None:
+            if fence is not None:
+                self._leases.fence(conn, fence, now_dt)
             if confirm is not None:
                 outbox.mark_confirmed(conn, confirm[0], confirm[1], now)
             outbox.mark_sending(conn, delivery_id, now)
+            if fence is not None:
+                conn.execute("UPDATE deliveries SET sender = ? WHERE delivery_id = ?", (fence.sender, delivery_id))
         await self.db.write(body)
 
     async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
@@ -420,6 +444,49 @@ class SqliteStore:
         self.signals.deliveries.notify()
         return moved
 
+    # ---- leader leases (C16) -----------------------------------------------------------------------------------
+    def _lease_span(self, lease_s: float) -> float:
+        """A lease of `lease_s` real seconds in the store clock's seconds (an accelerated test clock runs faster)."""
+        return lease_s * float(getattr(self.clock, "factor", 1.0))
+
+    async def acquire(self, name: str, holder: str, lease_s: float) -> int | None:
+        now_dt, span = self.now_dt(), self._lease_span(lease_s)
+        return await self.db.write(lambda conn: self._leases.acquire(conn, name, holder, span, now_dt))
+
+    async def renew(self, name: str, holder: str, generation: int, lease_s: float) -> bool:
+        now_dt, span = self.now_dt(), self._lease_span(lease_s)
+        return bool(await self.db.write(lambda conn: self._leases.renew(conn, name, holder, generation, span, now_dt)))
+
+    async def resign(self, name: str, holder: str, generation: int) -> bool:
+        now_dt = self.now_dt()
+        return bool(await self.db.write(lambda conn: self._leases.resign(conn, name, holder, generation, now_dt)))
+
+    async def fenced(self, fence: Fence) -> None:
+        now_dt = self.now_dt()
+        await self.db.write(lambda conn: self._leases.fence(conn, fence, now_dt))
+
+    async def heartbeat(self, holder: str, pid: int, host: str, forget_after_s: float) -> None:
+        now_dt, span = self.now_dt(), self._lease_span(forget_after_s)
+        await self.db.write(lambda conn: self._leases.heartbeat(conn, holder, pid, host, now_dt, span))
+
+    async def depart(self, holder: str) -> None:
+        await self.db.write(lambda conn: self._leases.depart(conn, holder))
+
+    async def leaders(self) -> list[dict[str, Any]]:
+        now_dt = self.now_dt()
+        return await self.db.read(lambda conn: self._leases.leaders(conn, now_dt))
+
+    async def processes(self) -> list[dict[str, Any]]:
+        now_dt = self.now_dt()
+        return await self.db.read(lambda conn: self._leases.processes(conn, now_dt))
+
+    async def sweep_sending(self) -> tuple[list[int], list[int]]:
+        now = self.now()
+        found = await self.db.write(lambda conn: self._leases.sweep_sending(conn, now))
+        if found[0]:
+            self.signals.deliveries.notify()
+        return found
+
     # ---- the shop ------------------------------------------------------------------------------------------
     async def shop_items(self) -> list[dict[str, Any]]:
         return await self.db.read(shop.list_items)
@@ -445,11 +512,11 @@ class SqliteStore:
 
     async def seed_shop(self, specs: Sequence[ItemSpec], source: str) -> bool:
         now = self.now()
-        return await self.db.write(lambda conn: shop.seed(conn, specs, source, now))
+        return await self.db.write(lambda conn: self._seed(conn, specs, source, now))
 
     async def sync_shop(self, specs: Sequence[ItemSpec], source: str, reset_stock: bool = False) -> list[str]:
         now = self.now()
-        return await self.db.write(lambda conn: shop.sync(conn, specs, source, now, reset_stock=reset_stock))
+        return await self.db.write(lambda conn: self._sync(conn, specs, source, now, reset_stock=reset_stock))
 
     async def record_draft(self, run_id: str, item: str, quantity: int) -> dict[str, Any]:
         now = self.now()
@@ -510,16 +577,25 @@ class SqliteStore:
         text = await self.db.read(actions.next_wake)
         return from_text(text) if text else None
 
-    async def action_move(self, move: str, action_id: int, *args: Any) -> None:
+    async def action_move(self, move: str, action_id: int, *args: Any, fence: Fence | None = None) -> None:
         """One relay move (`mark_sending`, `mark_delivered`, `mark_not_sent`, `mark_failed`, `mark_unknown`,
-        `quarantine`) in its own transaction."""
+        `quarantine`) in its own transaction; with `fence` (the action relay's lease) checked first, and recorded as
+        the sender of a `mark_sending` (C16)."""
         moves: dict[str, Callable[..., None]] = {
             "mark_sending": actions.mark_sending, "mark_delivered": actions.mark_delivered,
             "mark_not_sent": actions.mark_not_sent, "mark_failed": actions.mark_failed,
             "mark_unknown": actions.mark_unknown, "quarantine": actions.quarantine}
         fn = moves[move]
-        now = self.now()
-        await self.db.write(lambda conn: fn(conn, action_id, *args, now))
+        now_dt = self.now_dt()
+        now = to_text(now_dt)
+
+        def body(conn: sqlite3.Connection) -> None:
+            if fence is not None:
+                self._leases.fence(conn, fence, now_dt)
+            fn(conn, action_id, *args, now)
+            if fence is not None and move == "mark_sending":
+                conn.execute("UPDATE actions SET sender = ? WHERE action_id = ?", (fence.sender, action_id))
+        await self.db.write(body)
 
     async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,
                             detail: str | None = None) -> str:
@@ -563,6 +639,8 @@ class SqliteStore:
         status = await self.db.read(lambda conn: read_status(conn, now_dt, window))
         for kind, n in self.tallies.pending().items():        # counted in memory, not yet flushed
             status["counters"][kind] = status["counters"].get(kind, 0) + n
+        status["processes"] = await self.processes()          # who shares the store, and who leads what (C16)
+        status["leases"] = await self.leaders()
         return status
 
     async def reports(self, limit: int = 20) -> list[dict[str, Any]]:

@@ -276,11 +276,11 @@ async def test_daily_schedules_over_2027_admit_one_occurrence_per_local_date(clo
 class BrokenWatcher(StockWatcher):
     fault: Exception | None = None
 
-    async def check(self):  # type: ignore[override]
+    async def check(self, fence=None):  # type: ignore[override]
         if self.fault is not None:
             self.faulted.set()
             raise self.fault
-        return await super().check()
+        return await super().check(fence)
 
 
 async def test_scheduler_catches_up_at_start_and_each_job_only_wakes_its_producer(store, clock, raw):

@@ -168,7 +168,7 @@ async def test_a_poll_whose_client_went_away_is_abandoned_not_a_conflict(api):
     """A killed poller's open long poll ends when its connection closes; the next poller is no overlap."""
     port = api.port
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET /_as/dead/bot{TOKEN}/getUpdates?timeout=10 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    writer.write(f"GET /dead/bot{TOKEN}/getUpdates?timeout=10 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
     await writer.drain()
     await api.wait_for(lambda: len(api.polls) == 1)
     writer.close()                                      # as the kernel does for a SIGKILLed process

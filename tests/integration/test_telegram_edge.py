@@ -225,12 +225,24 @@ async def test_pending_lists_unsure_replies_with_buttons():
         assert labels[-2:] == ["Resend r1.1", "I have it r1.1"]     # after the proposals awaiting approval
 
 
-async def test_a_second_poller_is_reported_loudly_and_never_fought(caplog):
-    async with local_product(FAST) as run:
+async def test_one_409_while_holding_the_poller_lease_is_a_stale_ex_leader_and_waited_out(caplog):
+    async with local_product({**FAST, "SHOPBOT_LEASE_S": "3"}) as run:
         await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
         run.api.inject("getUpdates", "409", count=1)
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")        # the next poll gets the 409, the one after works
+        await run.replies(1, timeout=15)
+        assert run.app.parts.health.faults == {}
+        assert any("stale ex-leader" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_second_poller_is_reported_loudly_and_never_fought(caplog):
+    # 409s that persist past two leases while this process holds the poller lease: another program polls
+    async with local_product({**FAST, "SHOPBOT_LEASE_S": "1"}) as run:
+        await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
+        run.api.inject("getUpdates", "409", count=1000)
         run.api.post_message(OWNER_ID, OWNER_ID, "stock")        # wakes the long poll, which gets the 409
         await run.api.wait_for(lambda: "ingress" in run.app.parts.health.faults, timeout=10)
+        run.api._faults.clear()
         calls = run.api.calls.get("getUpdates", 0)
         assert ("409" in run.app.parts.health.faults["ingress"]
                 or "another program" in run.app.parts.health.faults["ingress"])

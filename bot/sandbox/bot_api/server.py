@@ -69,11 +69,12 @@ class LocalBotApi(ApiState):
         return f"http://{self.host}:{self.port}"
 
     def url_for(self, client: str) -> str:
-        """A root URL that tags every call made through it with `client` (in `polls`, `SentMessage.client`):
+        """A root URL that tags every call made through it with `client` (in `polls`, `SentMessage.client`,
+        `by_caller`):
         several processes behind one server, each told apart. Telegram has one URL; the tag is the test's."""
         if not client or "/" in client:
             raise ValueError("a client label is a non-empty name without slashes")
-        return f"{self.base_url}/_as/{client}"
+        return f"{self.base_url}/{client}"
 
     def polls_by(self, client: str) -> list:  # type: ignore[type-arg]
         return [p for p in self.polls if p.client == client]
@@ -338,10 +339,13 @@ class LocalBotApi(ApiState):
                 return await self._control(http_method, path[len("/_control/") :], params)
             finally:
                 self._notify()
-        if path.startswith("/_as/"):              # a caller's label (url_for), then the Bot API path
-            client, _, rest = path[len("/_as/"):].partition("/")
-            CALLER.set(Caller(client, CALLER.get().connection, CALLER.get().gone))
-            path = "/" + rest
+        caller = None
+        if path.count("/") == 3 and not path.startswith("/bot"):
+            # `<base_url>/<caller>` as the client's base URL (url_for): the same API, each call recorded with who
+            # made it (several bot processes on one fake, told apart from outside)
+            caller, _, path = path[1:].partition("/")
+            path = "/" + path
+            CALLER.set(Caller(caller, CALLER.get().connection, CALLER.get().gone))
         if not path.startswith("/bot") or path.count("/") != 2:
             return _err(404, "Not Found")
         token, _, api_method = path[len("/bot") :].partition("/")
@@ -349,6 +353,7 @@ class LocalBotApi(ApiState):
             return _err(401, "Unauthorized")
         self.calls[api_method] = self.calls.get(api_method, 0) + 1
         self.timeline.append(("call", api_method))
+        self.by_caller.append((caller, api_method, dict(params), asyncio.get_running_loop().time()))
         try:
             response = await self._call_api(api_method.lower(), params)
             self.timeline.append(("answer", api_method))

@@ -57,7 +57,7 @@ class SentMessage:
     entities: tuple = ()           # dicts of type, offset, length (UTF-16 units)
     reply_to: int | None = None    # the message it quotes
     html: str | None = None        # the text as sent in HTML parse mode
-    client: str = ""               # the caller's label (`/_as/<label>/bot...`), "" without one; not persisted
+    client: str = ""               # the caller's label (`/<label>/bot...`, url_for), "" without one; not persisted
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,9 @@ class ApiState:
         self.polls: list[Poll] = []  # every processed getUpdates with its client, times and outcome (not persisted)
         self.edited_markups: list[dict] = []  # {"chat_id", "message_id", "reply_markup"}
         self.edited_texts: list[dict] = []    # {"chat_id", "message_id", "text", "html", "reply_markup"}
+        # (caller, method, params, loop time) of every Bot API call; caller is the `/<caller>` prefix of the client's
+        # base URL, or None
+        self.by_caller: list[tuple[str | None, str, dict, float]] = []
         self.timeline: list[tuple[str, Any]] = []   # ("sent", SentMessage) and ("edited", entry), in arrival order
         self.calls: dict[str, int] = {}  # requests per Bot API method (as named by the client), faults included
         # ("call", method) when a Bot API request arrived and ("answer", method) when its reply was ready, in the

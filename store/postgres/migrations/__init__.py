@@ -19,9 +19,12 @@ LATEST = available()[-1][0]   # numbers only increase and may leave a gap (as SQ
 
 
 def current_version(conn: PgConnection) -> int:
-    if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
-        tables = conn.execute("SELECT count(*) FROM information_schema.tables "
-                              "WHERE table_schema = current_schema()").fetchone()[0]
+    # One statement, one snapshot: asked in two, a process starting beside one that is migrating could see no
+    # schema record and then the tables that the other's first migration just committed with it (K18).
+    record, tables = conn.execute(
+        "SELECT to_regclass('schema_migrations') IS NOT NULL, (SELECT count(*) FROM information_schema.tables "
+        "WHERE table_schema = current_schema())").fetchone()
+    if not record:
         if tables:
             raise SchemaTooOld(0, LATEST, "this database (it holds tables but no shopbot schema record)")
         return 0

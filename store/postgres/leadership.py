@@ -1,0 +1,80 @@
+"""Leader leases (C16) on PostgreSQL: every judgement of a lease (acquire, renew, fence, sweep) is made by the
+database clock, `clock_timestamp()`, so processes whose own clocks disagree can never both hold one.
+
+The fence takes the lease row FOR SHARE inside the singleton's own write transaction: a takeover (which updates the
+row) waits until that transaction has committed, so a fenced write and a takeover never interleave.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import LeaseLost
+from ..records import Fence
+from ..sqlite import leadership as sqlite_leadership
+from .connection import PgConnection
+
+_SPAN = "clock_timestamp() + make_interval(secs => ?)"
+
+
+def acquire(conn: PgConnection, name: str, holder: str, lease_s: float, now: Any = None) -> int | None:
+    row = conn.execute(
+        "INSERT INTO leader_leases (name, holder, generation, expires_at, acquired_at, renewed_at) "
+        f"VALUES (?, ?, 1, {_SPAN}, clock_timestamp(), clock_timestamp()) ON CONFLICT (name) DO UPDATE SET "
+        "holder = excluded.holder, generation = leader_leases.generation + 1, expires_at = excluded.expires_at, "
+        "acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at "
+        "WHERE leader_leases.expires_at <= clock_timestamp() RETURNING generation",
+        (name, holder, float(lease_s))).fetchone()
+    return int(row[0]) if row else None
+
+
+def renew(conn: PgConnection, name: str, holder: str, generation: int, lease_s: float, now: Any = None) -> bool:
+    return bool(conn.execute(
+        f"UPDATE leader_leases SET expires_at = {_SPAN}, renewed_at = clock_timestamp() WHERE name = ? AND holder = ? "
+        "AND generation = ? AND expires_at > clock_timestamp()",
+        (float(lease_s), name, holder, generation)).rowcount == 1)
+
+
+def resign(conn: PgConnection, name: str, holder: str, generation: int, now: Any = None) -> bool:
+    return bool(conn.execute(
+        "UPDATE leader_leases SET expires_at = clock_timestamp() WHERE name = ? AND holder = ? AND generation = ? "
+        "AND expires_at > clock_timestamp()", (name, holder, generation)).rowcount == 1)
+
+
+def fence(conn: PgConnection, held: Fence, now: Any = None) -> None:
+    if conn.execute("SELECT 1 FROM leader_leases WHERE name = ? AND holder = ? AND generation = ? "
+                    "AND expires_at > clock_timestamp() FOR SHARE",
+                    (held.name, held.holder, held.generation)).fetchone() is None:
+        raise LeaseLost(held.name, held.holder, held.generation)
+
+
+def heartbeat(conn: PgConnection, holder: str, pid: int, host: str, now: Any, forget_after_s: float) -> None:
+    conn.execute("INSERT INTO processes (holder, pid, host, started_at, seen_at) "
+                 "VALUES (?, ?, ?, clock_timestamp(), clock_timestamp()) "
+                 "ON CONFLICT (holder) DO UPDATE SET seen_at = excluded.seen_at", (holder, pid, host))
+    conn.execute("DELETE FROM processes WHERE seen_at < clock_timestamp() - make_interval(secs => ?)",
+                 (float(forget_after_s),))
+
+
+depart = sqlite_leadership.depart
+
+
+def leaders(conn: PgConnection, now: Any = None) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT name, holder, generation, extract(epoch FROM expires_at - clock_timestamp())::float8, "
+        "to_char(acquired_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+        "FROM leader_leases ORDER BY name").fetchall()
+    return [{"name": r[0], "holder": r[1], "generation": int(r[2]), "expires_in_s": round(float(r[3]), 3),
+             "acquired_at": r[4]} for r in rows]
+
+
+def processes(conn: PgConnection, now: Any = None) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT holder, pid, host, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
+        "extract(epoch FROM clock_timestamp() - seen_at)::float8 FROM processes ORDER BY started_at, holder"
+    ).fetchall()
+    return [{"holder": r[0], "pid": int(r[1]), "host": r[2], "started_at": r[3], "seen_s_ago": round(float(r[4]), 3)}
+            for r in rows]
+
+
+def sweep_sending(conn: PgConnection, now_text: str) -> tuple[list[int], list[int]]:
+    return sqlite_leadership.sweep_sending(conn, now_text, "clock_timestamp()", ())
