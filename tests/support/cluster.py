@@ -210,10 +210,11 @@ class Cluster:
             await asyncio.sleep(every)
         raise AssertionError(f"{what}: not true after {timeout} s (last: {last}); {self.describe()}")
 
-    async def wait_leaders(self, names: Iterable[str] = LEASES, *, among: Iterable[Member] | None = None,
+    async def wait_leaders(self, names: Iterable[str] | None = None, *, among: Iterable[Member] | None = None,
                            timeout: float = 20.0) -> dict[str, Member]:
-        """Every lease in `names` held (unexpired) by a live member (of `among`, when given)."""
-        names = tuple(names)
+        """Every lease in `names` (default: every singleton these processes run; the action relay only with a
+        supplier) held, unexpired, by a live member (of `among`, when given)."""
+        names = tuple(names) if names is not None else LEASES if self.supplier is not None else LEASES[:3]
         allowed = {m.label for m in among} if among is not None else None
 
         def held() -> dict[str, Member] | None:
