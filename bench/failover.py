@@ -59,6 +59,7 @@ def figures(name: str, values: list[float], target: float) -> tuple[str, bool]:
 
 
 async def amain(args: argparse.Namespace) -> int:
+    print_machine()
     work = scratch_dir(args.dir)
     lease = args.lease
     results: dict[str, list[Takeover]] = {"kill": [], "term": []}
@@ -86,7 +87,6 @@ async def amain(args: argparse.Namespace) -> int:
                     await cluster.kill_all()
     finally:
         cleanup(work)
-    print_machine()
     renewal = lease / 3
     print(f"# lease {lease:g} s, renewal every {renewal:.3f} s, {args.processes} processes, {args.trials} trials each")
     ok = True
