@@ -112,7 +112,7 @@ class Leader:
         until `stop()`. `stop_body` asks the body to finish on a clean stop (else it is cancelled)."""
         while not self._stop.is_set():
             sent = self._monotonic()
-            generation = await self._ask(self.store.acquire(self.name, self.holder, self.lease_s))
+            generation = await self._ask(self.store.acquire_leader(self.name, self.holder, self.lease_s))
             if not generation:
                 await self._pause(self.retry_s)
                 continue
@@ -153,7 +153,7 @@ class Leader:
                     task.cancel()
                 continue                          # keep renewing while the body finishes
             sent = self._monotonic()
-            if await self._ask(self.store.renew(self.name, self.holder, fence.generation, self.lease_s)):
+            if await self._ask(self.store.renew_leader(self.name, self.holder, fence.generation, self.lease_s)):
                 self._renewed_at = sent
                 continue
             self._demote(fence, "its renewal was refused or its outcome is unknown")
@@ -178,7 +178,7 @@ class Leader:
         self.fence = None
         self._renewed_at = None
         self.changed.set()
-        if await self._ask(self.store.resign(self.name, self.holder, fence.generation)):
+        if await self._ask(self.store.resign_leader(self.name, self.holder, fence.generation)):
             log.info("leader resigned name=%s generation=%d", self.name, fence.generation)
 
 

@@ -487,17 +487,18 @@ class Leadership(Protocol):
     A holder is a random uuid4 hex made at each process start (never a pid or a host name); the generation grows at
     every takeover. Every judgement of a lease is made by the store's one clock: the database server's clock
     (`clock_timestamp()`) on PostgreSQL, the store's clock on SQLite (where the one process under the instance lock
-    always wins). Lease lengths are real seconds."""
+    always wins). Lease lengths are real seconds. (The moves are named `*_leader` because a run's lease of C15 has
+    its own `renew` on the same store.)"""
 
-    async def acquire(self, name: str, holder: str, lease_s: float) -> int | None:
+    async def acquire_leader(self, name: str, holder: str, lease_s: float) -> int | None:
         """The lease for `holder` for `lease_s` when it is free or expired: its generation (one more than the last
         holder's); None while another holder's lease is current (or this holder's own: it is never re-entered)."""
 
-    async def renew(self, name: str, holder: str, generation: int, lease_s: float) -> bool:
+    async def renew_leader(self, name: str, holder: str, generation: int, lease_s: float) -> bool:
         """Extend the lease by `lease_s` from now, only for this holder and generation and only while it is current:
         False means demote at once (a lapsed lease is never revived)."""
 
-    async def resign(self, name: str, holder: str, generation: int) -> bool:
+    async def resign_leader(self, name: str, holder: str, generation: int) -> bool:
         """End the lease now (a clean stop) so a standby acquires it at once; False when it was no longer held."""
 
     async def fenced(self, fence: Fence) -> None:

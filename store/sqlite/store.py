@@ -449,15 +449,15 @@ class SqliteStore:
         """A lease of `lease_s` real seconds in the store clock's seconds (an accelerated test clock runs faster)."""
         return lease_s * float(getattr(self.clock, "factor", 1.0))
 
-    async def acquire(self, name: str, holder: str, lease_s: float) -> int | None:
+    async def acquire_leader(self, name: str, holder: str, lease_s: float) -> int | None:
         now_dt, span = self.now_dt(), self._lease_span(lease_s)
         return await self.db.write(lambda conn: self._leases.acquire(conn, name, holder, span, now_dt))
 
-    async def renew(self, name: str, holder: str, generation: int, lease_s: float) -> bool:
+    async def renew_leader(self, name: str, holder: str, generation: int, lease_s: float) -> bool:
         now_dt, span = self.now_dt(), self._lease_span(lease_s)
         return bool(await self.db.write(lambda conn: self._leases.renew(conn, name, holder, generation, span, now_dt)))
 
-    async def resign(self, name: str, holder: str, generation: int) -> bool:
+    async def resign_leader(self, name: str, holder: str, generation: int) -> bool:
         now_dt = self.now_dt()
         return bool(await self.db.write(lambda conn: self._leases.resign(conn, name, holder, generation, now_dt)))
 

@@ -84,8 +84,8 @@ async def test_a_refused_renewal_demotes_at_once_and_the_singleton_stops(store):
     assert fence is not None
     thief = new_holder()
     # planted: the lease taken over behind the leader's back (as after a pause past it)
-    await store.resign("poller", fence.holder, fence.generation)
-    assert await store.acquire("poller", thief, 30) == fence.generation + 1
+    await store.resign_leader("poller", fence.holder, fence.generation)
+    assert await store.acquire_leader("poller", thief, 30) == fence.generation + 1
     await until(lambda: body.running is None)       # demoted at the next renewal: the body was cancelled
     assert body.cancelled == 1 and not leader.holding and not leader.fresh()
     await asyncio.sleep(3 * LEASE)

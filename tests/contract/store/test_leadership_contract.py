@@ -36,10 +36,10 @@ async def lapse(store: Store, clock: ManualClock, kind: str, name: str) -> None:
 
 async def test_one_holder_at_a_time_and_a_lease_is_never_re_entered(store: Store):
     a, b = holder(), holder()
-    assert await store.acquire("poller", a, LEASE) == 1
-    assert await store.acquire("poller", b, LEASE) is None
-    assert await store.acquire("poller", a, LEASE) is None          # not even by its own holder: it renews
-    assert await store.acquire("relay", b, LEASE) == 1              # names are independent
+    assert await store.acquire_leader("poller", a, LEASE) == 1
+    assert await store.acquire_leader("poller", b, LEASE) is None
+    assert await store.acquire_leader("poller", a, LEASE) is None          # not even by its own holder: it renews
+    assert await store.acquire_leader("relay", b, LEASE) == 1              # names are independent
     [poller, relay] = await store.leaders()
     assert (poller["name"], poller["holder"], poller["generation"]) == ("poller", a, 1)
     assert 0 < poller["expires_in_s"] <= LEASE and relay["holder"] == b
@@ -47,14 +47,14 @@ async def test_one_holder_at_a_time_and_a_lease_is_never_re_entered(store: Store
 
 async def test_renewal_counts_only_for_the_holder_and_its_generation(store: Store, clock: ManualClock, kind: str):
     a, b = holder(), holder()
-    assert await store.acquire("relay", a, LEASE) == 1
-    assert await store.renew("relay", a, 1, LEASE)
-    assert not await store.renew("relay", b, 1, LEASE)              # another holder: no
-    assert not await store.renew("relay", a, 2, LEASE)              # a generation it never held: no
+    assert await store.acquire_leader("relay", a, LEASE) == 1
+    assert await store.renew_leader("relay", a, 1, LEASE)
+    assert not await store.renew_leader("relay", b, 1, LEASE)              # another holder: no
+    assert not await store.renew_leader("relay", a, 2, LEASE)              # a generation it never held: no
     await lapse(store, clock, kind, "relay")
-    assert not await store.renew("relay", a, 1, LEASE)              # lapsed: never revived
-    assert await store.acquire("relay", b, LEASE) == 2              # the takeover's generation is one more
-    assert not await store.renew("relay", a, 1, LEASE)              # the old holder stays demoted
+    assert not await store.renew_leader("relay", a, 1, LEASE)              # lapsed: never revived
+    assert await store.acquire_leader("relay", b, LEASE) == 2              # the takeover's generation is one more
+    assert not await store.renew_leader("relay", a, 1, LEASE)              # the old holder stays demoted
     await store.fenced(Fence("relay", b, 2))
     with pytest.raises(LeaseLost):
         await store.fenced(Fence("relay", a, 1))
@@ -62,7 +62,7 @@ async def test_renewal_counts_only_for_the_holder_and_its_generation(store: Stor
 
 async def test_the_fence_refuses_a_lapsed_lease_before_any_takeover(store: Store, clock: ManualClock, kind: str):
     a = holder()
-    assert await store.acquire("producers", a, LEASE) == 1
+    assert await store.acquire_leader("producers", a, LEASE) == 1
     await store.fenced(Fence("producers", a, 1))                    # negative control: held, passes
     await lapse(store, clock, kind, "producers")
     with pytest.raises(LeaseLost):                                  # expired, nobody took over yet: refused too
@@ -71,24 +71,24 @@ async def test_the_fence_refuses_a_lapsed_lease_before_any_takeover(store: Store
 
 async def test_resign_hands_over_at_once_and_only_the_holder_can_resign(store: Store):
     a, b = holder(), holder()
-    assert await store.acquire("actions", a, 30) == 1
-    assert not await store.resign("actions", b, 1)                  # not b's to give up
-    assert await store.acquire("actions", b, 30) is None
-    assert await store.resign("actions", a, 1)
-    assert await store.acquire("actions", b, 30) == 2               # at once, no wait for the 30 s
+    assert await store.acquire_leader("actions", a, 30) == 1
+    assert not await store.resign_leader("actions", b, 1)                  # not b's to give up
+    assert await store.acquire_leader("actions", b, 30) is None
+    assert await store.resign_leader("actions", a, 1)
+    assert await store.acquire_leader("actions", b, 30) == 2               # at once, no wait for the 30 s
     with pytest.raises(LeaseLost):
         await store.fenced(Fence("actions", a, 1))
 
 
 async def test_a_fenced_transaction_of_a_stale_holder_writes_nothing(store: Store, clock: ManualClock, kind: str):
     a, b = holder(), holder()
-    assert await store.acquire("poller", a, LEASE) == 1
+    assert await store.acquire_leader("poller", a, LEASE) == 1
 
     def admit(source: str):   # type: ignore[no-untyped-def]
         return lambda tx: tx.admit(Occurrence(source, "tg:1", "hello", WorkKind.AGENT, "tg:1")).outcome.value
     assert await store.atomic(admit("tg:1:1"), fence=Fence("poller", a, 1)) == "accepted"   # negative control
     await lapse(store, clock, kind, "poller")
-    assert await store.acquire("poller", b, LEASE) == 2
+    assert await store.acquire_leader("poller", b, LEASE) == 2
     with pytest.raises(LeaseLost):
         await store.atomic(admit("tg:1:2"), fence=Fence("poller", a, 1))
     assert await store.work_with_report("tg:1:2") is None           # nothing of the refused transaction
@@ -100,12 +100,12 @@ async def test_sending_records_its_sender_and_a_stale_relay_cannot_mark_sending(
     a, b = holder(), holder()
     await finished_report(store)
     [part] = await store.due_deliveries()
-    assert await store.acquire("relay", a, LEASE) == 1
+    assert await store.acquire_leader("relay", a, LEASE) == 1
     await lapse(store, clock, kind, "relay")
     with pytest.raises(LeaseLost):
         await store.mark_sending(part.delivery_id, fence=Fence("relay", a, 1))
     assert [d.delivery_id for d in await store.due_deliveries()] == [part.delivery_id]   # still pending
-    assert await store.acquire("relay", b, LEASE) == 2
+    assert await store.acquire_leader("relay", b, LEASE) == 2
     await store.mark_sending(part.delivery_id, fence=Fence("relay", b, 2))
     assert await store.due_deliveries() == []
     report = (await store.reports())[0]
@@ -118,7 +118,7 @@ async def test_the_sweep_leaves_a_live_senders_part_and_declares_a_lapsed_ones_u
     await finished_report(store, source="tg:1:1")
     await finished_report(store, source="tg:1:2")
     first, second = await store.due_deliveries()
-    assert await store.acquire("relay", a, LEASE) == 1
+    assert await store.acquire_leader("relay", a, LEASE) == 1
     await store.mark_sending(first.delivery_id, fence=Fence("relay", a, 1))
     await store.mark_sending(second.delivery_id)                    # planted: a send no lease vouches for
     assert await store.sweep_sending() == ([second.delivery_id], [])   # the sender-less one is caught at once
@@ -139,7 +139,7 @@ async def test_an_action_sending_under_a_lapsed_actions_lease_becomes_unknown(st
                                    destination="supplier:dairy").ok
     assert await store.atomic(approve)
     [action] = await store.due_actions()
-    assert await store.acquire("actions", a, LEASE) == 1
+    assert await store.acquire_leader("actions", a, LEASE) == 1
     await store.action_move("mark_sending", action.action_id, fence=Fence("actions", a, 1))
     assert await store.sweep_sending() == ([], [])
     await lapse(store, clock, kind, "actions")
