@@ -4,7 +4,8 @@ Wiring only. On SQLite one process per database owns recovery, the worker and th
 taken before anything else and held for the life of the process. On PostgreSQL any number of processes share the
 database (C15, C16): every process runs the worker and the HTTP server (till, webhook, health); the singletons (the
 Telegram poller, the report relay, the clock and stock producers, the action relay) each run only in the process
-that holds their leader lease (bot/leadership.py). The same code runs on SQLite, where the one process always leads.
+that holds their leader lease (bot/leadership.py); none resets anything at start, each sweeps expired leases at
+start and every half lease. The same code runs on SQLite, where the one process always leads.
 """
 from __future__ import annotations
 
@@ -50,6 +51,9 @@ from worker.worker import Worker, WorkerSettings
 
 log = logging.getLogger("shopbot.app")
 RETENTION_EVERY_S = 86400.0
+# The longest a send to Telegram or the supplier can take (their clients' connect plus read timeouts, 5 + 10 s, with
+# slack): a `sending` row older than the lease plus this has no sender left in it (the interim sweep rule).
+SEND_TIMEOUT_S = 20.0
 
 
 @dataclass
@@ -105,12 +109,18 @@ class App:
         shop = load_shop(cfg.shop_file)
         clock = parse_clock(cfg.clock, test_mode=cfg.test_mode)
         store = await open_store(cfg.db, clock, capacity=cfg.capacity, debounce_ms=cfg.debounce_ms,
-                                 attempt_cap=cfg.attempt_cap, max_pages=cfg.db_max_pages, secrets=cfg.secrets())
+                                 attempt_cap=cfg.attempt_cap, max_pages=cfg.db_max_pages, secrets=cfg.secrets(),
+                                 lease_s=cfg.lease_s)
         self._stack.push_async_callback(store.close)
         log.info("database %s (schema %d)", store.location, await store.schema_version())
         if await store.seed_shop(shop.items, str(cfg.shop_file)):
             log.info("shop seeded from %s: %d items", cfg.shop_file, len(shop.items))
-        summary = await store.recover()
+        if store.lease_s is None:
+            # one process owns the database (the instance lock): everything left running is this database's past
+            summary = await store.recover()
+        else:
+            # several processes may share it (C15): only what expired is recovered, never a live process's turn
+            summary = await self._sweep(store, at_start=True)
         log.info("recovery: %d released, %d failed, %d deliveries now unknown", len(summary.released),
                  len(summary.failed), len(summary.unknown_deliveries))
         owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
@@ -278,6 +288,34 @@ class App:
                 log.error("retention failed (%s); the next daily run tries again", type(exc).__name__)
             await self.parts.store.clock.sleep(RETENTION_EVERY_S)
 
+    async def _sweep(self, store: Store, at_start: bool = False) -> Any:
+        """C15: recover expired leases. `sending` deliveries and actions are left to their sender for the lease plus
+        the longest send (SEND_TIMEOUT_S), then become unknown; a process starting with no other process connected
+        turns them unknown at once, as a single process does: the interim rule until relay leases (issue 19)."""
+        assert store.lease_s is not None
+        return await store.sweep_expired(stale_sending_after_s=store.lease_s + SEND_TIMEOUT_S, at_start=at_start)
+
+    async def _sweeper(self) -> None:
+        """C15: every process sweeps expired leases every half lease (a dead or paused process's turns restart
+        within about the lease plus half of it). A failure is logged and tried at the next period."""
+        assert self.parts and self.parts.store.lease_s is not None
+        store = self.parts.store
+        period = store.lease_s / 2
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), period)
+                return
+            except TimeoutError:
+                pass
+            try:
+                summary = await self._sweep(store)
+            except StoreError as exc:
+                log.error("lease sweep failed (%s); trying again in %.1f s", type(exc).__name__, period)
+                continue
+            if summary.released or summary.failed or summary.unknown_deliveries:
+                log.info("lease sweep: %d released, %d failed, %d deliveries now unknown", len(summary.released),
+                         len(summary.failed), len(summary.unknown_deliveries))
+
     async def run(self) -> None:
         p = self.parts
         assert p is not None
@@ -312,6 +350,8 @@ class App:
                 cancel_on_stop.append(tasks.create_task(lead["producers"].run(lambda fence: producers.run())))
             if self.cfg.retention_days:
                 cancel_on_stop.append(tasks.create_task(self._retention(self.cfg.retention_days)))
+            if p.store.lease_s is not None:
+                cancel_on_stop.append(tasks.create_task(self._sweeper()))
             await self._stopping.wait()
             self.stop()
             for task in cancel_on_stop:
@@ -354,6 +394,8 @@ class App:
         while True:
             if p.ingress:
                 await p.ingress.poll(drain=True)
+            if p.store.lease_s is not None:
+                await self._sweep(p.store)       # expired leases of other processes, as `run` sweeps them
             turns = await p.worker.drain()
             sent = await p.relay.drain() if p.relay else 0
             acted = await p.actions.drain() if p.actions else 0

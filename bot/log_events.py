@@ -26,6 +26,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "app.part_stopped": ("shopbot.app", "%s stopped: %s"),
     "app.running": ("shopbot.app", "shopbot running: model=%s telegram=%s http=%s"),
     "app.stopped": ("shopbot.app", "shopbot stopped"),
+    "app.lease_sweep": ("shopbot.app", "lease sweep: %d released, %d failed, %d deliveries now unknown"),
+    "app.lease_sweep_failed": ("shopbot.app", "lease sweep failed (%s); trying again in %.1f s"),
     "app.retention_pruned": ("shopbot.app", "retention: pruned %s"),
     "app.retention_failed": ("shopbot.app", "retention failed (%s); the next daily run tries again"),
     # the HTTP server and the webhook
@@ -80,6 +82,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "worker.turn_finished": ("shopbot.worker", "turn finished run_id=%s report_id=%s stop=%s"),
     "worker.turn_not_stored": ("shopbot.worker",
                                "turn run_id=%s could not be stored (%s); giving it back when the database recovers"),
+    "worker.lease_lost": ("shopbot.worker",
+                          "lease lost run_id=%s: %s; the turn is abandoned and nothing of it is written"),
     "worker.turn_started": ("shopbot.worker", "turn started run_id=%s session=%s work=%s attempt=%d"),
     "worker.database_unusable": ("shopbot.worker", "worker cannot use the database (%s); trying again in %.1f s"),
     "agent.unknown_tool": ("shopbot.agent", "model asked for unknown tool %r"),

@@ -34,7 +34,7 @@ LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 TURN_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 STATS_WINDOW_S = 3600.0
 # The labels a turn outcome may carry (the runs table's CHECK list); anything else is 'other'.
-TURN_OUTCOMES = ("finished", "released", "failed", "discarded", "recovered")
+TURN_OUTCOMES = ("finished", "released", "failed", "discarded", "recovered", "expired")
 
 
 class Metrics:

@@ -63,6 +63,7 @@ from .sqlite import (
     DEFAULT_ATTEMPT_CAP,
     DEFAULT_CAPACITY,
     DEFAULT_DEBOUNCE_MS,
+    DEFAULT_LEASE_S,
     InstanceLock,
     SqliteStore,
     backup_before_migration,
@@ -73,12 +74,13 @@ from .sqlite import (
 async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
                      debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
                      create: bool = True, migrate: bool = False, max_pages: int | None = None,
-                     secrets: Sequence[str] = ()) -> Store:
+                     secrets: Sequence[str] = (), lease_s: float = DEFAULT_LEASE_S) -> Store:
     """Open the store at `location`: a `postgresql://` (or `postgres://`) URL opens the PostgreSQL store
     (store/postgres, the `postgres` extra); anything else is a SQLite file path. A missing database is created at
     the current schema (when `create`); an older one is refused with the command that migrates it (unless
     `migrate`); a newer one is refused before anything changes. `secrets` (the configured credentials) are masked
-    in everything the store keeps from outside text."""
+    in everything the store keeps from outside text. `lease_s` is a claim's lease on PostgreSQL (C15; SQLite's
+    claims are not leases: one process owns the file)."""
     if is_database_url(location):
         try:
             from .postgres import PostgresStore  # imported only when asked for: psycopg is an optional extra
@@ -87,7 +89,7 @@ async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFA
                                    "pip install 'shopbot[postgres]'") from exc
         return await PostgresStore.open(str(location), clock, capacity=capacity, debounce_ms=debounce_ms,
                                         attempt_cap=attempt_cap, create=create, migrate=migrate,
-                                        max_pages=max_pages, secrets=secrets)
+                                        max_pages=max_pages, secrets=secrets, lease_s=lease_s)
     return await SqliteStore.open(location, clock, capacity=capacity, debounce_ms=debounce_ms,
                                   attempt_cap=attempt_cap, create=create, migrate=migrate, max_pages=max_pages,
                                   secrets=secrets)

@@ -180,6 +180,7 @@ class Inbox(Protocol):
     clock: Clock
     capacity: int
     attempt_cap: int
+    lease_s: float | None     # a claim's lease in seconds where claims are leases (PostgreSQL, C15); None: not leases
 
     async def admit(self, occurrence: Occurrence) -> AdmitResult:
         """C1: exactly one of accepted, duplicate (same identity and content: nothing stored), conflict (same
@@ -253,7 +254,22 @@ class Inbox(Protocol):
 
     async def recover(self) -> RecoverySummary:
         """C10 at start-up: running turns whose operations were all read/internal/proposals go back to pending
-        (failed at the attempt cap, C9), one that acted outside fails visibly; `sending` parts become unknown."""
+        (failed at the attempt cap, C9), one that acted outside fails visibly; `sending` parts become unknown.
+        Only for a store one process owns (SQLite under its instance lock): on a shared store it would reset other
+        processes' live turns, so processes sharing one recover with `sweep_expired`."""
+
+    async def renew(self, claim: Claim) -> bool:
+        """C15: extend the run's lease by `lease_s` from now, judged by the store's clock (the database's); False
+        when the lease has already lapsed or the run ended: a lapsed lease is never revived, and its run may write
+        nothing more. Without leases (SQLite): True while the run is open."""
+
+    async def sweep_expired(self, stale_sending_after_s: float | None = None, *,
+                            at_start: bool = False) -> RecoverySummary:
+        """C15: every open run whose lease expired is ended (outcome `expired`, its proposals void, C11) and its turn
+        recovered by C10's rule, an `external` operation started and never finished counting as having acted, with
+        C9's cap; a run whose lease is live is never touched. `sending` deliveries and actions older than
+        `stale_sending_after_s` become unknown, or every one `at_start` when no other process shares the store (the
+        interim rule until relay leases decide it). Without leases (SQLite): nothing expires and nothing changes."""
 
 
 @runtime_checkable

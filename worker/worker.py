@@ -125,6 +125,7 @@ class Worker:
         self._consecutive_transient = 0
         self._paused_until: float | None = None
         self._stop = asyncio.Event()
+        self._lost: set[str] = set()       # run ids whose lease was lost (C15): nothing more of them is written
 
     def stop(self) -> None:
         self._stop.set()
@@ -235,9 +236,32 @@ class Worker:
 
     # ---- one turn -----------------------------------------------------------------------------------------------
     async def run_turn(self, claim: Claim) -> Claim | None:
-        """Run one turn; returns the next turn when its finish claimed one in the same commit."""
+        """Run one turn; returns the next turn when its finish claimed one in the same commit. On a store whose
+        claims are leases (C15) the turn runs beside its renewal (`_keep_lease`); a lost lease cancels it and
+        nothing more of its run is written."""
         log.info("turn started run_id=%s session=%s work=%s attempt=%d", claim.run_id, claim.session,
                  ",".join(str(i.work_id) for i in claim.items), claim.attempt)
+        lease = getattr(self.store, "lease_s", None)
+        if not lease:
+            return await self._turn(claim)
+        turn = asyncio.create_task(self._turn(claim))
+        keeper = asyncio.create_task(self._keep_lease(claim, turn, lease))
+        try:
+            return await turn
+        except asyncio.CancelledError:
+            if claim.run_id in self._lost and not self._cancelling():
+                return None             # the lease was lost: the turn was cancelled and wrote nothing
+            raise
+        finally:
+            keeper.cancel()
+            self._lost.discard(claim.run_id)
+
+    @staticmethod
+    def _cancelling() -> bool:
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() > 0
+
+    async def _turn(self, claim: Claim) -> Claim | None:
         faults.reached("K3")
         next_claim = None
         try:
@@ -249,6 +273,29 @@ class Worker:
             log.warning("turn discarded run_id=%s: %s", claim.run_id, exc)
         self.turns_done += 1
         return next_claim
+
+    async def _keep_lease(self, claim: Claim, turn: asyncio.Task[Claim | None], lease: float) -> None:
+        """C15: renew the run's lease every third of it, each renewal bounded by that period and never buffered. A
+        renewal refused (the lease lapsed), timed out or failed counts as lost: the turn is cancelled and writes
+        nothing (no release, no fail); a live process's sweep recovers it after expiry."""
+        period = lease / 3
+        while not turn.done():
+            await asyncio.sleep(period)
+            try:
+                held = await asyncio.wait_for(self.store.renew(claim), timeout=period)
+                why = "" if held else "the lease had lapsed"
+            except TimeoutError:
+                held, why = False, f"the renewal took longer than {period:.2f} s"
+            except StoreError as exc:
+                held, why = False, f"the renewal failed ({type(exc).__name__})"
+            if not held:
+                if turn.done():
+                    return
+                self._lost.add(claim.run_id)
+                log.error("lease lost run_id=%s: %s; the turn is abandoned and nothing of it is written",
+                          claim.run_id, why)
+                turn.cancel()
+                return
 
     async def _till_turn(self, claim: Claim) -> None:
         """A till count is applied without a model: stock set and count events recorded inside the finish
@@ -295,8 +342,10 @@ class Worker:
             raise PartStopped("worker", f"the model rejected the configuration (status {exc.status}): {exc.detail}. "
                                 "Fix SHOPBOT_MODEL / SHOPBOT_MODEL_API_KEY and restart; work is kept pending.") from exc
         except asyncio.CancelledError:
-            # Shutdown abandons the model call: the turn goes back without counting this attempt.
-            await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="shutdown", refund=True))
+            # Shutdown abandons the model call: the turn goes back without counting this attempt. A lost lease
+            # writes nothing: the run is no longer this worker's (C15).
+            if claim.run_id not in self._lost:
+                await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="shutdown", refund=True))
             raise
         self._consecutive_transient = 0
         faults.reached("K6")

@@ -12,7 +12,9 @@ written once, in store/sqlite; what differs is in this package.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -29,6 +31,10 @@ from ..sqlite.connection import _trigger_table
 T = TypeVar("T")
 
 CONNECT_TIMEOUT_S = 5
+# Every connection of this process carries this name (pg_stat_activity.application_name): a process can tell whether
+# another shopbot process is connected to the database (guards.stale_sends' interim rule).
+PROCESS_PREFIX = "shopbot "
+PROCESS_NAME = f"{PROCESS_PREFIX}{os.getpid()}.{uuid.uuid4().hex[:8]}"
 LOCK_TIMEOUT_MS = 5000        # like SQLite's busy timeout: a lock held longer is StoreBusy, never a hang
 
 
@@ -142,7 +148,7 @@ class Database:
             pool: ConnectionPool[Any] = ConnectionPool(
                 url, min_size=1, max_size=max_size, open=False, configure=configure, timeout=CONNECT_TIMEOUT_S,
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
-                        "cursor_factory": LastRowCursor,
+                        "cursor_factory": LastRowCursor, "application_name": PROCESS_NAME,
                         "options": f"-c lock_timeout={LOCK_TIMEOUT_MS} -c TimeZone=UTC"})
             try:
                 pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)

@@ -10,6 +10,8 @@ Under READ COMMITTED two transactions may both read, then both write. Each spot 
   admission, locks its identity first);
 - claim (C5, T2): the anchor (oldest open item of a due session) `FOR UPDATE SKIP LOCKED`, the turn is exactly the
   rows the UPDATE moved, and a unique index allows one open run per session;
+- leases (C15): every write of a run first locks its run row under `FENCE` (open, unexpired on the database clock);
+  the sweep takes expired runs `FOR UPDATE SKIP LOCKED`, so a fenced write and the sweep never both commit;
 - forget against claim and finish (C12): forget locks the session row and its pending rows; finish and release read
   the epoch `FOR SHARE` (the claim creates the session row, so there is a row to lock);
 - approval and daily spend (C11): the proposal `FOR UPDATE` and `pg_advisory_xact_lock` per spending day;
@@ -23,10 +25,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from psycopg import errors as pgerrors
+
+from ..errors import NotClaimed
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
-from ..sqlite import actions, inbox, invariants, producer_state, retention, shop
+from ..sqlite import actions, inbox, invariants, outbox, producer_state, recovery, retention, shop
 from ..sqlite.inbox import DUE
-from .connection import PgConnection
+from ..sqlite.store import DEFAULT_LEASE_S
+from .connection import PROCESS_NAME, PROCESS_PREFIX, PgConnection
 
 ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
 SPEND_LOCK = 0x50B_0703          # advisory lock namespace (int4, with a hashed key): one spending day
@@ -95,25 +101,43 @@ def admit_answered(conn: PgConnection, occurrence: Occurrence, now: str, answer:
 
 
 def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
-          skip_sessions: Sequence[str] = ()) -> Claim | None:
+          skip_sessions: Sequence[str] = (), *, lease_s: float = DEFAULT_LEASE_S) -> Claim | None:
     """C5 as on SQLite (the same due rule, `DUE`, clock steps included), safe with several claimers: only a
     session's anchor qualifies and it is locked SKIP LOCKED, so a concurrent claimer takes another session or none,
-    and never item 2 of a session out of order."""
+    and never item 2 of a session out of order. The run is a lease (C15): it expires `lease_s` after the claim on
+    the database clock unless renewed. An open run of the session already there (the unique index
+    runs_one_open_per_session, the backstop of T2) means the session is busy: another session is tried, or none."""
     skip = tuple(skip_sessions)
-    marks = ",".join(f":skip{i}" for i in range(len(skip)))
-    row = conn.execute(
-        f"""SELECT w.session, w.work_id FROM work w
-            WHERE w.state = 'pending' AND w.kind = 'agent'
-              AND NOT EXISTS (SELECT 1 FROM work x WHERE x.session = w.session AND x.kind = 'agent'
-                              AND x.state IN ('pending', 'running') AND x.work_id < w.work_id)
-              AND {DUE}
-              AND w.session NOT IN ({marks})
-            ORDER BY w.work_id LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
-        {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
-    if row is None:
-        return None
-    session = row["session"]
-    conn.execute("INSERT INTO sessions (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (session,))
+    while True:
+        marks = ",".join(f":skip{i}" for i in range(len(skip)))
+        row = conn.execute(
+            f"""SELECT w.session, w.work_id FROM work w
+                WHERE w.state = 'pending' AND w.kind = 'agent'
+                  AND NOT EXISTS (SELECT 1 FROM work x WHERE x.session = w.session AND x.kind = 'agent'
+                                  AND x.state IN ('pending', 'running') AND x.work_id < w.work_id)
+                  AND {DUE}
+                  AND w.session NOT IN ({marks})
+                ORDER BY w.work_id LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
+            {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
+        if row is None:
+            return None
+        session = row["session"]
+        conn.execute("INSERT INTO sessions (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (session,))
+        conn.execute("SAVEPOINT claim_run")
+        try:
+            found = _open_run(conn, worker_id, run_id, session, now, lease_s)
+        except pgerrors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "runs_one_open_per_session":
+                raise
+            conn.execute("ROLLBACK TO SAVEPOINT claim_run")     # busy: nothing of this attempt stays
+            skip += (session,)
+            continue
+        conn.execute("RELEASE SAVEPOINT claim_run")
+        return found
+
+
+def _open_run(conn: PgConnection, worker_id: str, run_id: str, session: str, now: str,
+              lease_s: float) -> Claim | None:
     rows = conn.execute(
         "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = ?, run_id = ?, not_before = NULL "
         "WHERE session = ? AND state = 'pending' AND kind = 'agent' RETURNING *",
@@ -122,7 +146,80 @@ def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cu
         return None
     # the epoch after the move: a forget that cancelled pending items committed before it, or waits for this commit
     epoch = int(conn.execute("SELECT epoch FROM sessions WHERE session = ? FOR SHARE", (session,)).fetchone()[0])
-    return inbox.start_run(conn, rows, worker_id, run_id, session, epoch, now)
+    return inbox.start_run(conn, rows, worker_id, run_id, session, epoch, now, lease=lease_expiry(lease_s))
+
+
+def lease_expiry(lease_s: float) -> tuple[str, tuple[float]]:
+    """The SQL of a lease's expiry: the database clock (never a worker's) plus the lease (C15)."""
+    return "clock_timestamp() + make_interval(secs => ?)", (float(lease_s),)
+
+
+# ---- leases (C15) -------------------------------------------------------------------------------------------------
+# The fence every write of a run starts with, in the write's own transaction: the run still open, held by this
+# worker, its lease unexpired on the database clock, and its row locked until the commit, so a sweep (which takes
+# expired runs SKIP LOCKED) and this write never both commit. A lapsed lease is never revived (renew requires it live).
+FENCE = ("SELECT 1 FROM runs WHERE run_id = ? AND worker_id = coalesce(?, worker_id) AND ended_at IS NULL "
+         "AND lease_expires_at > clock_timestamp() FOR UPDATE")
+
+
+def fence(conn: PgConnection, run_id: str, worker_id: str | None = None) -> None:
+    """Raise NotClaimed (nothing written: the caller's transaction rolls back) unless `run_id` still holds its lease.
+    `worker_id` is checked when the caller knows it (finish, fail, release); the journal and the tools name the run
+    only (a run id is a random 128-bit value drawn per claim, never reused)."""
+    if conn.execute(FENCE, (run_id, worker_id)).fetchone() is None:
+        raise NotClaimed(run_id, "its lease is over (expired, or the run ended); nothing of it is written")
+
+
+def renew(conn: PgConnection, run_id: str, lease_s: float) -> bool:
+    """Extend a live lease by `lease_s` from now on the database clock; False (nothing changed) once it lapsed or the
+    run ended."""
+    expression, params = lease_expiry(lease_s)
+    moved: int = conn.execute(
+        f"UPDATE runs SET lease_expires_at = {expression} WHERE run_id = ? AND ended_at IS NULL "
+        "AND lease_expires_at > clock_timestamp()", (*params, run_id)).rowcount
+    return moved == 1
+
+
+SWEEP_REASON = "the run's lease expired (its process died, stopped or lost the database)"
+
+
+def sweep_one(conn: PgConnection, now: str, attempt_cap: int) -> tuple[bool, list[int]] | None:
+    """One expired open run, taken `FOR UPDATE SKIP LOCKED` (a run whose owner is inside a fenced write is skipped:
+    exactly one of the two commits), ended by C10's rule (store/sqlite/recovery.py `recover_run`: an `external`
+    operation started and never finished counts as having acted) with C9's cap; outcome 'expired', its proposals
+    void (C11). None when no run is expired. A live lease is never touched."""
+    run = conn.execute(
+        "SELECT run_id, worker_id, session, session_epoch FROM runs WHERE ended_at IS NULL "
+        "AND lease_expires_at <= clock_timestamp() ORDER BY lease_expires_at LIMIT 1 FOR UPDATE SKIP LOCKED").fetchone()
+    if run is None:
+        return None
+    hold_epoch(conn, run["session"])
+    result = recovery.recover_run(conn, run, now, attempt_cap, reason=SWEEP_REASON, started_external_acted=True,
+                                  ended_as="expired")
+    if not result[1]:          # an open run without running items (none is written so; planted or old): just end it
+        inbox._end_run(conn, run["run_id"], now, "expired", stop_reason=SWEEP_REASON)  # type: ignore[arg-type]
+    return result
+
+
+def others_connected(conn: PgConnection) -> bool:
+    """Whether another shopbot process (a live or paused one: its pool keeps a connection) is connected to this
+    database, by the application name every process gives its connections."""
+    return conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+        "AND starts_with(application_name, ?) AND application_name <> ?)",
+        (PROCESS_PREFIX, PROCESS_NAME)).fetchone()[0] is True
+
+
+def stale_sends(conn: PgConnection, now: str, before: str, *, at_start: bool = False) -> list[int]:
+    """The hook for `sending` deliveries and actions with several processes (issue 19's relay leases decide it).
+    Interim rule: a process starting while no other shopbot process is connected does what a single process does
+    (every `sending` row becomes `unknown`: its sender is dead, C7, C11); otherwise only one still `sending` since
+    before `before` (the lease plus the longest send ago) is past any sender's send and becomes `unknown`; one more
+    recent is left to its sender."""
+    cutoff = None if at_start and not others_connected(conn) else before
+    unknown = outbox.sending_to_unknown(conn, now, cutoff)  # type: ignore[arg-type]
+    actions.sending_to_unknown(conn, now, cutoff)  # type: ignore[arg-type]
+    return unknown
 
 
 def hold_epoch(conn: PgConnection, session: str) -> None:

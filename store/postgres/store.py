@@ -30,21 +30,35 @@ from ..locations import redact
 from ..records import Claim, Decision, RecoverySummary
 from ..sqlite import health, inbox, outbox, recovery, stats
 from ..sqlite import metrics as metric_reads
-from ..sqlite.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
+from ..sqlite.store import (
+    DEFAULT_ATTEMPT_CAP,
+    DEFAULT_CAPACITY,
+    DEFAULT_DEBOUNCE_MS,
+    DEFAULT_LEASE_S,
+    SqliteStore,
+)
 from . import guards, leadership, migrations
 from .connection import Database, PgConnection
 
 OFFSET_REFRESH_S = 60.0
 
 
+# Every write of a run starts with the lease fence (C15, store/postgres/guards.py `fence`), in its own transaction.
 def _finish(conn: PgConnection, claim: Claim, draft: Any, now: str, **kwargs: Any) -> Any:
+    guards.fence(conn, claim.run_id, claim.worker_id)
     guards.hold_epoch(conn, claim.session)
     return inbox.finish(conn, claim, draft, now, **kwargs)  # type: ignore[arg-type]
 
 
 def _release(conn: PgConnection, claim: Claim, *args: Any, **kwargs: Any) -> str | None:
+    guards.fence(conn, claim.run_id, claim.worker_id)
     guards.hold_epoch(conn, claim.session)
     return inbox.release(conn, claim, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def _fail(conn: PgConnection, claim: Claim, *args: Any, **kwargs: Any) -> str:
+    guards.fence(conn, claim.run_id, claim.worker_id)
+    return inbox.fail(conn, claim, *args, **kwargs)  # type: ignore[arg-type]
 
 
 def _forget(conn: PgConnection, session: str, by: str, now: str) -> tuple[int, int]:
@@ -77,9 +91,10 @@ class PostgresStore(SqliteStore):
 
     _admit = staticmethod(guards.admit)         # type: ignore[assignment]
     _admit_answered = staticmethod(guards.admit_answered)  # type: ignore[assignment]
-    _claim = staticmethod(guards.claim)         # type: ignore[assignment]
     _finish = staticmethod(_finish)             # type: ignore[assignment]
     _release = staticmethod(_release)           # type: ignore[assignment]
+    _fail = staticmethod(_fail)                 # type: ignore[assignment]
+    _guard_run = staticmethod(guards.fence)     # type: ignore[assignment]
     _forget = staticmethod(_forget)             # type: ignore[assignment]
     _approve = staticmethod(_approve)           # type: ignore[assignment]
     _resolve = staticmethod(_resolve)           # type: ignore[assignment]
@@ -91,16 +106,56 @@ class PostgresStore(SqliteStore):
     _sync = staticmethod(guards.sync_shop)      # type: ignore[assignment]
     _db_error = psycopg.Error
 
-    def __init__(self, db: Any, clock: Clock, **options: Any) -> None:
+    def __init__(self, db: Any, clock: Clock, *, lease_s: float = DEFAULT_LEASE_S, **options: Any) -> None:
         super().__init__(db, clock, **options)
+        if not lease_s > 0:
+            raise ValueError(f"a lease must be a positive number of seconds, not {lease_s!r}")
+        self.lease_s: float | None = float(lease_s)
+        self._lease = float(lease_s)
         self._offset = timedelta(0)
         self._offset_at = float("-inf")
+
+    def _claim(self, conn: PgConnection, worker_id: str, run_id: str, now: str, cutoff: str,  # type: ignore[override]
+               skip_sessions: Sequence[str] = ()) -> Claim | None:
+        return guards.claim(conn, worker_id, run_id, now, cutoff, skip_sessions, lease_s=self._lease)
+
+    # ---- leases (C15) ---------------------------------------------------------------------------------------
+    async def renew(self, claim: Claim) -> bool:
+        """The run's lease extended by `lease_s` from now on the database clock, if it is still live; False once it
+        lapsed or the run ended (never revived)."""
+        return await self.db.write(lambda conn: guards.renew(conn, claim.run_id, self._lease))
+
+    async def sweep_expired(self, stale_sending_after_s: float | None = None, *,
+                            at_start: bool = False) -> RecoverySummary:
+        """Recover every expired lease, one run per transaction (store/postgres/guards.py `sweep_one`), then the
+        interim rule for `sending` deliveries and actions (`guards.stale_sends`: only those sending for longer than
+        `stale_sending_after_s`, or every one `at_start` when no other shopbot process is connected; none when it is
+        None). Live leases and recent sends of a live process are never touched."""
+        released: list[int] = []
+        failed: list[int] = []
+        while True:
+            done = await self.db.write(guards.sweep_one, self.now(), self.attempt_cap)
+            if done is None:
+                break
+            (released if done[0] else failed).extend(done[1])
+        unknown: list[int] = []
+        if stale_sending_after_s is not None:
+            now_dt = self.now_dt()
+            before = to_text(now_dt - timedelta(seconds=stale_sending_after_s))
+            unknown = await self.db.write(
+                lambda conn: guards.stale_sends(conn, to_text(now_dt), before, at_start=at_start))
+        if released or failed:
+            self.signals.work.notify()
+        if failed or unknown:
+            self.signals.deliveries.notify()
+        return RecoverySummary(tuple(released), tuple(failed), tuple(unknown))
 
     @classmethod
     async def open(cls, url: Any, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
                    debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
                    create: bool = True, migrate: bool = False, max_pages: int | None = None,
-                   secrets: Sequence[str] = (), pool_size: int = 8) -> PostgresStore:
+                   secrets: Sequence[str] = (), pool_size: int = 8,
+                   lease_s: float | None = DEFAULT_LEASE_S) -> PostgresStore:
         """Open the database at `url`. A database without shopbot's tables is given the current schema (when
         `create`); an older one is refused with the command that migrates it (unless `migrate`); a newer one is
         refused before anything changes. `max_pages` is SQLite's test-only cap and is refused here."""
@@ -118,7 +173,8 @@ class PostgresStore(SqliteStore):
                     raise SchemaTooOld(version, migrations.LATEST, where)
                 now = to_text(clock.now())
                 await db.raw(lambda conn: migrations.migrate(conn, where, now))
-            store = cls(db, clock, capacity=capacity, debounce_ms=debounce_ms, attempt_cap=attempt_cap)
+            store = cls(db, clock, capacity=capacity, debounce_ms=debounce_ms, attempt_cap=attempt_cap,
+                        lease_s=DEFAULT_LEASE_S if lease_s is None else lease_s)
             await store._measure_offset()
         except BaseException:
             await db.close()

@@ -6,8 +6,8 @@ instance lock (one process per database, C10), the online backup and restore.
 """
 from .backup import backup_before_migration, restore
 from .lock import InstanceLock
-from .store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, SqliteStore
+from .store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, DEFAULT_LEASE_S, SqliteStore
 from .transaction import SqliteTransaction
 
-__all__ = ["DEFAULT_ATTEMPT_CAP", "DEFAULT_CAPACITY", "DEFAULT_DEBOUNCE_MS", "InstanceLock", "SqliteStore",
-           "SqliteTransaction", "backup_before_migration", "restore"]
+__all__ = ["DEFAULT_ATTEMPT_CAP", "DEFAULT_CAPACITY", "DEFAULT_DEBOUNCE_MS", "DEFAULT_LEASE_S", "InstanceLock",
+           "SqliteStore", "SqliteTransaction", "backup_before_migration", "restore"]

@@ -94,7 +94,7 @@ def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *,
         report_id = f"r{work_id}.1"
         work.append((work_id, f"{prefix}:{chat}:{work_id}", session, "agent", f"message {work_id}", destination,
                      to_text(admitted)))
-        runs.append((run_id, "bulk", session, work_id, 1, 0, to_text(admitted)))
+        runs.append((run_id, "bulk", session, work_id, 1, 0, to_text(admitted), ended, report_id))
         ends.append((ended, work_id))
         reports.append((report_id, work_id, 1, body, 0, destination, run_id, ended))
         links.append((report_id, work_id))
@@ -106,9 +106,10 @@ def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *,
     # admit: every row starts pending (work_insert_pending)
     conn.executemany("INSERT INTO work (work_id, source, session, kind, payload, destination, admitted_at) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?)", work)
-    # claim: a run row, then pending -> running under it (work_state_machine, work_claim_recorded)
-    conn.executemany("INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?)", runs)
+    # claim: a run row, then pending -> running under it (work_state_machine, work_claim_recorded); the run is
+    # recorded already ended as it will be (a session has many turns in one batch, and at most one open run)
+    conn.executemany("INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at, "
+                     "ended_at, outcome, report_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'finished', ?)", runs)
     conn.execute("UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = 'bulk', "
                  "run_id = 'bulk-' || work_id WHERE work_id BETWEEN ? AND ?", (first_id, last_id))
     # finish: running -> finished, the report inserted and linked, the run ended (C6)
@@ -116,8 +117,6 @@ def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *,
     conn.executemany("INSERT INTO reports (report_id, anchor, generation, body, is_error, destination, run_id, "
                      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", reports)
     conn.executemany("INSERT INTO report_items (report_id, work_id) VALUES (?, ?)", links)
-    conn.executemany("UPDATE runs SET ended_at = ?, outcome = 'finished', report_id = ? WHERE run_id = ?",
-                     [(ended, f"r{work_id}.1", f"bulk-{work_id}") for ended, work_id in ends])
     conn.executemany(
         "INSERT INTO sessions (session, turns, last_report) VALUES (?, ?, ?) "
         "ON CONFLICT (session) DO UPDATE SET turns = turns + excluded.turns, last_report = excluded.last_report",

@@ -30,7 +30,8 @@ def probe(conn: sqlite3.Connection, now: str, busy_timeout_ms: int) -> None:
             conn.execute("INSERT INTO health_probe (id, probed_at) VALUES (1, ?) "
                          "ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", (now,))
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:     # SQLite may already have rolled back on its own (SQLITE_FULL can)
+                conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
     finally:

@@ -153,14 +153,17 @@ def claim(conn: sqlite3.Connection, worker_id: str, run_id: str, now: str, debou
 
 
 def start_run(conn: Any, rows: Sequence[Any], worker_id: str, run_id: str, session: str, epoch: int,
-              now: str) -> Claim:
-    """The turn a claim moved to running (`rows`, the work rows): its run recorded, its Claim (C5, C9, C12)."""
+              now: str, lease: tuple[str, Sequence[Any]] = ("NULL", ())) -> Claim:
+    """The turn a claim moved to running (`rows`, the work rows): its run recorded, its Claim (C5, C9, C12).
+    `lease` is the SQL expression (and its parameters) of the run's lease expiry: none on SQLite, the database clock
+    plus the lease on PostgreSQL (C15)."""
     items = tuple(sorted((work_item(r) for r in rows), key=lambda item: item.work_id))
     attempt = max(item.attempts for item in items)
+    expression, lease_params = lease
     conn.execute(
-        "INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (run_id, worker_id, session, items[0].work_id, attempt, epoch, now))
+        "INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at, lease_expires_at) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, {expression})",
+        (run_id, worker_id, session, items[0].work_id, attempt, epoch, now, *lease_params))
     return Claim(run_id, worker_id, session, items, attempt, epoch)
 
 
@@ -260,12 +263,13 @@ def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: ReportDraft
 
 
 def fail(conn: sqlite3.Connection, claim: Claim, draft: ReportDraft, now: str, *,
-         stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0)) -> str:
-    """running -> failed with an error report the owner will see (C9)."""
+         stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0), ended_as: str = "failed") -> str:
+    """running -> failed with an error report the owner will see (C9). `ended_as` is the run's outcome ('expired'
+    when a sweep ends a lapsed lease, C15)."""
     _held(conn, claim)
     report_id = _fail_items(conn, [item.work_id for item in claim.items], draft, now, claim.run_id)
     conn.execute("UPDATE operations SET report_id = ? WHERE run_id = ?", (report_id, claim.run_id))
-    _end_run(conn, claim.run_id, now, "failed", report_id=report_id, stop_reason=stop_reason, usage=usage)
+    _end_run(conn, claim.run_id, now, ended_as, report_id=report_id, stop_reason=stop_reason, usage=usage)
     return report_id
 
 
@@ -276,10 +280,12 @@ def cap_failure(attempts: int, destination: str | None, reason: str) -> ReportDr
 
 
 def release(conn: sqlite3.Connection, claim: Claim, now: str, not_before: str | None, attempt_cap: int, *,
-            reason: str, refund: bool = False, usage: tuple[int, int, int] = (0, 0, 0)) -> str | None:
+            reason: str, refund: bool = False, usage: tuple[int, int, int] = (0, 0, 0),
+            ended_as: str | None = None) -> str | None:
     """running -> pending with a not-before time, or failed at the attempt cap (C9). `refund` gives back the
     attempt (a model call abandoned at shutdown). A turn whose conversation was forgotten meanwhile is discarded
-    (C12). Returns the error report id when the turn failed (the cap, or forgotten)."""
+    (C12). Returns the error report id when the turn failed (the cap, or forgotten). `ended_as` overrides the run's
+    outcome ('expired' when a sweep ends a lapsed lease, C15)."""
     _held(conn, claim)
     ids = [item.work_id for item in claim.items]
     marks = ','.join('?' * len(ids))
@@ -288,12 +294,12 @@ def release(conn: sqlite3.Connection, claim: Claim, now: str, not_before: str | 
         return discarded
     if not refund and claim.attempt >= attempt_cap:
         report_id = _fail_items(conn, ids, cap_failure(claim.attempt, claim.destination, reason), now, claim.run_id)
-        _end_run(conn, claim.run_id, now, "failed", report_id=report_id, stop_reason=reason, usage=usage)
+        _end_run(conn, claim.run_id, now, ended_as or "failed", report_id=report_id, stop_reason=reason, usage=usage)
         return report_id
     conn.execute(
         f"UPDATE work SET state = 'pending', not_before = ?, attempts = attempts - ? WHERE work_id IN ({marks})",
         (not_before, 1 if refund else 0, *ids))
-    _end_run(conn, claim.run_id, now, "released", stop_reason=reason, usage=usage)
+    _end_run(conn, claim.run_id, now, ended_as or "released", stop_reason=reason, usage=usage)
     return None
 
 

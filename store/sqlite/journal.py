@@ -3,20 +3,24 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from typing import Any
+
+Guard = Callable[[Any, str], None]
 
 
 def op_started(conn: sqlite3.Connection, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], effect: str,
-               now: str) -> None:
-    _run_open(conn, run_id)
+               now: str, *, guard: Guard | None = None) -> None:
+    (guard or _run_open)(conn, run_id)
     conn.execute("INSERT INTO operations (run_id, call_id, tool, arguments, effect, started_at) "
                  "VALUES (?, ?, ?, ?, ?, ?)",
                  (run_id, call_id, tool, json.dumps(arguments, sort_keys=True), effect, now))
 
 
 def op_finished(conn: sqlite3.Connection, run_id: str, call_id: str, status: str, result: dict[str, Any], now: str, *,
-                acted_outside: bool = False) -> None:
-    _run_open(conn, run_id)
+                acted_outside: bool = False, guard: Guard | None = None) -> None:
+    """`guard(conn, run_id)` refuses a run that may no longer write (`_run_open`; PostgreSQL's lease fence)."""
+    (guard or _run_open)(conn, run_id)
     cursor = conn.execute(
         "UPDATE operations SET status = ?, result = ?, finished_at = ?, acted_outside = ? "
         "WHERE run_id = ? AND call_id = ? AND status = 'started'",

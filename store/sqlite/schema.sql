@@ -102,15 +102,17 @@ CREATE TABLE runs (
     session_epoch INTEGER NOT NULL,
     started_at    TEXT NOT NULL,
     ended_at      TEXT,
-    outcome       TEXT CHECK (outcome IN ('finished', 'released', 'failed', 'discarded', 'recovered')),
+    outcome       TEXT CHECK (outcome IN ('finished', 'released', 'failed', 'discarded', 'recovered', 'expired')),
     stop_reason   TEXT,
     model_calls   INTEGER NOT NULL DEFAULT 0,
     input_tokens  INTEGER NOT NULL DEFAULT 0,
     output_tokens INTEGER NOT NULL DEFAULT 0,
-    report_id     TEXT
+    report_id     TEXT,
+    lease_expires_at TEXT     -- PostgreSQL's lease (C15); always NULL on SQLite (one process, the instance lock)
 );
 CREATE INDEX runs_open ON runs (run_id) WHERE ended_at IS NULL;
 CREATE INDEX runs_ended ON runs (ended_at) WHERE ended_at IS NOT NULL;   -- /metrics reads the turns ended since its mark
+CREATE UNIQUE INDEX runs_one_open_per_session ON runs (session) WHERE ended_at IS NULL;   -- T2 as a constraint
 
 -- The operations journal: one row per tool call, started before it acts, finished after (C10, C11).
 CREATE TABLE operations (

@@ -63,10 +63,13 @@ from .transaction import SqliteTransaction as Transaction
 DEFAULT_CAPACITY = 100
 DEFAULT_DEBOUNCE_MS = 300     # see README: long enough for a double tap or a burst of short messages
 DEFAULT_ATTEMPT_CAP = 3
+DEFAULT_LEASE_S = 30.0        # SHOPBOT_LEASE_S: a claim's lease where claims are leases (PostgreSQL, C15)
 
 
 class SqliteStore:
     """The embedded default implementation of `store.ports.Store`."""
+
+    lease_s: float | None = None    # claims are not leases here: one process owns the file (the instance lock)
 
     def __init__(self, db: Database, clock: Clock, *, capacity: int, debounce_ms: int, attempt_cap: int) -> None:
         self.db = db
@@ -91,6 +94,8 @@ class SqliteStore:
     _claim = staticmethod(inbox.claim)
     _finish = staticmethod(inbox.finish)
     _release = staticmethod(inbox.release)
+    _fail = staticmethod(inbox.fail)
+    _guard_run = staticmethod(journal._run_open)   # what a run's journal and tool writes check first
     _forget = staticmethod(inbox.forget)
     _approve = staticmethod(actions.approve)
     _resolve = staticmethod(outbox.resolve)
@@ -107,7 +112,7 @@ class SqliteStore:
     async def open(cls, path: Path | str, clock: Clock, *, capacity: int = DEFAULT_CAPACITY,
                    debounce_ms: int = DEFAULT_DEBOUNCE_MS, attempt_cap: int = DEFAULT_ATTEMPT_CAP,
                    create: bool = True, migrate: bool = False, max_pages: int | None = None,
-                   secrets: Sequence[str] = ()) -> SqliteStore:
+                   secrets: Sequence[str] = (), lease_s: float | None = None) -> SqliteStore:
         """Open a database. A missing or empty one is created at the current schema (when `create`); an older one
         is refused with the command that migrates it (unless `migrate`); a newer one is refused before anything
         changes. `secrets` (the configured credentials) are masked in everything stored from outside text."""
@@ -345,7 +350,7 @@ class SqliteStore:
                    usage: tuple[int, int, int] = (0, 0, 0)) -> str:
         now = self.now()
         report_id = await self.db.write(
-            lambda conn: inbox.fail(conn, claim, draft, now, stop_reason=stop_reason, usage=usage))
+            lambda conn: self._fail(conn, claim, draft, now, stop_reason=stop_reason, usage=usage))
         self.signals.deliveries.notify()
         return report_id
 
@@ -360,13 +365,14 @@ class SqliteStore:
 
     async def op_started(self, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], effect: str) -> None:
         now = self.now()
-        await self.db.write(lambda conn: journal.op_started(conn, run_id, call_id, tool, arguments, effect, now))
+        await self.db.write(lambda conn: journal.op_started(conn, run_id, call_id, tool, arguments, effect, now,
+                                                            guard=self._guard_run))
 
     async def op_finished(self, run_id: str, call_id: str, status: str, result: dict[str, Any], *,
                           acted_outside: bool = False) -> None:
         now = self.now()
         await self.db.write(lambda conn: journal.op_finished(conn, run_id, call_id, status, result, now,
-                                                             acted_outside=acted_outside))
+                                                             acted_outside=acted_outside, guard=self._guard_run))
 
     async def history(self, session: str, limit: int = 20) -> list[tuple[str, str]]:
         return await self.db.read(inbox.history, session, limit)
@@ -376,6 +382,16 @@ class SqliteStore:
         result = await self.db.write(lambda conn: self._forget(conn, session, by, now))
         self.signals.deliveries.notify()
         return result
+
+    async def renew(self, claim: Claim) -> bool:
+        """No expiry on SQLite (one process owns the file under the instance lock): True while the run is open."""
+        return await self.db.read(lambda conn: conn.execute(
+            "SELECT 1 FROM runs WHERE run_id = ? AND ended_at IS NULL", (claim.run_id,)).fetchone() is not None)
+
+    async def sweep_expired(self, stale_sending_after_s: float | None = None, *,
+                            at_start: bool = False) -> RecoverySummary:
+        """No leases on SQLite: nothing ever expires (start-up `recover` under the instance lock is its recovery)."""
+        return RecoverySummary((), (), ())
 
     async def recover(self) -> RecoverySummary:
         now_dt = self.now_dt()
@@ -522,7 +538,7 @@ class SqliteStore:
         now = self.now()
 
         def body(conn: sqlite3.Connection) -> dict[str, Any]:
-            journal._run_open(conn, run_id)
+            self._guard_run(conn, run_id)
             return shop.record_draft(conn, run_id, item, quantity, now)
         return await self.db.write(body)
 
@@ -532,9 +548,9 @@ class SqliteStore:
         now = self.now()
 
         def body(conn: sqlite3.Connection) -> dict[str, Any]:
-            journal._run_open(conn, run_id)
+            self._guard_run(conn, run_id)
             result = shop.record_proposal(conn, run_id, supplier, item, quantity, now, policy)
-            journal.op_finished(conn, run_id, call_id, "done", result, now)
+            journal.op_finished(conn, run_id, call_id, "done", result, now, guard=self._guard_run)
             return result
         return await self.db.write(body)
 

@@ -7,6 +7,7 @@ from importlib import resources
 
 from ...errors import NotShopbotDatabase, SchemaTooNew
 
+FOREIGN_KEYS_OFF = "-- pragma: foreign_keys=OFF"   # a migration that rebuilds a table starts so
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -58,22 +59,34 @@ def migrate(conn: sqlite3.Connection, path: str, now_text: str, up_to: int | Non
     for number, name, sql in available():
         if number <= version or (up_to is not None and number > up_to):
             continue
-        conn.execute("BEGIN IMMEDIATE")
+        rebuild = sql.startswith(FOREIGN_KEYS_OFF)
+        enforced = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+        if rebuild:          # a table rebuild (SQLite's documented procedure): foreign keys off, checked before commit
+            conn.execute("PRAGMA foreign_keys=OFF")
         try:
-            # Re-check inside the write lock: another process may have migrated meanwhile.
-            if current_version(conn) >= number:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Re-check inside the write lock: another process may have migrated meanwhile.
+                if current_version(conn) >= number:
+                    conn.execute("ROLLBACK")
+                    continue
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                             "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+                for statement in split_statements(sql):
+                    conn.execute(statement)
+                if rebuild and conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                    raise sqlite3.IntegrityError(f"migration {number:04d} would break a foreign key")
+                conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                             (number, name, now_text))
+            except BaseException:
                 conn.execute("ROLLBACK")
-                continue
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
-                         "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
-            for statement in split_statements(sql):
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                         (number, name, now_text))
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            if rebuild:
+                conn.execute(f"PRAGMA foreign_keys={int(enforced)}")
+        if rebuild and conn.execute("PRAGMA freelist_count").fetchone()[0]:
+            conn.execute("VACUUM")     # the old table's pages are free: handed back, not left as a free list
         applied.append(number)
     return applied
 

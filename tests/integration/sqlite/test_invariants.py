@@ -43,8 +43,10 @@ PLANTS = {
     "T1": ["INSERT INTO work (source, session, kind, payload, admitted_at) VALUES ('p:1', 'other', 'agent', 'x', 'n')",
            "UPDATE work SET state = 'failed' WHERE source = 'p:1'",
            "INSERT INTO report_items SELECT 'r1.1', work_id FROM work WHERE source = 'p:1'"],
-    "T2": ["INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
-           "VALUES ('a', 'w', 's', 1, 1, 0, 'n'), ('b', 'w', 's', 1, 1, 0, 'n')",
+    # two open runs of one session are refused by the index runs_one_open_per_session (see the test below), so the
+    # planted second turn runs under a run that already ended
+    "T2": ["INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at, ended_at) "
+           "VALUES ('a', 'w', 's', 1, 1, 0, 'n', NULL), ('b', 'w', 's', 1, 1, 0, 'n', 'n')",
            "INSERT INTO work (source, session, kind, payload, admitted_at) VALUES ('p:1', 's', 'agent', 'x', 'n'), "
            "('p:2', 's', 'agent', 'x', 'n')",
            "UPDATE work SET state = 'running', run_id = 'a', worker_id = 'w' WHERE source = 'p:1'",

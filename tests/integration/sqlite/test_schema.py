@@ -115,7 +115,9 @@ def test_migration_7_counts_orders_approved_before_it_as_on_order_newest_per_ite
         UPDATE actions SET state = 'sending' WHERE proposal_id = 3;
         UPDATE actions SET state = 'failed' WHERE proposal_id = 3;
     """)
-    assert migrate(conn, str(path), "2027-03-01T09:00:00.000000Z")[:2] == [7, 11]   # and every later one
+    # 0012 rebuilds `runs` (which the proposals reference): their rows and links survive it
+    assert migrate(conn, str(path), "2027-03-01T09:00:00.000000Z")[:3] == [7, 11, 12]
+    assert conn.execute("SELECT count(*) FROM proposals JOIN runs USING (run_id)").fetchone()[0] == 3
     rows = conn.execute("SELECT proposal_id, state, due_at FROM orders ORDER BY proposal_id").fetchall()
     assert rows == [(1, "received", "2027-02-04T09:00:00.000000Z"), (2, "on_order", "2027-03-02T09:00:00.000000Z"),
                     (3, "cancelled", "2027-02-27T09:00:00.000000Z")]
