@@ -202,11 +202,8 @@ class PostgresSoak(Soak):
                 self.restart_later(self.base_of(member), 0.5)
 
     async def terminate(self, members: list[Member]) -> None:
-        """SIGTERM once each has finished starting (a signal during the interpreter's own start-up, before the
-        product installed its handler, would end it with -15 whatever the product does)."""
+        """SIGTERM to each once it has finished starting (Cluster.terminate)."""
         for m in members:
-            with contextlib.suppress(AssertionError):
-                await self.cluster.wait_running(m, timeout=30)
             self.terminated.add(m.label)
         codes = await asyncio.gather(*(self.cluster.terminate(m) for m in members))
         self.term_codes += list(codes)

@@ -149,11 +149,15 @@ class Cluster:
         member.stopped = False
 
     async def terminate(self, member: Member, timeout: float = 20.0) -> int:
-        """SIGTERM (a stopped process is continued first); the exit code, or -999 if it had to be killed."""
+        """SIGTERM (a stopped process is continued first) once it has finished starting: a signal during the
+        interpreter's own start-up, before the product installed its handler, ends it with -15 whatever the product
+        does. The exit code, or -999 if it had to be killed."""
         if not member.alive:
             return member.proc.returncode or 0
         if member.stopped:
             self.resume(member)
+        with contextlib.suppress(AssertionError):
+            await self.wait_running(member, timeout)
         member.proc.send_signal(signal.SIGTERM)
         try:
             return await asyncio.wait_for(member.proc.wait(), timeout)
