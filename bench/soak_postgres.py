@@ -284,7 +284,14 @@ class PostgresSoak(Soak):
         fig = self.fig
         indent = "\n" + " " * 20
         two = self.api.poll_conflicts
+        q = self.runner.query
+        again, most = q("SELECT count(*) FILTER (WHERE attempts > 1), coalesce(max(attempts), 0) FROM work "
+                        "WHERE kind = 'agent'")[0]
+        outcomes = ", ".join(f"{o} {n}" for o, n in q(
+            "SELECT coalesce(outcome, 'open'), count(*) FROM runs GROUP BY 1 ORDER BY 1"))
         return [
+            f"re-executions     {again} agent items ran more than once (at most {most} attempts; executions may "
+            f"repeat after a takeover, effects may not); runs by outcome: {outcomes}",
             f"processes         {self.args.processes} at a time, lease {self.args.lease:g} s; "
             f"{len(self.cluster.members)} process starts",
             "chaos             " + ", ".join(f"{k} {v}" for k, v in sorted(self.chaos.items()))
