@@ -526,22 +526,42 @@ class Soak:
             "presses scheduled": len(self.background),
         }
 
+    read_errors: tuple[type[Exception], ...] = (sqlite3.OperationalError,)   # a read that may fail while it runs
+
+    def product_gone(self) -> str | None:
+        """Why nothing can drain any more (the product exited), or None."""
+        if self.runner.proc is None or self.runner.proc.returncode is not None:
+            return "product exited"
+        return None
+
     async def drain(self, timeout: float) -> dict[str, int]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         settled = 0
         left: dict[str, int] = {}
         while loop.time() < deadline:
-            with contextlib.suppress(sqlite3.OperationalError):
+            with contextlib.suppress(*self.read_errors):
                 left = self.open_things()
                 settled = settled + 1 if not any(left.values()) else 0
                 if settled >= 3:                          # three polls in a row, 0.5 s apart
                     return {}
-            if self.runner.proc is None or self.runner.proc.returncode is not None:
-                left["product exited"] = 1
+            gone = self.product_gone()
+            if gone:
+                left[gone] = 1
                 return left
             await asyncio.sleep(0.5)
         return left
+
+    async def quiesce(self, load: list[asyncio.Task]) -> None:   # type: ignore[type-arg]
+        """No new load, no more faults; the servers answer again."""
+        self.stop_load.set()
+        for task in load:
+            task.cancel()
+        await asyncio.gather(*load, return_exceptions=True)
+        self.api._faults.clear()
+        self.supplier._faults.clear()
+        await self.api.accept()
+        await self.supplier.accept()
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -554,14 +574,7 @@ class Soak:
         load_seconds = time.monotonic() - started
 
         # Quiesce: no new load, no more faults, no per-minute schedule; the servers answer again.
-        self.stop_load.set()
-        for task in load:
-            task.cancel()
-        await asyncio.gather(*load, return_exceptions=True)
-        self.api._faults.clear()
-        self.supplier._faults.clear()
-        await self.api.accept()
-        await self.supplier.accept()
+        await self.quiesce(load)
         self.runner.write_shop(pulse=False)
         await self.runner.start(None)
         self.fig.restarts += 1

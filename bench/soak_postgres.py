@@ -209,24 +209,10 @@ class PostgresSoak(Soak):
         self.term_codes += list(codes)
 
     # ---- the end --------------------------------------------------------------------------------------------
-    async def drain(self, timeout: float) -> dict[str, int]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        settled = 0
-        left: dict[str, int] = {}
-        while loop.time() < deadline:
-            try:
-                left = self.open_things()
-                settled = settled + 1 if not any(left.values()) else 0
-                if settled >= 3:
-                    return {}
-            except Exception as exc:   # the server busy: poll again
-                left = {f"query failed: {type(exc).__name__}": 1}
-            if not self.cluster.live():
-                left["no process running"] = 1
-                return left
-            await asyncio.sleep(0.5)
-        return left
+    read_errors = (Exception,)     # the server busy or a connection ended by the chaos: poll again
+
+    def product_gone(self) -> str | None:
+        return None if self.cluster.live() else "no process running"
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -248,14 +234,7 @@ class PostgresSoak(Soak):
         deadline = loop.time() + self.args.minutes * 60
         await self.lifecycle(deadline)
         load_seconds = time.monotonic() - started
-        self.stop_load.set()
-        for task in load:
-            task.cancel()
-        await asyncio.gather(*load, return_exceptions=True)
-        self.api._faults.clear()
-        self.supplier._faults.clear()
-        await self.api.accept()
-        await self.supplier.accept()
+        await self.quiesce(load)
         self.release_held(soon=True)
         # every process stopped by SIGTERM (continued first if frozen): each must exit 0; then clean ones
         await self.terminate(self.cluster.live())

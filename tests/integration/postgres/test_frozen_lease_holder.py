@@ -10,24 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
 
-from store import ManualClock, open_store
-from store.postgres import PostgresStore, leadership
+from store.postgres import leadership
 from store.postgres.connection import PgConnection, configure
-
-
-@pytest.fixture
-async def pg(pg_url: str, clock: ManualClock) -> AsyncIterator[PostgresStore]:
-    store = await open_store(pg_url, clock, capacity=3, debounce_ms=0)
-    assert isinstance(store, PostgresStore)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 def frozen(pg_url: str) -> psycopg.Connection:  # type: ignore[type-arg]
