@@ -2,10 +2,10 @@
 
 Wiring only. On SQLite one process per database owns recovery, the worker and the relays (C10): the instance lock is
 taken before anything else and held for the life of the process. On PostgreSQL any number of processes share the
-database (C15, C16): every process runs the worker and the HTTP server (till, webhook, health); the singletons (the
-Telegram poller, the report relay, the clock and stock producers, the action relay) each run only in the process
-that holds their leader lease (bot/leadership.py); none resets anything at start, each sweeps expired leases at
-start and every half lease. The same code runs on SQLite, where the one process always leads.
+database (C15, C16): none resets anything at start; each sweeps expired leases at start and every half lease; every
+process runs the worker and the HTTP server (till, webhook, health); the singletons (the Telegram poller, the report
+relay, the clock and stock producers, the action relay) each run only in the process that holds their leader lease
+(bot/leadership.py). The same code runs on SQLite, where the one process always leads.
 """
 from __future__ import annotations
 
@@ -51,9 +51,6 @@ from worker.worker import Worker, WorkerSettings
 
 log = logging.getLogger("shopbot.app")
 RETENTION_EVERY_S = 86400.0
-# The longest a send to Telegram or the supplier can take (their clients' connect plus read timeouts, 5 + 10 s, with
-# slack): a `sending` row older than the lease plus this has no sender left in it (the interim sweep rule).
-SEND_TIMEOUT_S = 20.0
 
 
 @dataclass
@@ -144,7 +141,7 @@ class App:
                 f"server that needs no key): {exc.detail}") from None
         holder = new_holder()          # this process in the leader leases: random at every start (C16)
         leaders = {name: Leader(store, name, holder, cfg.lease_s) for name in NAMES}
-        presence = Presence(store, holder, cfg.lease_s, on_unknown=lambda: announce_unknowns(store))
+        presence = Presence(store, holder, cfg.lease_s)
         clock_producer = ClockProducer(store, shop.schedules, owner_chat)
         watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
@@ -289,11 +286,13 @@ class App:
             await self.parts.store.clock.sleep(RETENTION_EVERY_S)
 
     async def _sweep(self, store: Store, at_start: bool = False) -> Any:
-        """C15: recover expired leases. `sending` deliveries and actions are left to their sender for the lease plus
-        the longest send (SEND_TIMEOUT_S), then become unknown; a process starting with no other process connected
-        turns them unknown at once, as a single process does: the interim rule until relay leases (issue 19)."""
+        """C15: recover expired leases; C16: a `sending` delivery or action becomes unknown once its sender's leader
+        lease is no longer current (a live sender's are left alone, at start too), and the owner is told."""
         assert store.lease_s is not None
-        return await store.sweep_expired(stale_sending_after_s=store.lease_s + SEND_TIMEOUT_S, at_start=at_start)
+        summary = await store.sweep_expired()
+        if summary.unknown_deliveries and not at_start:
+            await announce_unknowns(store)
+        return summary
 
     async def _sweeper(self) -> None:
         """C15: every process sweeps expired leases every half lease (a dead or paused process's turns restart

@@ -183,15 +183,14 @@ class Leader:
 
 
 class Presence:
-    """This process in the `processes` table (holder, pid, host, seen), refreshed every third of a lease, and the
-    sweep that any live process runs: a `sending` delivery or action whose sender's lease lapsed becomes unknown."""
+    """This process in the `processes` table (holder, pid, host, seen), refreshed every third of a lease, so
+    `shopbot status` shows who shares the database; removed on a clean stop. (The sweep that turns a lapsed
+    sender's `sending` rows unknown is part of the lease sweep every process runs: `Store.sweep_expired`.)"""
 
-    def __init__(self, store: Leadership, holder: str, lease_s: float,
-                 on_unknown: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(self, store: Leadership, holder: str, lease_s: float) -> None:
         self.store = store
         self.holder = holder
         self.lease_s = lease_s
-        self.on_unknown = on_unknown
         self._stop = asyncio.Event()
 
     def stop(self) -> None:
@@ -204,13 +203,8 @@ class Presence:
         while not self._stop.is_set():
             try:
                 await self.beat()
-                deliveries, actions = await self.store.sweep_sending()
-                if deliveries or actions:
-                    log.warning("sends of a lapsed leader now unknown deliveries=%s actions=%s", deliveries, actions)
-                    if deliveries and self.on_unknown is not None:
-                        await self.on_unknown()
             except StoreError as exc:
-                log.error("heartbeat or sweep failed (%s); trying again", type(exc).__name__)
+                log.error("heartbeat failed (%s); trying again", type(exc).__name__)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.lease_s / 3)
         with contextlib.suppress(StoreError):

@@ -121,8 +121,7 @@ EVENTS: dict[str, tuple[str, str]] = {
                        "leader demoted name=%s generation=%d: %s; the singleton stops at once"),
     "leader.resigned": ("shopbot.leadership", "leader resigned name=%s generation=%d"),
     "leader.call_failed": ("shopbot.leadership", "leader lease call failed name=%s (%s): counted as not held"),
-    "leader.sends_unknown": ("shopbot.leadership", "sends of a lapsed leader now unknown deliveries=%s actions=%s"),
-    "leader.heartbeat_failed": ("shopbot.leadership", "heartbeat or sweep failed (%s); trying again"),
+    "leader.heartbeat_failed": ("shopbot.leadership", "heartbeat failed (%s); trying again"),
     # `shopbot run` itself
     "run.crashed": ("shopbot", "shopbot run stopped on an error: %s"),
     "run.drained": ("shopbot", "drained; left (not yet due): %s"),

@@ -263,13 +263,12 @@ class Inbox(Protocol):
         when the lease has already lapsed or the run ended: a lapsed lease is never revived, and its run may write
         nothing more. Without leases (SQLite): True while the run is open."""
 
-    async def sweep_expired(self, stale_sending_after_s: float | None = None, *,
-                            at_start: bool = False) -> RecoverySummary:
+    async def sweep_expired(self, *, sending: bool = True) -> RecoverySummary:
         """C15: every open run whose lease expired is ended (outcome `expired`, its proposals void, C11) and its turn
         recovered by C10's rule, an `external` operation started and never finished counting as having acted, with
-        C9's cap; a run whose lease is live is never touched. `sending` deliveries and actions older than
-        `stale_sending_after_s` become unknown, or every one `at_start` when no other process shares the store (the
-        interim rule until relay leases decide it). Without leases (SQLite): nothing expires and nothing changes."""
+        C9's cap; a run whose lease is live is never touched. With `sending` (C16), `Leadership.sweep_sending`: a
+        `sending` delivery or action whose sender's leader lease is no longer current becomes unknown. Without
+        leases (SQLite): nothing expires and nothing changes."""
 
 
 @runtime_checkable

@@ -31,8 +31,8 @@ from ..sqlite.connection import _trigger_table
 T = TypeVar("T")
 
 CONNECT_TIMEOUT_S = 5
-# Every connection of this process carries this name (pg_stat_activity.application_name): a process can tell whether
-# another shopbot process is connected to the database (guards.stale_sends' interim rule).
+# Every connection of this process carries this name (pg_stat_activity.application_name): an operator can tell the
+# shopbot processes connected to the database apart (`shopbot status` lists them by lease holder, C16).
 PROCESS_PREFIX = "shopbot "
 PROCESS_NAME = f"{PROCESS_PREFIX}{os.getpid()}.{uuid.uuid4().hex[:8]}"
 LOCK_TIMEOUT_MS = 5000        # like SQLite's busy timeout: a lock held longer is StoreBusy, never a hang

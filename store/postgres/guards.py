@@ -29,10 +29,10 @@ from psycopg import errors as pgerrors
 
 from ..errors import NotClaimed
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
-from ..sqlite import actions, inbox, invariants, outbox, producer_state, recovery, retention, shop
+from ..sqlite import actions, inbox, invariants, producer_state, recovery, retention, shop
 from ..sqlite.inbox import DUE
 from ..sqlite.store import DEFAULT_LEASE_S
-from .connection import PROCESS_NAME, PROCESS_PREFIX, PgConnection
+from .connection import PgConnection
 
 ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
 SPEND_LOCK = 0x50B_0703          # advisory lock namespace (int4, with a hashed key): one spending day
@@ -199,27 +199,6 @@ def sweep_one(conn: PgConnection, now: str, attempt_cap: int) -> tuple[bool, lis
     if not result[1]:          # an open run without running items (none is written so; planted or old): just end it
         inbox._end_run(conn, run["run_id"], now, "expired", stop_reason=SWEEP_REASON)  # type: ignore[arg-type]
     return result
-
-
-def others_connected(conn: PgConnection) -> bool:
-    """Whether another shopbot process (a live or paused one: its pool keeps a connection) is connected to this
-    database, by the application name every process gives its connections."""
-    return conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
-        "AND starts_with(application_name, ?) AND application_name <> ?)",
-        (PROCESS_PREFIX, PROCESS_NAME)).fetchone()[0] is True
-
-
-def stale_sends(conn: PgConnection, now: str, before: str, *, at_start: bool = False) -> list[int]:
-    """The hook for `sending` deliveries and actions with several processes (issue 19's relay leases decide it).
-    Interim rule: a process starting while no other shopbot process is connected does what a single process does
-    (every `sending` row becomes `unknown`: its sender is dead, C7, C11); otherwise only one still `sending` since
-    before `before` (the lease plus the longest send ago) is past any sender's send and becomes `unknown`; one more
-    recent is left to its sender."""
-    cutoff = None if at_start and not others_connected(conn) else before
-    unknown = outbox.sending_to_unknown(conn, now, cutoff)  # type: ignore[arg-type]
-    actions.sending_to_unknown(conn, now, cutoff)  # type: ignore[arg-type]
-    return unknown
 
 
 def hold_epoch(conn: PgConnection, session: str) -> None:

@@ -28,7 +28,7 @@ from ..clock import Clock, SystemClock, to_text
 from ..errors import SchemaTooOld, StoreError
 from ..locations import redact
 from ..records import Claim, Decision, RecoverySummary
-from ..sqlite import health, inbox, outbox, recovery, stats
+from ..sqlite import health, inbox, outbox, stats
 from ..sqlite import metrics as metric_reads
 from ..sqlite.store import (
     DEFAULT_ATTEMPT_CAP,
@@ -125,12 +125,10 @@ class PostgresStore(SqliteStore):
         lapsed or the run ended (never revived)."""
         return await self.db.write(lambda conn: guards.renew(conn, claim.run_id, self._lease))
 
-    async def sweep_expired(self, stale_sending_after_s: float | None = None, *,
-                            at_start: bool = False) -> RecoverySummary:
-        """Recover every expired lease, one run per transaction (store/postgres/guards.py `sweep_one`), then the
-        interim rule for `sending` deliveries and actions (`guards.stale_sends`: only those sending for longer than
-        `stale_sending_after_s`, or every one `at_start` when no other shopbot process is connected; none when it is
-        None). Live leases and recent sends of a live process are never touched."""
+    async def sweep_expired(self, *, sending: bool = True) -> RecoverySummary:
+        """Recover every expired lease, one run per transaction (store/postgres/guards.py `sweep_one`); then (C16,
+        with `sending`) every `sending` delivery and action whose sender's leader lease is no longer current becomes
+        unknown (`sweep_sending`). Live leases and a live sender's sends are never touched."""
         released: list[int] = []
         failed: list[int] = []
         while True:
@@ -139,11 +137,8 @@ class PostgresStore(SqliteStore):
                 break
             (released if done[0] else failed).extend(done[1])
         unknown: list[int] = []
-        if stale_sending_after_s is not None:
-            now_dt = self.now_dt()
-            before = to_text(now_dt - timedelta(seconds=stale_sending_after_s))
-            unknown = await self.db.write(
-                lambda conn: guards.stale_sends(conn, to_text(now_dt), before, at_start=at_start))
+        if sending:
+            unknown, _ = await self.sweep_sending()
         if released or failed:
             self.signals.work.notify()
         if failed or unknown:
@@ -165,7 +160,7 @@ class PostgresStore(SqliteStore):
         where = redact(str(url))
         db = await Database.open(str(url), max_size=pool_size)
         try:
-            version = await db.raw(lambda conn: migrations.check_not_newer(conn, where))
+            version = await db.raw(lambda conn: migrations.settled_version(conn, where))
             if version < migrations.LATEST:
                 if version == 0 and not create:
                     raise SchemaTooOld(0, migrations.LATEST, where)
@@ -222,15 +217,6 @@ class PostgresStore(SqliteStore):
     # ---- leader leases (C16): judged by the database clock alone -------------------------------------------------
     def _lease_span(self, lease_s: float) -> float:
         return lease_s
-
-    async def recover(self) -> RecoverySummary:
-        """Several processes share the database: a `sending` delivery or action becomes unknown only once its
-        sender's lease lapsed (`sweep_sending`), never because another process started (C16)."""
-        now = self.now()
-        summary = await self.db.write(lambda conn: recovery.recover(conn, now, self.attempt_cap, sending=False))
-        deliveries, _ = await self.sweep_sending()
-        self.signals.work.notify()
-        return RecoverySummary(summary.released, summary.failed, tuple(deliveries))
 
     # ---- schema, change hint --------------------------------------------------------------------------------
     async def schema_version(self) -> int:

@@ -147,12 +147,9 @@ def quarantine(conn: sqlite3.Connection, action_id: int, reason: str, now: str) 
     _move(conn, action_id, "pending", "quarantined", now, reason=reason)
 
 
-def sending_to_unknown(conn: sqlite3.Connection, now: str, before: str | None = None) -> list[int]:
-    """C11: an action found sending may have reached the supplier; with `before`, only one marked sending before it."""
-    older = " AND updated_at < ?" if before is not None else ""
+def sending_to_unknown(conn: sqlite3.Connection, now: str) -> list[int]:
     rows = conn.execute("UPDATE actions SET state = 'unknown', updated_at = ?, reason = 'the process stopped while "
-                        f"sending' WHERE state = 'sending'{older} RETURNING action_id",
-                        (now, *((before,) if before is not None else ()))).fetchall()
+                        "sending' WHERE state = 'sending' RETURNING action_id", (now,)).fetchall()
     return sorted(r[0] for r in rows)
 
 

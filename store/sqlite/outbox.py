@@ -219,13 +219,11 @@ def mark_denied(conn: sqlite3.Connection, delivery_id: int, reason: str, now: st
     _cascade(conn, delivery_id, "denied", reason, now)
 
 
-def sending_to_unknown(conn: sqlite3.Connection, now: str, before: str | None = None) -> list[int]:
-    """C7/C10: a delivery found in `sending` at startup may or may not have reached Telegram. With `before`, only
-    one marked sending before that time (PostgreSQL's interim sweep: a sender still within its send is left alone)."""
-    older = " AND updated_at < ?" if before is not None else ""
+def sending_to_unknown(conn: sqlite3.Connection, now: str) -> list[int]:
+    """C7/C10: a delivery found in `sending` at startup may or may not have reached Telegram."""
     rows = conn.execute("UPDATE deliveries SET state = 'unknown', updated_at = ?, "
-                        f"reason = 'the process stopped while sending' WHERE state = 'sending'{older} "
-                        "RETURNING delivery_id", (now, *((before,) if before is not None else ()))).fetchall()
+                        "reason = 'the process stopped while sending' WHERE state = 'sending' RETURNING delivery_id",
+                        (now,)).fetchall()
     return sorted(r[0] for r in rows)
 
 

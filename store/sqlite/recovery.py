@@ -9,11 +9,10 @@ from ..records import Claim, RecoverySummary, ReportDraft
 from . import actions, inbox, outbox
 
 
-def recover(conn: sqlite3.Connection, now: str, attempt_cap: int, *, sending: bool = True) -> RecoverySummary:
+def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySummary:
     """A running turn whose operations stayed inside the store (read, internal, or a proposal: void while its turn
     is unfinished, C11) goes back to pending, or fails at the attempt cap (C9); a turn with a completed operation
-    that acted outside the store fails visibly; `sending` deliveries become unknown (C7) when `sending` (one process
-    owns the database: SQLite under its instance lock); otherwise only those whose sender's lease lapsed (C16)."""
+    that acted outside the store fails visibly; `sending` deliveries become unknown (C7)."""
     released: list[int] = []
     failed: list[int] = []
     runs = conn.execute(
@@ -24,8 +23,6 @@ def recover(conn: sqlite3.Connection, now: str, attempt_cap: int, *, sending: bo
         (released if was_released else failed).extend(ids)
     for (run_id,) in conn.execute("SELECT run_id FROM runs WHERE ended_at IS NULL").fetchall():
         inbox._end_run(conn, run_id, now, "recovered", stop_reason="the process stopped")
-    if not sending:
-        return RecoverySummary(tuple(released), tuple(failed), ())
     unknown = outbox.sending_to_unknown(conn, now)
     actions.sending_to_unknown(conn, now)     # C11: an action found sending may have reached the supplier
     return RecoverySummary(tuple(released), tuple(failed), tuple(unknown))

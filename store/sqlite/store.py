@@ -388,8 +388,7 @@ class SqliteStore:
         return await self.db.read(lambda conn: conn.execute(
             "SELECT 1 FROM runs WHERE run_id = ? AND ended_at IS NULL", (claim.run_id,)).fetchone() is not None)
 
-    async def sweep_expired(self, stale_sending_after_s: float | None = None, *,
-                            at_start: bool = False) -> RecoverySummary:
+    async def sweep_expired(self, *, sending: bool = True) -> RecoverySummary:
         """No leases on SQLite: nothing ever expires (start-up `recover` under the instance lock is its recovery)."""
         return RecoverySummary((), (), ())
 

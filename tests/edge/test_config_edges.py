@@ -125,3 +125,16 @@ def test_formerly_bug_run_reports_every_shop_file_error_at_once_with_exit_2(tmp_
     assert done.returncode == 2 and "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("configuration error:")]
     assert len(errors) == 2, done.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "0.0", "abc", "1e3", "30s", " 30", "3601", "1,5", "."])
+def test_a_lease_that_is_not_a_positive_number_of_seconds_is_refused_with_the_others(value):
+    lines = problems({"SHOPBOT_LEASE_S": value, "SHOPBOT_CAPACITY": "0"})
+    assert [line.split("=")[0] for line in lines] == ["SHOPBOT_CAPACITY", "SHOPBOT_LEASE_S"]
+    assert lines[1].startswith(f"SHOPBOT_LEASE_S={value!r}: expected a positive number of seconds")
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("", 30.0), ("30", 30.0), ("1.5", 1.5), ("3600", 3600.0)])
+def test_a_lease_is_a_positive_number_of_seconds_default_30(value, seconds):
+    env = {"SHOPBOT_LEASE_S": value} if value else {}
+    assert config.load(env).lease_s == seconds

@@ -40,7 +40,8 @@ class Product:
             "SHOPBOT_HTTP_PORT": "-1", "SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0",
             "SHOPBOT_SHOP_FILE": str(DATA / "shop_calm.toml"), "SHOPBOT_LOG_FILE": str(self.log),
             "SHOPBOT_LOG_LEVEL": "INFO",
-            "SHOPBOT_LEASE_S": "2",   # PostgreSQL: a dead process's turn is swept within about 3 s (SQLite: unused)
+            # a restart after a kill on PostgreSQL waits out the dead process's leases (C15, C16): short ones here
+            "SHOPBOT_LEASE_S": "2",
         })
         env.update(self.settings)   # the calm shop has nothing below its reorder point: no stock checks
         if fault:

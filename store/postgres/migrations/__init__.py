@@ -3,11 +3,15 @@ one transaction with its version record, under `pg_advisory_xact_lock`, so two p
 database cannot both apply a migration (the second waits, then finds it applied)."""
 from __future__ import annotations
 
-from ...errors import SchemaTooNew, SchemaTooOld
+import time
+
+from ...errors import SchemaTooNew, SchemaTooOld, StoreBusy
 from ...sqlite import migrations as sqlite_migrations
 from ..connection import PgConnection
 
 MIGRATION_LOCK = 0x5_0B07_0001   # the advisory lock key of schema changes (any constant shared by all processes)
+RUN_LOCK = 0x5_0B07_0006         # held (session-level) for a whole `migrate`; shared by a reader of the version
+SETTLE_S = 300.0                 # the longest a process waits for another's migrations to finish
 
 
 def available() -> list[tuple[int, str, str]]:
@@ -38,9 +42,38 @@ def check_not_newer(conn: PgConnection, where: str) -> int:
     return version
 
 
+def _session_lock(conn: PgConnection, shared: bool) -> None:
+    """The run lock, waited for with a deadline (a whole migration may outlast the connection's lock_timeout)."""
+    deadline = time.monotonic() + SETTLE_S
+    take = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
+    while not conn.execute(f"SELECT {take}(?)", (RUN_LOCK,)).fetchone()[0]:
+        if time.monotonic() > deadline:
+            raise StoreBusy(f"another process has been migrating this database for over {SETTLE_S:.0f} s")
+        time.sleep(0.05)
+
+
+def settled_version(conn: PgConnection, where: str) -> int:
+    """The schema version once no other process is migrating (K18: a process that starts beside one migrating an
+    empty database waits for it, instead of mistaking the half-built schema for an old one)."""
+    _session_lock(conn, shared=True)
+    try:
+        return check_not_newer(conn, where)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock_shared(?)", (RUN_LOCK,))
+
+
 def migrate(conn: PgConnection, where: str, now_text: str, up_to: int | None = None) -> list[int]:
     """Apply every missing migration (up to `up_to`), each in its own transaction with its version row, under the
-    migration advisory lock (transactional DDL: a failed migration leaves nothing). Returns the versions applied."""
+    migration advisory lock (transactional DDL: a failed migration leaves nothing), the whole run under the run
+    lock that `settled_version` waits for. Returns the versions applied."""
+    _session_lock(conn, shared=False)
+    try:
+        return _migrate(conn, where, now_text, up_to)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(?)", (RUN_LOCK,))
+
+
+def _migrate(conn: PgConnection, where: str, now_text: str, up_to: int | None) -> list[int]:
     applied = []
     for number, name, sql in available():
         if up_to is not None and number > up_to:
