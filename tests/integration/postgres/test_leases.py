@@ -174,6 +174,14 @@ async def test_two_connections_claiming_at_once_never_share_a_session(pg, pg_url
 
 
 # ---- K13: the sweeper and the owner of a lease at once ---------------------------------------------------------
+def outcome(fn: Any) -> Any:
+    """What `fn()` returned, or the store error it raised."""
+    try:
+        return fn()
+    except StoreError as exc:
+        return exc
+
+
 def _pausing(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, reached: threading.Event,
              go: threading.Event) -> None:
     """`module.name` signals `reached` once it returned, then waits for `go` (inside its transaction)."""
@@ -196,11 +204,6 @@ async def _k13(pg: PostgresStore, pg_url: str, monkeypatch: pytest.MonkeyPatch, 
                                                              now))
     sweep = lambda: pg.db.run_write(guards.sweep_one, now, pg.attempt_cap)  # noqa: E731
 
-    def outcome(fn: Any) -> Any:
-        try:
-            return fn()
-        except StoreError as exc:
-            return exc
     with ThreadPoolExecutor(2) as pool:
         if first == "owner":
             # the owner passed its fence while the lease was live and holds the run's row; the lease then lapses
@@ -254,11 +257,6 @@ async def _k13_unfenced(pg: PostgresStore, pg_url: str, monkeypatch: pytest.Monk
     _pausing(monkeypatch, guards, "hold_epoch", reached, go)   # the sweeper, after it selected and locked the run
     now = pg.now()
 
-    def outcome(fn: Any) -> Any:
-        try:
-            return fn()
-        except StoreError as exc:
-            return exc
     with ThreadPoolExecutor(2) as pool:
         sweeper = pool.submit(outcome, lambda: pg.db.run_write(guards.sweep_one, now, pg.attempt_cap))
         assert await asyncio.to_thread(reached.wait, 10)
