@@ -1,6 +1,7 @@
 """Shared helpers of the benchmarks: machine description, scratch databases, order statistics."""
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import platform
@@ -10,8 +11,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 HERE = Path(__file__).resolve().parent
 
@@ -113,3 +116,26 @@ def median(values: list[float]) -> float:
 def spread(values: list[float]) -> str:
     """median [min..max] of repeated runs."""
     return f"{median(values):,.0f} [{min(values):,.0f}..{max(values):,.0f}]"
+
+
+PG_DSN = os.environ.get("SHOPBOT_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@contextlib.contextmanager
+def scratch_pg_database(dsn: str | None, purpose: str, keep: bool = False) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database on the server at `dsn` (default $SHOPBOT_TEST_PG_DSN or the local one),
+    dropped afterwards unless `keep`; yields its URL. The product migrates it on its first start."""
+    import psycopg
+    server = dsn or PG_DSN
+    name = f"shopbot_bench_{purpose}_{os.getpid()}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # type: ignore[arg-type]
+        admin.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
+    try:
+        yield urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
+    finally:
+        if keep:
+            print(f"# kept the database {name}")
+        else:
+            with psycopg.connect(server, autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # type: ignore[arg-type]

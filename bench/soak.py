@@ -298,7 +298,7 @@ class Soak:
         self.args = args
         self.rng = random.Random(args.seed)
         self.api, self.supplier = api, supplier
-        self.runner = Runner(work, api, supplier, free_port(), args.factor)
+        self.runner = self.make_runner(work)
         self.fig = Figures()
         self.stop_load = asyncio.Event()
         self.background: set[asyncio.Task] = set()
@@ -306,7 +306,14 @@ class Soak:
         self.conflicts: list[str] = []
         self.held: list[tuple[int, str, list]] = []   # proposal decisions the owner has not pressed yet
         self.till_rejected: list[str] = []
-        self.till_url = f"http://127.0.0.1:{self.runner.http_port}/till/counts"
+        self.runner_port = self.runner.http_port if isinstance(self.runner, Runner) else 0
+
+    def till_url(self) -> str:
+        """Where a till post goes (the PostgreSQL mode spreads them over the live processes)."""
+        return f"http://127.0.0.1:{self.runner_port}/till/counts"
+
+    def make_runner(self, work: Path):   # type: ignore[no-untyped-def]
+        return Runner(work, self.api, self.supplier, free_port(), self.args.factor)
 
     def later(self, delay: float, fn, *args) -> None:   # type: ignore[no-untyped-def]
         async def run() -> None:
@@ -419,7 +426,7 @@ class Soak:
         while True:
             self.fig.till_requests += 1
             try:
-                response = await client.post(self.till_url, content=raw, headers=headers)
+                response = await client.post(self.till_url(), content=raw, headers=headers)
                 status = response.status_code
             except httpx.HTTPError as exc:
                 self.fig.till_status[type(exc).__name__] += 1
@@ -519,22 +526,42 @@ class Soak:
             "presses scheduled": len(self.background),
         }
 
+    read_errors: tuple[type[Exception], ...] = (sqlite3.OperationalError,)   # a read that may fail while it runs
+
+    def product_gone(self) -> str | None:
+        """Why nothing can drain any more (the product exited), or None."""
+        if self.runner.proc is None or self.runner.proc.returncode is not None:
+            return "product exited"
+        return None
+
     async def drain(self, timeout: float) -> dict[str, int]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         settled = 0
         left: dict[str, int] = {}
         while loop.time() < deadline:
-            with contextlib.suppress(sqlite3.OperationalError):
+            with contextlib.suppress(*self.read_errors):
                 left = self.open_things()
                 settled = settled + 1 if not any(left.values()) else 0
                 if settled >= 3:                          # three polls in a row, 0.5 s apart
                     return {}
-            if self.runner.proc is None or self.runner.proc.returncode is not None:
-                left["product exited"] = 1
+            gone = self.product_gone()
+            if gone:
+                left[gone] = 1
                 return left
             await asyncio.sleep(0.5)
         return left
+
+    async def quiesce(self, load: list[asyncio.Task]) -> None:   # type: ignore[type-arg]
+        """No new load, no more faults; the servers answer again."""
+        self.stop_load.set()
+        for task in load:
+            task.cancel()
+        await asyncio.gather(*load, return_exceptions=True)
+        self.api._faults.clear()
+        self.supplier._faults.clear()
+        await self.api.accept()
+        await self.supplier.accept()
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -547,14 +574,7 @@ class Soak:
         load_seconds = time.monotonic() - started
 
         # Quiesce: no new load, no more faults, no per-minute schedule; the servers answer again.
-        self.stop_load.set()
-        for task in load:
-            task.cancel()
-        await asyncio.gather(*load, return_exceptions=True)
-        self.api._faults.clear()
-        self.supplier._faults.clear()
-        await self.api.accept()
-        await self.supplier.accept()
+        await self.quiesce(load)
         self.runner.write_shop(pulse=False)
         await self.runner.start(None)
         self.fig.restarts += 1
@@ -573,8 +593,29 @@ class Soak:
         await asyncio.gather(*self.till_tasks, return_exceptions=True)
         return await self.report(left, rc_term, rounds, load_seconds, time.monotonic() - started)
 
+    def chaos_lines(self) -> list[str]:
+        """What was done to the product: kills, fault points, restarts, crashes (one line each)."""
+        fig = self.fig
+        indent = "\n" + " " * 20
+        return [
+            f"kills             {fig.kills} ({fig.kills_random} at random moments, "
+            f"{sum(fig.reached.values())} at armed fault points, {fig.kills_after_bound} armed but not reached "
+            f"within {self.args.fault_bound:g} s)",
+            "fault points      " + ", ".join(f"{k} {fig.reached[k]}/{fig.armed[k]}" for k in POINTS)
+            + "  (reached/armed)",
+            f"restarts          {fig.restarts} (final clean drain rounds: {self.rounds})",
+            f"crashes           {len(fig.crashes)} exits other than SIGKILL"
+            + "".join(f"{indent}{n} x {c}" for c, n in Counter(fig.crashes).most_common(5)),
+            f"startup hangs     {len(fig.startup_hangs)} (alive after a traceback when killed)"
+            + "".join(f"{indent}{n} x {c}" for c, n in Counter(fig.startup_hangs).most_common(5)),
+        ]
+
+    def classify(self, violations: list[str], result) -> None:   # type: ignore[no-untyped-def]
+        """Hook: the PostgreSQL mode counts the documented window's duplicates apart."""
+
     async def report(self, left: dict, rc_term: int, rounds: int, load_seconds: float, total_seconds: float) -> int:
         fig, runner, q = self.fig, self.runner, self.runner.query
+        self.rounds = rounds
         violations: list[str] = []
         if left:
             violations.append(f"not drained after {self.args.drain_timeout:.0f} s: {left}")
@@ -592,6 +633,7 @@ class Soak:
         result = full_audit(runner.db, [m.text for m in self.api.sent], self.supplier.orders,
                             owner_messages=len(messages))
         violations += result.violations
+        self.classify(violations, result)
 
         sources = {s for (s,) in q("SELECT source FROM work")}
         refused = q("SELECT coalesce(sum(count), 0) FROM counters WHERE kind = 'refused_capacity'")[0][0]
@@ -637,17 +679,8 @@ class Soak:
         print(f"posts             {fig.posts} till posts, {fig.till_acked} acknowledged 202, {fig.till_requests} "
               f"HTTP requests, {fig.till_resent_acked} acknowledged posts sent again; answers: "
               + ", ".join(f"{k} {v}" for k, v in sorted(fig.till_status.items())))
-        print(f"kills             {fig.kills} ({fig.kills_random} at random moments, "
-              f"{sum(fig.reached.values())} at armed fault points, {fig.kills_after_bound} armed but not reached "
-              f"within {self.args.fault_bound:g} s)")
-        print("fault points      " + ", ".join(f"{k} {fig.reached[k]}/{fig.armed[k]}" for k in POINTS)
-              + "  (reached/armed)")
-        print(f"restarts          {fig.restarts} (final clean drain rounds: {rounds})")
-        indent = "\n" + " " * 20
-        print(f"crashes           {len(fig.crashes)} exits other than SIGKILL"
-              + "".join(f"{indent}{n} x {c}" for c, n in Counter(fig.crashes).most_common(5)))
-        print(f"startup hangs     {len(fig.startup_hangs)} (alive after a traceback when killed)"
-              + "".join(f"{indent}{n} x {c}" for c, n in Counter(fig.startup_hangs).most_common(5)))
+        for line in self.chaos_lines():
+            print(line)
         print("network faults    " + ", ".join(f"{k} {v}" for k, v in sorted(fig.faults.items())))
         print(f"work              {sum(work_sources.values())} items: " +
               ", ".join(f"{k} {v}" for k, v in sorted(work_sources.items())) +
@@ -704,7 +737,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-timeout", type=float, default=180.0)
     parser.add_argument("--dir", default=None, help="where the work directory goes (default: the temp dir)")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per process")
+    pg = parser.add_argument_group("PostgreSQL mode (bench/soak_postgres.py)")
+    pg.add_argument("--postgres", nargs="?", const="default", default=None, metavar="URL",
+                    help="N processes on a scratch database made on this server (default: $SHOPBOT_TEST_PG_DSN or "
+                         "postgresql://postgres@127.0.0.1:5432/postgres), with SIGKILL, SIGSTOP past the lease and "
+                         "pg_terminate_backend as the chaos")
+    pg.add_argument("--processes", type=int, default=3, help="how many shopbot run processes at a time")
+    pg.add_argument("--lease", type=float, default=2.0,
+                    help="SHOPBOT_LEASE_S of every process (0: unset, the product's default)")
+    pg.add_argument("--chaos-every", type=float, default=5.0,
+                    help="at most this many seconds between two chaos events (uniform from a fifth of it)")
+    pg.add_argument("--keep", action="store_true", help="keep the scratch database for a look afterwards")
     args = parser.parse_args(argv)
+    if args.postgres is not None:
+        from bench.soak_postgres import amain as postgres_main
+        return asyncio.run(postgres_main(args))
     return asyncio.run(amain(args))
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from producers.schedule import Schedule, ScheduleError, parse_schedules
+from producers.schedule import OPENING_BRIEF, Schedule, ScheduleError, parse_schedules
 from store import ItemSpec
 from worker.money import LOCALES
 
@@ -215,10 +215,12 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     schedules: list[Schedule] = []
     if timezone is not None:
         for index, raw in enumerate(schedules_raw):
-            try:
-                schedules += parse_schedules([raw], shop_timezone=timezone)
+            try:   # each entry alone (every problem reported); parse_schedules appends the default brief after it
+                schedules += parse_schedules([raw], shop_timezone=timezone)[:1]
             except ScheduleError as exc:
                 p.add(str(exc) if str(exc).startswith("schedule") else f"schedule[{index}]: {exc}")
+        if not any(s.name == OPENING_BRIEF for s in schedules):
+            schedules += parse_schedules([], shop_timezone=timezone)     # the default opening brief, once
         try:   # the stock watcher's cron follows the same rules as a schedule's (checked the same way)
             parse_schedules([{"name": "stock_watch", "cron": stock_cron, "prompt": "stock check"}],
                             shop_timezone=timezone)

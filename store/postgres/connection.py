@@ -156,7 +156,7 @@ class Database:
             pool: ConnectionPool[Any] = ConnectionPool(
                 url, min_size=1, max_size=max_size, open=False, configure=configure, timeout=CONNECT_TIMEOUT_S,
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
-                        "cursor_factory": LastRowCursor, "application_name": PROCESS_NAME,
+                        "cursor_factory": LooseCursor, "application_name": PROCESS_NAME,
                         "options": f"-c lock_timeout={LOCK_TIMEOUT_MS} -c TimeZone=UTC"})
             try:
                 pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
@@ -217,10 +217,7 @@ class Database:
         return await asyncio.to_thread(call)
 
 
-class LastRowCursor(psycopg.ClientCursor[Any]):
-    """A client-side-binding cursor (literals inlined, as sqlite3 compares loosely typed values) with sqlite3's
-    `lastrowid`: the identity value the last INSERT of this session drew (`lastval()`)."""
-
-    @property
-    def lastrowid(self) -> int:
-        return int(self.connection.execute("SELECT lastval()").fetchone()[0])  # type: ignore[index]
+class LooseCursor(psycopg.ClientCursor[Any]):
+    """A client-side-binding cursor (literals inlined, as sqlite3 compares loosely typed values). It has no
+    `lastrowid` on purpose: the shared SQL takes a new row's id with `INSERT ... RETURNING`, since `lastval()` is the
+    last value of ANY sequence this session drew (a trigger's sequence, migration 0015, drew after the INSERT's)."""

@@ -17,13 +17,19 @@ _SPAN = "clock_timestamp() + make_interval(secs => ?)"
 
 
 def acquire(conn: PgConnection, name: str, holder: str, lease_s: float, now: Any = None) -> int | None:
+    # `ON CONFLICT DO UPDATE ... WHERE` locks the conflicting row even when its WHERE is false, until the transaction
+    # ends: a standby frozen (SIGSTOP, a VM pause) before its COMMIT would keep a live lease's row locked, its
+    # leader's renewals waiting. So the row is only proposed when no unexpired lease is visible (a plain read takes
+    # no lock); the WHERE still decides a race with a renewal committed meanwhile.
     row = conn.execute(
         "INSERT INTO leader_leases (name, holder, generation, expires_at, acquired_at, renewed_at) "
-        f"VALUES (?, ?, 1, {_SPAN}, clock_timestamp(), clock_timestamp()) ON CONFLICT (name) DO UPDATE SET "
+        f"SELECT ?, ?, 1, {_SPAN}, clock_timestamp(), clock_timestamp() WHERE NOT EXISTS ("
+        "SELECT 1 FROM leader_leases WHERE name = ? AND expires_at > clock_timestamp()) "
+        "ON CONFLICT (name) DO UPDATE SET "
         "holder = excluded.holder, generation = leader_leases.generation + 1, expires_at = excluded.expires_at, "
         "acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at "
         "WHERE leader_leases.expires_at <= clock_timestamp() RETURNING generation",
-        (name, holder, float(lease_s))).fetchone()
+        (name, holder, float(lease_s), name)).fetchone()
     return int(row[0]) if row else None
 
 

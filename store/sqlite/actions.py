@@ -51,9 +51,9 @@ def approve(conn: sqlite3.Connection, proposal_id: int, by: str, now: str, day: 
                "lines": [{"item": p["item"], "quantity": p["quantity"]}]}
     action_id = conn.execute(
         "INSERT INTO actions (proposal_id, idempotency_key, destination, payload, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?) RETURNING action_id",
         (proposal_id, secrets.token_hex(16), supplier_destination, json.dumps(payload, sort_keys=True), now,
-         now)).lastrowid
+         now)).fetchone()[0]
     orders.create(conn, proposal_id, p["item"], p["quantity"], now, lead_time_days)
     return Decision(True, f"Approved #{proposal_id}: {p['quantity']} {p['item']} for {p['total_cents']} cents. "
                           "I am sending the order to the supplier and will tell you when it is confirmed.", action_id)

@@ -72,9 +72,10 @@ def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: 
             return AdmitResult(Admission.REFUSED)
         open_count[0] += 1
     work_id = conn.execute(
-        "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES (?, ?, ?, ?, ?, ?) "
+        "RETURNING work_id",
         (occurrence.source, occurrence.session, occurrence.kind.value, occurrence.payload,
-         occurrence.destination, now)).lastrowid
+         occurrence.destination, now)).fetchone()[0]
     return AdmitResult(Admission.ACCEPTED, work_id)
 
 

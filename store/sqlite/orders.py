@@ -97,8 +97,8 @@ def _stock_event(conn: sqlite3.Connection, item: str, kind: str, old: int, new: 
                  work_id: int | None, now: str) -> int:
     conn.execute("UPDATE items SET on_hand = ?, updated_at = ? WHERE item = ?", (new, now, item))
     return int(conn.execute("INSERT INTO stock_events (item, kind, old_on_hand, new_on_hand, source, work_id, "
-                            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            (item, kind, old, new, source, work_id, now)).lastrowid or 0)
+                            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING event_id",
+                            (item, kind, old, new, source, work_id, now)).fetchone()[0])
 
 
 def receive(conn: sqlite3.Connection, proposal_id: int, by: str, now: str,

@@ -129,8 +129,8 @@ def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int
     cost = quantity * spec["unit_cost_cents"]
     draft_id = conn.execute(
         "INSERT INTO drafts (run_id, item, quantity, unit_cost_cents, cost_cents, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (run_id, item, quantity, spec["unit_cost_cents"], cost, now)).lastrowid
+        "VALUES (?, ?, ?, ?, ?, ?) RETURNING draft_id",
+        (run_id, item, quantity, spec["unit_cost_cents"], cost, now)).fetchone()[0]
     return {"draft_id": draft_id, "item": item, "quantity": quantity, "cost_cents": cost, "unit": spec["unit"]}
 
 
@@ -179,9 +179,9 @@ def record_proposal(conn: sqlite3.Connection, run_id: str, supplier: str, item: 
     state = "rejected_by_policy" if reason else "proposed"
     proposal_id = conn.execute(
         "INSERT INTO proposals (run_id, supplier, item, quantity, unit_cost_cents, total_cents, state, reason, "
-        "created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING proposal_id",
         (run_id, supplier, item, quantity, unit_cost, quantity * unit_cost, state, reason, now, now,
-         policy.expires_at if policy else None)).lastrowid
+         policy.expires_at if policy else None)).fetchone()[0]
     return {"proposal_id": proposal_id, "item": item, "quantity": quantity, "total_cents": quantity * unit_cost,
             "unit": spec["unit"], "state": "rejected" if reason else "awaiting_approval", "reason": reason}
 

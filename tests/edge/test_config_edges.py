@@ -103,6 +103,20 @@ def test_formerly_bug_a_shop_file_with_several_errors_reports_all_of_them_with_t
     assert len(lines) >= 4
 
 
+def test_formerly_bug_an_opening_brief_beside_another_schedule_is_not_a_duplicate():
+    """Each [[schedule]] was parsed alone, and each parse added the default opening brief: a shop with its own
+    opening_brief and one more schedule was refused as naming opening_brief twice (bench/soak.py's shop)."""
+    base = (ROOT / "shop.example.toml").read_text().split("[[schedule]]")[0]
+    brief = '[[schedule]]\nname = "opening_brief"\ncron = "0 9 * * *"\nprompt = "brief"\n'
+    pulse = '[[schedule]]\nname = "pulse"\ncron = "* * * * *"\nprompt = "stock"\n'
+    assert [(s.name, s.cron) for s in parse_shop(base + brief + pulse).schedules] == [
+        ("opening_brief", "0 9 * * *"), ("pulse", "* * * * *")]
+    assert [s.name for s in parse_shop(base + pulse).schedules] == ["pulse", "opening_brief"]   # the default, once
+    assert [s.name for s in parse_shop(base).schedules] == ["opening_brief"]
+    with pytest.raises(ShopFileError, match="'pulse': the name is used by two schedules"):
+        parse_shop(base + pulse + pulse)
+
+
 def test_formerly_bug_run_reports_every_shop_file_error_at_once_with_exit_2(tmp_path):
     bad = tmp_path / "shop.toml"
     bad.write_text("colour = 'blue'\n" + (ROOT / "shop.example.toml").read_text()

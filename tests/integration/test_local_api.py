@@ -143,6 +143,43 @@ async def test_injected_409_and_a_second_poller_conflict(api, bot):
         await asyncio.wait_for(first_poll, 5)
 
 
+async def test_polls_are_recorded_per_client_and_an_overlap_is_a_conflict(api):
+    """Several processes behind one server are told apart by `url_for`; a newer poll while an older client still
+    listens is recorded as a conflict (two pollers at once: the check the multi-process tests rely on)."""
+    one = make_bot(TOKEN, api.url_for("one"), read_timeout=3.0)
+    two = make_bot(TOKEN, api.url_for("two"), read_timeout=3.0)
+    async with one, two:
+        await one.send_message(CHAT, "from one")
+        assert await one.get_updates() == ()
+        assert api.poll_conflicts == []                 # one poller after another: no overlap
+        first_poll = asyncio.create_task(one.get_updates(timeout=10))
+        await api.wait_for(lambda: len(api.polls_by("one")) == 2)
+        assert api.polls[-1].outcome == "open"
+        assert await two.get_updates() == ()            # the planted second poller
+        with pytest.raises(Conflict):
+            await asyncio.wait_for(first_poll, 5)
+    assert [(p.client, p.outcome) for p in api.polls] == [("one", "empty"), ("one", "conflict"), ("two", "empty")]
+    assert [(p.client, p.terminated_by) for p in api.poll_conflicts] == [("one", "two")]
+    assert api.sent[0].client == "one" and api.polls[0].ended is not None
+    assert api.polls[1].arrived <= api.polls[2].arrived <= api.polls[1].ended
+
+
+async def test_a_poll_whose_client_went_away_is_abandoned_not_a_conflict(api):
+    """A killed poller's open long poll ends when its connection closes; the next poller is no overlap."""
+    port = api.port
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET /dead/bot{TOKEN}/getUpdates?timeout=10 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await writer.drain()
+    await api.wait_for(lambda: len(api.polls) == 1)
+    writer.close()                                      # as the kernel does for a SIGKILLed process
+    await api.wait_for(lambda: api.polls[0].outcome == "abandoned", timeout=2)
+    live = make_bot(TOKEN, api.url_for("live"), read_timeout=3.0)
+    async with live:
+        assert await live.get_updates() == ()
+    assert [(p.client, p.outcome) for p in api.polls] == [("dead", "abandoned"), ("live", "empty")]
+    assert api.poll_conflicts == []
+
+
 async def test_wrong_token_is_unauthorized(api):
     stranger = make_bot("654321:WRONG-token-0000000000000000000000", api.base_url)
     try:

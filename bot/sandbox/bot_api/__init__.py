@@ -16,6 +16,14 @@ entities and the HTML as sent. `reply_parameters` quotes a message of the chat (
 `allow_sending_without_reply`). Parameters are read from form-encoded bodies with JSON-encoded values (what PTB
 sends), from JSON bodies and from the query string.
 
+Several clients behind one server (processes sharing one bot token) are told apart by the root URL each is given:
+`url_for(label)` is `base_url` + `/<label>`, and every call made through it carries the label (`polls`,
+`SentMessage.client`, `by_caller`); Telegram itself has one URL, the label is the test's. Every processed
+`getUpdates` is kept in `polls` (client, connection, offset, arrival and end on the loop's monotonic clock,
+outcome): a poll ended with 409 by a newer one while its client still listened is a `conflict` (`poll_conflicts`:
+two pollers at once); a poll whose client closed its connection (killed, or cancelled) is `abandoned` and no later
+poll overlaps it.
+
 The user side (`post_message`, `post_callback`, `post_edit`, `post_raw_update`, `redeliver`), the records of what
 the bot did (`sent`, `chat_actions`, `timeline`: every call's arrival and answer in order, `by_caller`: every call
 with who made it when a client's base URL ends in `/<caller>`, ...) and fault injection

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from bot.sandbox.bot_api.entities import HtmlRefused, parse_html
-from bot.sandbox.bot_api.state import ApiState, SentMessage
+from bot.sandbox.bot_api.state import CALLER, ApiState, Poll, SentMessage
 from bot.sandbox.mini_http import Response as _Response
 
 # Form values that PTB sends as raw strings (not JSON-encoded); "42" as a text must stay a string.
@@ -161,6 +161,7 @@ async def get_me(st: ApiState, params: dict) -> _Response:
 async def get_updates(st: ApiState, params: dict) -> _Response:
     if st.webhook.get("url"):
         return _err(409, _CONFLICT_WEBHOOK)
+    caller = CALLER.get()
     st._poll_generation += 1
     generation = st._poll_generation
     st._notify()  # wakes an older long poll, which is then terminated with 409 (as Telegram does)
@@ -180,22 +181,32 @@ async def get_updates(st: ApiState, params: dict) -> _Response:
         st._store.set("allowed_updates", st._allowed_updates)
     st.offsets_requested.append(offset)
     st._store.log("offset", offset)
+    loop = asyncio.get_running_loop()
+    poll = Poll(caller.client, caller.connection, offset, timeout, loop.time())
+    st.polls.append(poll)
     if offset is not None:
         st._apply_offset(offset)
-    loop = asyncio.get_running_loop()
     deadline = loop.time() + max(timeout, 0.0)
+
+    def end(outcome: str, response: _Response, updates: int = 0) -> _Response:
+        poll.ended, poll.outcome, poll.updates = loop.time(), outcome, updates
+        return response
+
     while True:
+        if caller.gone():
+            return end("abandoned", _err(409, _CONFLICT_POLL))   # nobody reads it: the client went away
         if generation != st._poll_generation:
-            return _err(409, _CONFLICT_POLL)
+            poll.terminated_by = st.polls[-1].client if st.polls else None
+            return end("conflict", _err(409, _CONFLICT_POLL))
         if st.webhook.get("url"):
-            return _err(409, _CONFLICT_WEBHOOK)
+            return end("webhook", _err(409, _CONFLICT_WEBHOOK))
         batch = st._deliverable(limit)
         remaining = deadline - loop.time()
         if batch or remaining <= 0:
-            return _ok(batch)
+            return end("updates" if batch else "empty", _ok(batch), len(batch))
         tick = st._tick
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(tick.wait(), remaining)
+        with contextlib.suppress(TimeoutError):   # woken by any change, and every 0.1 s to see a client gone
+            await asyncio.wait_for(tick.wait(), min(remaining, 0.1))
 
 
 def _text(params: dict) -> tuple[str, list[dict], str | None] | _Response:
@@ -258,7 +269,7 @@ async def send_message(st: ApiState, params: dict) -> _Response:
     message_id = st._next_message_id(chat_id)
     date = int(time.time())
     sent = SentMessage(chat_id=chat_id, text=text, reply_markup=markup, message_id=message_id, date=date,
-                       entities=tuple(entities), reply_to=reply_to, html=html)
+                       entities=tuple(entities), reply_to=reply_to, html=html, client=CALLER.get().client)
     st._store.add_sent(sent)
     st.sent.append(sent)
     st.timeline.append(("sent", sent))

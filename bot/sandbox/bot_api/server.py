@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 from bot.sandbox.bot_api.faults import FaultPlan, FloodLimit, _Drop, _Fault, flood_refusal
 from bot.sandbox.bot_api.methods import HANDLERS, _err, _json_response, _parse_params, _utf16_len
-from bot.sandbox.bot_api.state import ApiState, _NoStore
+from bot.sandbox.bot_api.state import CALLER, ApiState, Caller, _NoStore
 from bot.sandbox.mini_http import BadHttp as _BadHttp
 from bot.sandbox.mini_http import Response as _Response
 from bot.sandbox.mini_http import read_request as _read_request
@@ -67,6 +67,17 @@ class LocalBotApi(ApiState):
         if not self.port:
             raise RuntimeError("LocalBotApi is not started (no port yet)")
         return f"http://{self.host}:{self.port}"
+
+    def url_for(self, client: str) -> str:
+        """A root URL that tags every call made through it with `client` (in `polls`, `SentMessage.client`,
+        `by_caller`):
+        several processes behind one server, each told apart. Telegram has one URL; the tag is the test's."""
+        if not client or "/" in client:
+            raise ValueError("a client label is a non-empty name without slashes")
+        return f"{self.base_url}/{client}"
+
+    def polls_by(self, client: str) -> list:  # type: ignore[type-arg]
+        return [p for p in self.polls if p.client == client]
 
     async def start(self) -> None:
         if self._server is not None:
@@ -285,12 +296,15 @@ class LocalBotApi(ApiState):
         assert task is not None
         self._conns[task] = writer
         self.connections_opened += 1
+        connection = self.connections_opened
         try:
             while True:
                 request = await _read_request(reader)
                 if request is None:
                     return
                 method, target, headers, body, keep_alive = request
+                # no client pipelines, so while a request is handled the reader only ever sees the client go away
+                CALLER.set(Caller("", connection, lambda: reader.at_eof() or reader.exception() is not None))
                 try:
                     response = await self._handle(method, target, headers, body)
                 except _Drop:
@@ -327,10 +341,11 @@ class LocalBotApi(ApiState):
                 self._notify()
         caller = None
         if path.count("/") == 3 and not path.startswith("/bot"):
-            # `<base_url>/<caller>` as the client's base URL: the same API, each call recorded with who made it
-            # (several bot processes on one fake, told apart from outside)
+            # `<base_url>/<caller>` as the client's base URL (url_for): the same API, each call recorded with who
+            # made it (several bot processes on one fake, told apart from outside)
             caller, _, path = path[1:].partition("/")
             path = "/" + path
+            CALLER.set(Caller(caller, CALLER.get().connection, CALLER.get().gone))
         if not path.startswith("/bot") or path.count("/") != 2:
             return _err(404, "Not Found")
         token, _, api_method = path[len("/bot") :].partition("/")

@@ -7,9 +7,11 @@ first argument, so they depend on this module only and never on the listener.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import sqlite3
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,38 @@ class SentMessage:
     entities: tuple = ()           # dicts of type, offset, length (UTF-16 units)
     reply_to: int | None = None    # the message it quotes
     html: str | None = None        # the text as sent in HTML parse mode
+    client: str = ""               # the caller's label (`/<label>/bot...`, url_for), "" without one; not persisted
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who makes the call being handled: the label of its URL and its TCP connection (set per request)."""
+    client: str = ""
+    connection: int = 0
+    gone: Callable[[], bool] = field(default=lambda: False)   # the client closed (or reset) its connection
+
+
+NOBODY = Caller()
+CALLER: contextvars.ContextVar[Caller] = contextvars.ContextVar("bot_api_caller", default=NOBODY)
+
+
+@dataclass
+class Poll:
+    """One processed `getUpdates`, as the server saw it. Times are `time.monotonic()` (the event loop's clock).
+
+    outcome: "open" while it waits; "updates" or "empty" when answered; "conflict" when a newer `getUpdates`
+    ended it with 409 while its client was still connected (two pollers at once: `terminated_by` names the newer
+    one's client); "abandoned" when its client closed the connection first (a killed or cancelled poller: nobody
+    polls any more, so a later poll is no overlap); "webhook" when a webhook set meanwhile ended it with 409."""
+    client: str
+    connection: int
+    offset: int | None
+    timeout: float
+    arrived: float
+    ended: float | None = None
+    outcome: str = "open"
+    updates: int = 0
+    terminated_by: str | None = None
 
 
 def _update_kind(update: dict) -> str | None:
@@ -155,6 +189,7 @@ class ApiState:
         self.callback_answers: list[dict] = []  # {"callback_query_id", "text", "show_alert"}
         self.commands: list[dict] = []  # the last setMyCommands list
         self.offsets_requested: list[int | None] = []  # the offset of every getUpdates that was processed
+        self.polls: list[Poll] = []  # every processed getUpdates with its client, times and outcome (not persisted)
         self.edited_markups: list[dict] = []  # {"chat_id", "message_id", "reply_markup"}
         self.edited_texts: list[dict] = []    # {"chat_id", "message_id", "text", "html", "reply_markup"}
         # (caller, method, params, loop time) of every Bot API call; caller is the `/<caller>` prefix of the client's
@@ -256,6 +291,11 @@ class ApiState:
     def confirmed_offset(self) -> int:
         return self._confirmed_offset
 
+    @property
+    def poll_conflicts(self) -> list[Poll]:
+        """Polls a newer `getUpdates` ended with 409 while their client still listened: two pollers at once."""
+        return [p for p in self.polls if p.outcome == "conflict"]
+
     def state(self) -> dict:
         """What `/_control/state` answers."""
         return {
@@ -271,6 +311,7 @@ class ApiState:
             "allowed_updates": self._allowed_updates,
             "calls": self.calls,
             "sent_count": len(self.sent),
+            "polls": [vars(p) for p in self.polls],
         }
 
     def _apply_offset(self, offset: int) -> None:

@@ -8,29 +8,19 @@ the same database breaks it, which shows the guard is what holds it."""
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
-from store import Admission, IllegalTransition, ManualClock, Occurrence, ReportDraft, StoreError, WorkKind, open_store
+from store import Admission, IllegalTransition, Occurrence, ReportDraft, StoreError, WorkKind
 from store.postgres import PostgresStore, guards
 from store.postgres.connection import PgConnection
 from store.sqlite import actions, inbox, outbox
 
 NOW = "2027-03-01T09:00:00.000000Z"
 BARRIER_WAIT_S = 0.5
-
-
-@pytest.fixture
-async def pg(pg_url: str, clock: ManualClock) -> AsyncIterator[PostgresStore]:
-    store = await open_store(pg_url, clock, capacity=3, debounce_ms=0)
-    assert isinstance(store, PostgresStore)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 def race(store: PostgresStore, n: int, body: Callable[[Any, int], Any]) -> list[Any]:

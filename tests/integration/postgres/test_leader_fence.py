@@ -11,13 +11,13 @@ import psycopg
 
 from store import Fence
 from store.postgres import leadership
-from store.postgres.connection import LastRowCursor, PgConnection, configure
+from store.postgres.connection import LooseCursor, PgConnection, configure
 
 LEASE = 0.3
 
 
 def connect(url: str) -> PgConnection:
-    raw = psycopg.connect(url, autocommit=True, cursor_factory=LastRowCursor)
+    raw = psycopg.connect(url, autocommit=True, cursor_factory=LooseCursor)
     configure(raw)
     return PgConnection(raw)
 

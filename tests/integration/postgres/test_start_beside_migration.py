@@ -12,13 +12,13 @@ import pytest
 
 from store import ManualClock, SchemaTooOld, open_store
 from store.postgres import migrations
-from store.postgres.connection import LastRowCursor, PgConnection, configure
+from store.postgres.connection import LooseCursor, PgConnection, configure
 
 NOW = "2027-03-01T09:00:00.000000Z"
 
 
 def connect(url: str) -> PgConnection:
-    raw = psycopg.connect(url, autocommit=True, cursor_factory=LastRowCursor)
+    raw = psycopg.connect(url, autocommit=True, cursor_factory=LooseCursor)
     configure(raw)
     return PgConnection(raw)
 
