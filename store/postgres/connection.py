@@ -137,6 +137,10 @@ def configure(raw: psycopg.Connection[Any]) -> None:
     raw.adapters.register_loader("numeric", _IntegralNumeric)
 
 
+class _IdleConnectionLost(Exception):
+    """A pooled connection was found dead at BEGIN, before anything of the transaction ran."""
+
+
 class Database:
     """A pool of connections. `write` runs a function inside one READ COMMITTED transaction and commits it; `read`
     runs it inside a REPEATABLE READ, READ ONLY transaction (one snapshot for several queries)."""
@@ -171,8 +175,22 @@ class Database:
 
     def _run(self, begin: str, fn: Callable[..., T], args: tuple[Any, ...], commit: bool) -> T:
         try:
+            return self._run_once(begin, fn, args, commit)
+        except _IdleConnectionLost:
+            # the server ended a connection while it sat idle in the pool (a restart, pg_terminate_backend, an idle
+            # timeout): nothing of this transaction ran, so it runs once more on a fresh one
+            return self._run_once(begin, fn, args, commit, retry=False)
+
+    def _run_once(self, begin: str, fn: Callable[..., T], args: tuple[Any, ...], commit: bool,
+                  retry: bool = True) -> T:
+        try:
             with self._pool.connection() as raw:
-                raw.execute(begin)
+                try:
+                    raw.execute(begin)
+                except psycopg.OperationalError:
+                    if retry and raw.broken:
+                        raise _IdleConnectionLost() from None   # the pool discards the broken connection
+                    raise
                 try:
                     result = fn(PgConnection(raw), *args)
                 except BaseException:
