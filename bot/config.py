@@ -35,8 +35,9 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_DEBOUNCE_MS": ("300", "a session is claimed this long after its oldest pending item arrived; 0 disables"),
     "SHOPBOT_ATTEMPT_CAP": ("3", "attempts per work item before it fails with an error report"),
     "SHOPBOT_WORKER_CONCURRENCY": ("1", "sessions the worker runs at once (one turn per session at a time)"),
-    "SHOPBOT_LEASE_S": ("30", "PostgreSQL: seconds a claimed turn stays this process's without renewal (renewed "
-                              "every third of it); a dead or paused process's turns are taken over after it"),
+    "SHOPBOT_LEASE_S": ("30", "seconds a claimed turn (PostgreSQL) and a leader lease (the poller, relays, "
+                              "producers) stay this process's without renewal (renewed every third of it); a dead or "
+                              "paused process's turns and singletons are taken over after it"),
     "SHOPBOT_MODEL": ("offline", "offline | openai:<model> | anthropic:<model>"),
     "SHOPBOT_MODEL_BASE_URL": ("", "OpenAI-compatible server root (Ollama, vLLM, OpenRouter); empty for the default"),
     "SHOPBOT_MODEL_API_KEY": ("", "the model provider's API key (secret); optional with SHOPBOT_MODEL_BASE_URL"),
