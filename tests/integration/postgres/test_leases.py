@@ -35,6 +35,16 @@ def occurrence(i: int, session: str = "tg:1") -> Occurrence:
     return Occurrence(f"{session}:{i}", session, f"message {i}", WorkKind.AGENT, session)
 
 
+async def _waiting_on_a_lock(url: str, owner: Any, timeout: float = 10.0) -> None:
+    """Until a backend of the test's database waits for a row lock (or the owner's transaction already ended)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not owner.done() and query(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                          "AND wait_event_type = 'Lock'") == [(0,)]:
+        assert loop.time() < deadline, "the owner never reached the run's row lock"
+        await asyncio.sleep(0.01)
+
+
 def query(url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     with psycopg.connect(url, autocommit=True) as conn:
         return [tuple(r) for r in conn.execute(sql, args).fetchall()]  # type: ignore[arg-type]
@@ -262,6 +272,6 @@ async def _k13_unfenced(pg: PostgresStore, pg_url: str, monkeypatch: pytest.Monk
         assert await asyncio.to_thread(reached.wait, 10)
         owner = pool.submit(outcome, lambda: pg.db.run_write(       # unfenced: it writes the items, then waits on the
             lambda conn: inbox.finish(conn, claim, ReportDraft("answer", destination="tg:1"), now)))  # run's row
-        await asyncio.sleep(0.3)
+        await _waiting_on_a_lock(pg_url, owner)                   # the owner blocked on the sweeper's run row
         go.set()                                                  # the sweeper now needs the owner's work rows
         return owner.result(15), sweeper.result(15)
