@@ -3,10 +3,13 @@ and the same renderer as a real model (C13): each phrasing must be read as the r
 rendered reply must show the right numbers, with no number blanked, in the owner's language. The test prints the
 denominators and every miss."""
 import json
+from collections import Counter
 from datetime import UTC, datetime
 
+import pytest
+
 from store import ItemSpec, Occurrence, ReportDraft
-from tests.support.offline_phrases import PHRASES, Phrase, variants
+from tests.support.offline_phrases import EVERYDAY, GROUPS, PHRASES, Phrase, variants
 from worker.agent_loop import run_agent
 from worker.figures import DASH
 from worker.models.offline import OfflineModel
@@ -24,7 +27,9 @@ ITEMS = [ItemSpec("vanilla", "tubs", 20, 8, 20, 300), ItemSpec("chocolate", "tub
 ALIASES = {"vanilla": ("vainilla",), "chocolate": ("choc",), "strawberry": ("fresa",), "mint chip": ("menta",)}
 FMT = ShopFormat("USD", "en_GB", "UTC")
 SPANISH_MARKS = ("¿", "¡", " en existencia", "Existencias", "alcanza", "Propuesto", "Resumen", "Se está acabando",
-                 "De nada", "Pregúntame", " días", " pero ", "No lo entendí")
+                 "De nada", "Pregúntame", " días", " pero ", "No lo entendí",
+                 # the everyday set's replies
+                 " se vende", "no está pedido", "esperando", "Pulsa", " cuesta", "pendiente", " llega", "ventas")
 
 
 class Journal:
@@ -32,8 +37,10 @@ class Journal:
 
     def __init__(self, ctx: TurnContext) -> None:
         self.ctx = ctx
+        self.tools: list[str] = []
 
     async def started(self, call_id, tool, arguments, effect) -> None:
+        self.tools.append(tool)
         await self.ctx.store.op_started(self.ctx.run_id, call_id, tool, arguments, effect)
         self.ctx.current_call = call_id
 
@@ -87,8 +94,9 @@ class Asker:
             return f"read as {read.intent}, not {phrase.intent}"
         if phrase.item is not None and read.item != phrase.item:
             return f"item {read.item}, not {phrase.item}"
+        journal = Journal(ctx)
         result = await run_agent(model=OfflineModel(), registry=self.registry, system=system, history=(),
-                                 user_text=text, journal=Journal(ctx), context=ctx, fmt=FMT,
+                                 user_text=text, journal=journal, context=ctx, fmt=FMT,
                                  context_figures=context_figures)
         reply = result.text
         if result.stop_reason != "answered":
@@ -103,7 +111,24 @@ class Asker:
             return f"answered in the wrong language: {result.prose!r}"
         if phrase.intent in ("greet", "thanks", "help", "unknown") and "\n" in result.prose:
             return f"more than one line: {result.prose!r}"
+        if phrase.intent == "received" and "#1" in phrase.shows and "offer_received" not in journal.tools:
+            return f"no Received button offered (tools {journal.tools})"
+        if phrase.intent == "received" and {"receive_order", "propose_order", "draft_order"} & set(journal.tools):
+            return f"acted on its own: {journal.tools}"
         return None
+
+    async def score(self, phrases) -> tuple[list[str], Counter, Counter]:
+        """(the misses, right answers per (group, language), phrasings per (group, language))."""
+        misses, right, total = [], Counter(), Counter()
+        for text, phrase in phrases:
+            key = (GROUPS.get(phrase.intent, phrase.intent), phrase.lang)
+            total[key] += 1
+            why = await self.miss(text, phrase)
+            if why:
+                misses.append(f"{text!r}" + (f" (from {phrase.text!r})" if text != phrase.text else "") + f": {why}")
+            else:
+                right[key] += 1
+        return misses, right, total
 
 
 async def test_every_written_phrasing_and_95_percent_of_the_variants_get_the_right_item_and_number(store, clock):
@@ -194,3 +219,36 @@ async def test_cover_without_sales_history_says_so(store, clock):
     body = await ask_worker(store, "¿alcanza la vainilla para el fin de semana?",
                             WorkerSettings(aliases=tuple(ALIASES.items())))
     assert "hay muy poco historial" in body and DASH not in body
+
+
+async def everyday(store, clock):
+    """The phrase set's shop, then order #1 (strawberry, approved: on order) and proposal #2 (vanilla, awaiting)."""
+    await seeded(store, clock)
+    await ask_worker(store, "order more strawberry", WorkerSettings())
+    (proposal,) = await store.open_proposals()
+    await store.atomic(lambda tx: tx.approve_proposal(proposal["proposal_id"], "owner", day="2027-03-08",
+                                                      day_max_cents=None, destination="supplier:supplier"))
+    await ask_worker(store, "order more vanilla", WorkerSettings())
+    assert [(p["proposal_id"], p["item"]) for p in await store.open_proposals()] == [(2, "vanilla")]
+    return store
+
+
+def score_table(right: Counter, total: Counter) -> str:
+    return "\n".join(f"  {group:10} {lang}: {right[(group, lang)]}/{n}" for (group, lang), n in sorted(total.items()))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 27: the phrase set is written before its matcher")
+async def test_the_everyday_phrasings_get_the_right_intent_item_number_and_shape(store, clock):
+    asker = Asker(await everyday(store, clock))
+    written, right, total = await asker.score([(p.text, p) for p in EVERYDAY])
+    generated = variants(phrases=EVERYDAY)
+    varied, v_right, v_total = await asker.score(generated)
+    print(f"\neveryday written phrasings: {sum(right.values())}/{len(EVERYDAY)} answered right\n"
+          + score_table(right, total))
+    print(f"everyday variants: {sum(v_right.values())}/{len(generated)} answered right\n"
+          + score_table(v_right, v_total))
+    for line in written + varied:
+        print("MISS", line)
+    assert len(EVERYDAY) >= 60 and len(generated) >= 150
+    assert written == []
+    assert len(varied) <= 0.05 * len(generated), varied
