@@ -47,7 +47,18 @@ from producers.telegram.polling import Ingress
 from producers.telegram.routing import ALLOWED_UPDATES
 from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
-from store import Claim, InstanceLock, PartStopped, Status, Store, StoreError, faults, open_store, parse_clock
+from store import (
+    Claim,
+    InstanceLock,
+    PartStopped,
+    Status,
+    Store,
+    StoreError,
+    faults,
+    open_store,
+    parse_clock,
+    units,
+)
 from worker.models import ModelConfigFault, load_model
 from worker.worker import Worker, WorkerSettings
 
@@ -149,6 +160,7 @@ class App:
         watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
         scheduler.lease = leaders["producers"]
+        units.use(shop.unit_words)     # "1 tub", "2 tubs" in every text (store/units.py)
         worker = Worker(store, model, WorkerSettings(
             # each process its own holder name in `runs.worker_id` (which process holds which lease, C15)
             worker_id=f"worker-{socket.gethostname()}-{os.getpid()}",

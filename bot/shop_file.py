@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from producers.schedule import OPENING_BRIEF, Schedule, ScheduleError, parse_schedules
 from store import ItemSpec
+from store.units import UnitWords, singular
 from worker.money import LOCALES
 
 
@@ -34,11 +35,12 @@ class ShopSpec:
     schedules: tuple[Schedule, ...]
     source: str
     aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (item, its other names), for items that have some
+    unit_words: tuple[UnitWords, ...] = ()    # each unit's forms (singular, plural, Spanish when named): store/units.py
 
 
 TOP = {"name", "timezone", "currency", "locale", "hours", "count_tolerance", "supplier", "limits", "stock_watch",
        "items", "schedule"}
-ITEM = {"unit", "on_hand", "reorder_point", "target", "unit_cost_cents", "max_order", "aliases"}
+ITEM = {"unit", "unit_es", "on_hand", "reorder_point", "target", "unit_cost_cents", "max_order", "aliases"}
 MAX_ALIASES = 10
 _ITEM_NAME = re.compile(r"^[a-z0-9][a-z0-9 _-]{0,39}$")
 
@@ -70,6 +72,27 @@ def _table(value: object, where: str) -> dict:
     if not isinstance(value, dict):
         raise ShopFileError(f"{where} must be a table")
     return value
+
+
+def _forms(value: object, where: str) -> tuple[str, str]:
+    """`["tub", "tubs"]`: a unit's singular and plural, each a line of text."""
+    if not isinstance(value, list) or len(value) != 2:
+        raise ShopFileError(f"{where} must be [\"singular\", \"plural\"], got {value!r}"[:300])
+    one, other = (_text(v, where, "") for v in value)
+    return one, other
+
+
+def _unit_words(table: dict, where: str) -> UnitWords:
+    """An item's unit: `unit = "tubs"` (the plural; the singular by the English rule) or `unit = ["tub", "tubs"]`,
+    and optionally `unit_es = ["tarrina", "tarrinas"]` (Spanish replies use them)."""
+    raw = table.get("unit")
+    if isinstance(raw, list):
+        one, other = _forms(raw, f"{where}.unit")
+    else:
+        other = _text(raw, f"{where}.unit", "units")
+        one = singular(other)
+    es = _forms(table["unit_es"], f"{where}.unit_es") if "unit_es" in table else (None, None)
+    return UnitWords(one, other, *es)
 
 
 def _aliases(value: object, where: str) -> tuple[str, ...]:
@@ -163,10 +186,10 @@ def _item(name: str, raw: object, p: _Problems) -> ItemSpec | None:
     values = [p.check(lambda key=key: _int(table[key], f"{where}.{key}"))
               for key in ("on_hand", "reorder_point", "target", "unit_cost_cents")]
     cap = p.check(lambda: _int(max_order, f"{where}.max_order", 1)) if max_order is not None else None
-    unit = p.check(lambda: _text(table.get("unit"), f"{where}.unit", "units"))
+    words = p.check(lambda: _unit_words(table, where))
     if len(p.lines) > before:
         return None
-    return ItemSpec(item=name, unit=unit, on_hand=values[0], reorder_point=values[1], target=values[2],
+    return ItemSpec(item=name, unit=words.other, on_hand=values[0], reorder_point=values[1], target=values[2],
                     unit_cost_cents=values[3], max_order=cap)
 
 
@@ -200,6 +223,17 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
             names = p.check(lambda name=name, raw=raw: _aliases(raw.get("aliases"), f"items.{name}.aliases"), ())
             if names:
                 aliases.append((name, names))
+    unit_words: dict[str, UnitWords] = {}
+    for name, raw in items_table.items():
+        words = _unit_words(raw, f"items.{name}") if isinstance(raw, dict) and name in {i.item for i in items} else None
+        if words is None:
+            continue
+        seen = unit_words.setdefault(words.other, words)
+        if words.es_one and not seen.es_one and seen.one == words.one:
+            unit_words[words.other] = words              # Spanish forms given on one item serve every item
+        elif seen.one != words.one or (words.es_one and (seen.es_one, seen.es_other) != (words.es_one,
+                                                                                        words.es_other)):
+            p.add(f"items.{name}.unit: {words.other!r} has other forms in another item; one unit reads one way")
     owners: dict[str, str] = {}
     for item, names in aliases:
         for alias in names:
@@ -244,7 +278,7 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
         lead_time_days=lead_time,
         order_max_cents=order_max, day_max_cents=day_max, count_tolerance=tolerance,
         stock_cron=stock_cron, items=tuple(items), schedules=tuple(schedules), source=source,
-        aliases=tuple(aliases))
+        aliases=tuple(aliases), unit_words=tuple(unit_words.values()))
 
 
 def load_shop(path: Path) -> ShopSpec:
