@@ -399,7 +399,9 @@ class ShopRecords(Protocol):
         between consecutive records of an item, increases are restocks and never negative sales."""
 
     async def on_order(self, item: str | None = None) -> list[dict[str, Any]]:
-        """Orders on order (from approval until received; not failed, voided or not arrived), for the agent."""
+        """Orders on order (from approval until received; not failed, voided or not arrived), for the agent:
+        proposal_id, item, quantity, total_cents, decided_at, due_at (approval plus the lead time), unit,
+        action_state."""
 
     async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
         """The latest till counts, newest first."""

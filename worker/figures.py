@@ -52,10 +52,11 @@ class Figure:
 
 
 _MONTH_NUMBER: dict[str, int] = {}
-for _names in MONTHS.values():
+for _lang, _names in MONTHS.items():
     for _n, _name in enumerate(_names, start=1):
         _MONTH_NUMBER[_name.lower()] = _n
-        _MONTH_NUMBER.setdefault(_name.lower()[:3], _n)
+        if _lang != "es":      # Spanish months in full only: "ago" (agosto) is an English word
+            _MONTH_NUMBER.setdefault(_name.lower()[:3], _n)
 _MONTH_NUMBER["sept"] = 9
 _MONTH = "(?i:" + "|".join(sorted((re.escape(m) for m in _MONTH_NUMBER), key=len, reverse=True)) + r")(?![^\W\d_])\.?"
 _ORDINAL = r"(?:st|nd|rd|th|er|e|\.)?"
@@ -66,7 +67,7 @@ _DATE_PARTS = rf"""
     |
     (?P<dmy>(?<![\w./])\d{{1,2}}(?P<sep>[/.])\d{{1,2}}(?P=sep)(?:\d{{4}}|\d{{2}})(?![\d/.]\d))
     |
-    (?P<wdate>(?<![\w.,])\d{{1,2}}{_ORDINAL}\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}}(?!\d))?
+    (?P<wdate>(?<![\w.,])\d{{1,2}}{_ORDINAL}\s+(?:(?:of|de)\s+)?{_MONTH}(?:,?\s+(?:de\s+)?\d{{4}}(?!\d))?
         |(?<!\w){_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?![\d.,:]\d)(?:,?\s+\d{{4}}(?!\d))?)
     |
     (?P<time>(?<![\w.:,])\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:\s?(?i:[ap]\.?m)(?!\w))?(?![\d:])

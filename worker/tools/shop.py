@@ -28,6 +28,14 @@ class TurnContext:
     policy: Policy | None = None                              # the shop's rules, checked before the owner sees it
     timezone: str = "UTC"                                     # the shop's time zone (dates the tools give)
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)   # item -> the shop file's other names
+    # buttons the reply offers (("order", proposal_id), ("proposal", proposal_id), ("unknown", report_id)): the
+    # worker makes them in the finish transaction; a press, never the turn, decides
+    offers: list[tuple[str, str]] = field(default_factory=list)
+    chat_id: int | None = None                                # the owner's chat the turn answers, when it is one
+
+    def offer(self, kind: str, target: str) -> None:
+        if (kind, target) not in self.offers:
+            self.offers.append((kind, target))
 
     def resolve(self, name: str) -> str:
         """An item's name from a name or one of its aliases (lowercase, trimmed); other text as it is."""
