@@ -6,8 +6,6 @@ import json
 from collections import Counter
 from datetime import UTC, datetime
 
-import pytest
-
 from store import ItemSpec, Occurrence, ReportDraft
 from tests.support.offline_phrases import EVERYDAY, GROUPS, PHRASES, Phrase, variants
 from worker.agent_loop import run_agent
@@ -237,7 +235,6 @@ def score_table(right: Counter, total: Counter) -> str:
     return "\n".join(f"  {group:10} {lang}: {right[(group, lang)]}/{n}" for (group, lang), n in sorted(total.items()))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27: the phrase set is written before its matcher")
 async def test_the_everyday_phrasings_get_the_right_intent_item_number_and_shape(store, clock):
     asker = Asker(await everyday(store, clock))
     written, right, total = await asker.score([(p.text, p) for p in EVERYDAY])

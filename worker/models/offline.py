@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from typing import Any
 
+from worker.models import offline_everyday as everyday
 from worker.models.base import Message, ModelTurn, ToolCall, ToolSpec
 from worker.models.offline_results import _count, _key, _Need, _Res, _Results, _unit
 from worker.models.offline_understand import Catalogue, Period, Understood, understand
@@ -432,7 +433,7 @@ def lang_es(u: Understood) -> bool:
     return u.lang == "es"
 
 
-def _answer(u: Understood, results: _Results) -> str:
+def _answer(u: Understood, results: _Results, day_first: bool = True) -> str:
     if u.intent == "brief":
         return _brief(results, u.lang)
     if u.intent == "greet":
@@ -462,7 +463,21 @@ def _answer(u: Understood, results: _Results) -> str:
         return _order(u, results, items)
     if u.intent == "reorder":
         return _reorder(results, items, u.items, u.lang)
+    if u.intent in EVERYDAY:
+        return EVERYDAY[u.intent](u, results, day_first)
     return NOT_UNDERSTOOD_ES if u.lang == "es" else NOT_UNDERSTOOD
+
+
+EVERYDAY: dict[str, Callable[[Understood, _Results, bool], str]] = {
+    "sales": lambda u, r, _: everyday.sales(u, r), "ranking": lambda u, r, _: everyday.ranking(u, r),
+    "on_order": everyday.on_order, "price": lambda u, r, _: everyday.price(u, r), "pending": everyday.pending,
+    "received": everyday.received}
+
+
+def _day_first(system: str) -> bool:
+    """Whether the shop writes the day before the month: read from the system prompt's date (`8 March 2027`)."""
+    match = re.search(r"Today is ([^(\n]*)\(", str(system))
+    return not match or bool(re.search(r"\b\d{1,2}\.? [^\W\d_]", match.group(1)))
 
 
 def _today(system: str) -> date | None:
@@ -517,7 +532,7 @@ class OfflineModel:
         needed: list[tuple[str, dict[str, Any]]] = [("list_stock", {})] if waiting else []
         for u in known:
             try:
-                answers.append(_answer(u, results))
+                answers.append(_answer(u, results, _day_first(system)))
             except _Need as need:
                 for call in need.calls:
                     if _key(*call) not in {_key(*c) for c in needed}:
