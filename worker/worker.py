@@ -314,7 +314,8 @@ class Worker:
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
                           policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone,
-                          aliases=dict(self.settings.aliases))
+                          aliases=dict(self.settings.aliases),
+                          chat_id=_chat(claim.destination))
         fmt = self.settings.fmt()
         shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
         system, context_figures = build_system(shop,
@@ -350,7 +351,7 @@ class Worker:
             raise
         self._consecutive_transient = 0
         faults.reached("K6")
-        apply, draft = self._card(claim, result.text)
+        apply, draft = self._card(claim, result.text, ctx.offers)
         outcome = await self.store.finish(
             claim, draft, user_text=user_text, apply=apply,
             stop_reason=result.stop_reason, usage=(result.model_calls, result.input_tokens, result.output_tokens),
@@ -358,10 +359,11 @@ class Worker:
         log.info("turn finished run_id=%s report_id=%s stop=%s", claim.run_id, outcome.report_id, result.stop_reason)
         return outcome.next_claim
 
-    def _card(self, claim: Claim, text: str):  # type: ignore[no-untyped-def]
+    def _card(self, claim: Claim, text: str, offers: Sequence[tuple[str, str]] = ()):  # type: ignore[no-untyped-def]
         """In the finish transaction, for a turn answered in a Telegram chat: its proposals, rendered from their
         records, go in its report (one message, the card) with Approve / Reject for each one awaiting approval; one
-        rejected by policy is shown with the reason (C11)."""
+        rejected by policy is shown with the reason (C11). The buttons the run's tools offered (`offers`: an
+        order's Received, what /pending lists) follow, for targets still awaiting that decision."""
         destination = claim.destination
         found: list[dict[str, Any]] = []
         rows: list[list[tuple[str, str]]] = []
@@ -379,6 +381,9 @@ class Worker:
                                       from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
                 suffix = f" #{proposal['proposal_id']}" if len(open_ones) > 1 else ""
                 rows.append([(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")])
+            mine = {str(p["proposal_id"]) for p in found}
+            rows.extend(offered_buttons(tx, [(k, t) for k, t in offers if (k, t) not in
+                                             {("proposal", m) for m in mine}], chat_id))
 
         def draft() -> ReportDraft:
             body = card_body(found, text, self.settings.fmt()) if found else text
@@ -429,6 +434,39 @@ class Worker:
         if self.settings.notice_destination is not None:
             await self.store.notice(kind, f"{self.store.clock.now().astimezone(UTC):%Y-%m-%dT%H:%M}", text,
                                     self.settings.notice_destination)
+
+
+def _chat(destination: str | None) -> int | None:
+    """The owner's chat a turn answers (`tg:<chat_id>`), or None."""
+    return int(destination[3:]) if destination and destination.startswith("tg:") else None
+
+
+def offered_buttons(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id: int) -> list[list[tuple[str, str]]]:
+    """The buttons a reply offers, each with a fresh random nonce stored with its target (C8), only for a target
+    still awaiting that decision; the verbs are the ones /pending's buttons carry (producers/telegram/owner.py), so
+    a press is decided in the same place."""
+    rows: list[list[tuple[str, str]]] = []
+    for kind, target in offers:
+        if kind == "order":
+            order = tx.order(int(target))
+            if order is None or order["state"] != "on_order":
+                continue
+            nonce = tx.create_prompt("order", target, chat_id)
+            row = [(f"Received #{target}", f"received:{nonce}")]
+            if from_text(order["due_at"]) <= tx.at:
+                row.append((f"Not arrived #{target}", f"not_arrived:{nonce}"))
+            rows.append(row)
+        elif kind == "proposal":
+            proposal = tx.proposal(int(target))
+            if proposal is None or proposal["state"] != "awaiting_approval":
+                continue
+            nonce = tx.create_prompt("proposal", target, chat_id,
+                                     from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+            rows.append([(f"Approve #{target}", f"approve:{nonce}"), (f"Reject #{target}", f"reject:{nonce}")])
+        elif kind == "unknown" and tx.unknown_prompt_open(target):
+            nonce = tx.create_prompt("unknown", target, chat_id)
+            rows.append([(f"Resend {target}", f"resend:{nonce}"), (f"I have it {target}", f"delivered:{nonce}")])
+    return rows
 
 
 def _card(tx: Transaction, work_id: int, *, body: str, rows: list[list[tuple[str, str]]] | None,
