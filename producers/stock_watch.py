@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass
 
 from producers.telegram.owner import edit_order_card, order_buttons
-from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind
+from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind, units
 
 log = logging.getLogger("shopbot.stock")
 
@@ -44,22 +44,24 @@ class StockCheck:
 
 
 def reorder_prompt(item: str, unit: str, on_hand: int, reorder_point: int, on_order: int = 0) -> str:
-    ordered = f" and {on_order} {unit} on order" if on_order else ""
-    return (f"Reorder check for {item}: {on_hand} {unit} on hand{ordered}, below the reorder point of "
+    ordered = f" and {units.count(on_order, unit)} on order" if on_order else ""
+    return (f"Reorder check for {item}: {units.count(on_hand, unit)} on hand{ordered}, below the reorder point of "
             f"{reorder_point}. Propose an order if needed.")
 
 
 def overdue_notice(order: dict) -> str:
-    return (f"Order #{order['proposal_id']} ({order['quantity']} {order['unit']} of {order['item']}, approved "
+    quantity = units.count(order["quantity"], order["unit"])
+    return (f"Order #{order['proposal_id']} ({quantity} of {order['item']}, approved "
             f"{order['approved_at'][:10]}) was due by {order['due_at'][:10]} and is still not received; it is "
-            f"{order['status']}. Has it arrived? Received adds {order['quantity']} {order['unit']} to the stock "
+            f"{order['status']}. Has it arrived? Received adds {quantity} to the stock "
             f"(or send /received {order['proposal_id']} <count> with the stock you counted); Not arrived stops "
             "counting it as on order.")
 
 
 def count_notice(till_id: str, request_id: str, item: str, unit: str, expected: int, counted: int,
                  tolerance: int) -> str:
-    return (f"Till {till_id} counted {counted} {unit} of {item}, but {expected} {unit} were expected "
+    return (f"Till {till_id} counted {units.count(counted, unit)} of {item}, but {units.count(expected, unit)} "
+            f"{'was' if expected == 1 else 'were'} expected "
             f"(a difference of {counted - expected:+d}, more than the tolerance of {tolerance}; "
             f"request {request_id}). The stock is now {counted}.")
 
@@ -119,8 +121,9 @@ class StockWatcher:
             mark = order["event_id"]
             if not self.destination:
                 continue
-            text = (f"Order #{order['proposal_id']} arrived: {order['count_source']} counted {order['new_on_hand']} "
-                    f"{order['unit']} of {order['item']} (was {order['old_on_hand']}), at least the "
+            counted = units.count(order["new_on_hand"], order["unit"])
+            text = (f"Order #{order['proposal_id']} arrived: {order['count_source']} counted "
+                    f"{counted} of {order['item']} (was {order['old_on_hand']}), at least the "
                     f"{order['quantity']} ordered. It is received and no longer on order.")
             source = f"notice:restock:{order['proposal_id']}"
             result = tx.admit_answered(Occurrence(source, "notice:restock", text, WorkKind.NOTICE, self.destination),

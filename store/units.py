@@ -65,8 +65,14 @@ def words_of(unit: str) -> UnitWords:
 
 
 def unit_word(number: float | int, unit: str, lang: str = "en") -> str:
-    """The unit's word for `number`: `tub` for 1, `tubs` otherwise; "" for no unit."""
-    return words_of(unit).word(number, lang) if unit else ""
+    """The unit's word for `number`: `tub` for 1, `tubs` otherwise; "" for no unit. A rate's unit agrees in its
+    first word (`tubs a day` -> `1 tub a day`)."""
+    if not unit:
+        return ""
+    head, sep, rest = unit.partition(" a ")
+    if sep and unit not in _KNOWN:
+        return words_of(head).word(number, lang) + sep + rest
+    return words_of(unit).word(number, lang)
 
 
 def count(number: float | int | str, unit: str, lang: str = "en", *, shown: str | None = None) -> str:

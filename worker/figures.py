@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal, InvalidOperation
 
+from store import units
 from worker.money import MONTHS, Money, ShopFormat
 
 DASH = "—"
@@ -317,8 +318,11 @@ def format_value(value: Value, fmt: ShopFormat | None = None) -> str:
 
 
 def figure_line(figure: Figure, fmt: ShopFormat | None = None) -> str:
+    shown = format_value(figure.value, fmt)
+    if figure.unit and isinstance(figure.value, (int, float)):       # "1 tub", "2 tubs" (store/units.py)
+        return f"- {figure.label}: {units.count(figure.value, figure.unit, shown=shown)}"
     unit = f" {figure.unit}" if figure.unit and not isinstance(figure.value, Money) else ""
-    return f"- {figure.label}: {format_value(figure.value, fmt)}{unit}"
+    return f"- {figure.label}: {shown}{unit}"
 
 
 def items_named(text: str, figures: Iterable[Figure]) -> set[str]:

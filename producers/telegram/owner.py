@@ -9,7 +9,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from store import Admission, AdmitResult, Occurrence, ReportDraft, Status, Transaction, WorkKind, from_text
+from store import (
+    Admission,
+    AdmitResult,
+    Occurrence,
+    ReportDraft,
+    Status,
+    Transaction,
+    WorkKind,
+    from_text,
+    units,
+)
 
 BRIEF_PROMPT = "Prepare the opening brief"
 
@@ -82,10 +92,10 @@ def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
         return f"Order #{proposal_id} is not on order{state}; nothing changed."
     tx.close_prompts("order", str(proposal_id), "received", by)
     done = tx.receive_order(proposal_id, by, counted)
-    how = (f"{done['quantity']} {done['unit']} added" if counted is None
-           else f"you counted {counted} {done['unit']}")
-    text = (f"Received order #{proposal_id} ({done['quantity']} {done['unit']} of {done['item']}): {how}; "
-            f"{done['item']} is now {done['new_on_hand']} {done['unit']} on hand.")
+    how = (f"{units.count(done['quantity'], done['unit'])} added" if counted is None
+           else f"you counted {units.count(counted, done['unit'])}")
+    text = (f"Received order #{proposal_id} ({units.count(done['quantity'], done['unit'])} of {done['item']}): "
+            f"{how}; {done['item']} is now {units.count(done['new_on_hand'], done['unit'])} on hand.")
     edit_order_card(tx, proposal_id, text, "received")
     return text
 
@@ -137,7 +147,7 @@ def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
     if proposals:
         lines.append("Proposals awaiting your decision:")
         for p in proposals[:PENDING_LIMIT]:
-            lines.append(f"- #{p['proposal_id']} {p['item']}: {p['quantity']} {p['unit']} for "
+            lines.append(f"- #{p['proposal_id']} {p['item']}: {units.count(p['quantity'], p['unit'])} for "
                          f"{p['total_cents']} cents")
             buttons += proposal_buttons(tx, p, chat_id, f" #{p['proposal_id']}")
         more(proposals)
@@ -154,7 +164,7 @@ def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
         lines.append("Orders on order, awaiting Received:")
         for o in orders[:PENDING_LIMIT]:
             late = from_text(o["due_at"]) <= tx.at
-            lines.append(f"- #{o['proposal_id']} {o['item']}: {o['quantity']} {o['unit']}, {o['status']}, "
+            lines.append(f"- #{o['proposal_id']} {o['item']}: {units.count(o['quantity'], o['unit'])}, {o['status']}, "
                          + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
             [row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
             buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in row])
@@ -224,11 +234,13 @@ def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: s
     tx.close_prompts("order", str(proposal_id), verb, by)
     if verb == "received":
         done = tx.receive_order(proposal_id, by)
-        outcome = Outcome(f"Received order #{proposal_id}: {done['quantity']} {done['unit']} of {done['item']} "
-                          f"added; {done['item']} is now {done['new_on_hand']} {done['unit']} on hand.", True)
+        outcome = Outcome(f"Received order #{proposal_id}: {units.count(done['quantity'], done['unit'])} of "
+                          f"{done['item']} added; {done['item']} is now "
+                          f"{units.count(done['new_on_hand'], done['unit'])} on hand.", True)
     else:
         tx.order_not_arrived(proposal_id, by)
-        outcome = Outcome(f"Noted: order #{proposal_id} ({order['quantity']} {order['unit']} of {order['item']}) has "
+        outcome = Outcome(f"Noted: order #{proposal_id} ({units.count(order['quantity'], order['unit'])} of "
+                          f"{order['item']}) has "
                           "not arrived. I no longer count it as on order, so the stock watcher and reorder may "
                           f"propose {order['item']} again. Check with the supplier before ordering twice.", True)
     if order["card_message"] is not None and pressed_on != (order["card_chat"], order["card_message"]):

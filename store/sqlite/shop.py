@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import units
 from ..errors import UnknownTarget
 from ..records import ItemSpec, Policy
 from . import orders
@@ -143,14 +144,14 @@ def policy_reason(conn: sqlite3.Connection, spec: dict[str, Any], supplier: str,
     if quantity <= 0:
         return f"quantity must be positive, got {quantity}"
     if spec["max_order"] is not None and quantity > spec["max_order"]:
-        return f"{quantity} {spec['unit']} is over the limit of {spec['max_order']} per order for {item}"
+        return f"{units.count(quantity, spec['unit'])} is over the limit of {spec['max_order']} per order for {item}"
     if spec["open_proposal"] is not None:
         return f"{item} already has an open proposal (#{spec['open_proposal']})"
     open_orders = orders.open_orders(conn, item)
     if open_orders:
         return f"{item} is already {orders.describe(open_orders[0])}"
     if spec["position"] >= spec["reorder_point"]:
-        return (f"{item} has {spec['on_hand']} {spec['unit']} on hand, at or above its reorder point of "
+        return (f"{item} has {units.count(spec['on_hand'], spec['unit'])} on hand, at or above its reorder point of "
                 f"{spec['reorder_point']}: nothing to order")
     if policy is None:
         return None
