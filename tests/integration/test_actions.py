@@ -320,6 +320,13 @@ async def test_the_vanilla_came_offers_the_orders_received_button_and_a_press_re
         assert "6 tarrinas" in spanish.text and buttons_of(spanish) == [f"Received #{vanilla_id}"]
         vanilla = await store.shop_item("vanilla")
         assert (vanilla["on_hand"], vanilla["on_order"]) == (2, 6)          # offered, not received
+        # "anything waiting for me?" lists what /pending lists, with the buttons /pending has
+        strawberry = rows(run, "SELECT proposal_id FROM proposals WHERE item = 'strawberry'")[0][0]
+        run.api.post_message(OWNER_ID, OWNER_ID, "anything waiting for me?")
+        await settled(run, "Waiting for you:")
+        waiting = [m for m in run.owner_messages() if m.text.startswith("Waiting for you:")][-1]
+        assert f"proposal #{strawberry} (strawberry 4 tubs for $8.00) awaits your approval" in waiting.text
+        assert buttons_of(waiting) == [f"Approve #{strawberry}", f"Reject #{strawberry}", f"Received #{vanilla_id}"]
         press(run, offer, f"Received #{vanilla_id}")
         await settled(run, "vanilla is now 8 tubs on hand")
         vanilla = await store.shop_item("vanilla")

@@ -249,3 +249,33 @@ async def test_the_everyday_phrasings_get_the_right_intent_item_number_and_shape
     assert len(EVERYDAY) >= 60 and len(generated) >= 150
     assert written == []
     assert len(varied) <= 0.05 * len(generated), varied
+
+
+async def test_sales_with_too_little_history_say_so_and_give_the_stock(store, clock):
+    await store.seed_shop(ITEMS, "test")           # seeded just now: no history to take a rate from
+    body = await ask_worker(store, "how fast does vanilla sell", WorkerSettings())
+    assert body.startswith("vanilla: there is too little stock history for a sales rate yet; 20 tubs on hand.")
+    body = await ask_worker(store, "¿cuánto se vende la vainilla?", WorkerSettings(aliases=tuple(ALIASES.items())))
+    assert body.startswith("vanilla: hay muy poco historial") and "20 tubs en existencia" in body
+    assert DASH not in body
+
+
+async def test_nothing_on_order_and_nothing_waiting_are_said(store, clock):
+    await seeded(store, clock)
+    assert (await ask_worker(store, "what's on order?", WorkerSettings())).startswith("Nothing is on order.")
+    assert (await ask_worker(store, "anything waiting for me?", WorkerSettings())).startswith(
+        "Nothing is waiting for you")
+    assert (await ask_worker(store, "¿hay algo pendiente?", WorkerSettings())).startswith("No tienes nada pendiente")
+    body = await ask_worker(store, "how much would 3 pistachio cost", WorkerSettings())   # not an item: the tool says
+    assert body.startswith("I could not find pistachio: unknown item 'pistachio'; the shop has: chocolate,")
+
+
+async def test_a_spanish_reply_names_the_shops_spanish_unit_and_its_date(store, clock):
+    from store import units
+    units.use([units.UnitWords("tub", "tubs", "tarrina", "tarrinas")])
+    await everyday(store, clock)
+    body = await ask_worker(store, "¿cuándo llega la fresa?", WorkerSettings(aliases=tuple(ALIASES.items())))
+    assert body.startswith("strawberry: pedido #1 de 7 tarrinas ($14.00), llega hacia el jueves 11 de marzo.")
+    assert DASH not in body
+    body = await ask_worker(store, "¿cuánto cuesta la vainilla?", WorkerSettings(aliases=tuple(ALIASES.items())))
+    assert body.startswith("vanilla cuesta $3.00 por tarrina.")

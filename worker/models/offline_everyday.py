@@ -110,8 +110,8 @@ def _order_line(o: dict[str, Any], u: Understood, day_first: bool) -> str:
     late = bool(o.get("late"))
     if _es(u):
         when = f"se esperaba el {expected} (va con retraso)" if late else f"llega hacia el {expected}"
-        return (f"{o.get('item')}: {_count(o, o.get('quantity'), 'es')} pedidos (pedido #{o.get('proposal_id')}, "
-                f"{o.get('total')}), {when}.")
+        return (f"{o.get('item')}: pedido #{o.get('proposal_id')} de {_count(o, o.get('quantity'), 'es')} "
+                f"({o.get('total')}), {when}.")
     when = f"was expected {expected} (late)" if late else f"expected {expected}"
     return (f"{o.get('item')}: {_count(o, o.get('quantity'))} on order (order #{o.get('proposal_id')}, "
             f"{o.get('total')}), {when}.")
