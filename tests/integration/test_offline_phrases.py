@@ -129,23 +129,23 @@ class Asker:
         return misses, right, total
 
 
+async def measured(asker: Asker, name: str, phrases, generated) -> tuple[list[str], list[str]]:
+    """Ask every written phrasing and every variant; print the scores per group and language and every miss."""
+    written, right, total = await asker.score([(p.text, p) for p in phrases])
+    varied, v_right, v_total = await asker.score(generated)
+    print(f"\n{name}written phrasings: {sum(right.values())}/{len(phrases)} answered right\n"
+          + score_table(right, total))
+    print(f"{name}variants: {sum(v_right.values())}/{len(generated)} answered right\n"
+          + score_table(v_right, v_total))
+    for line in written + varied:
+        print("MISS", line)
+    return written, varied
+
+
 async def test_every_written_phrasing_and_95_percent_of_the_variants_get_the_right_item_and_number(store, clock):
     asker = Asker(await seeded(store, clock))
-    misses = []
-    for phrase in PHRASES:
-        why = await asker.miss(phrase.text, phrase)
-        if why:
-            misses.append(f"{phrase.text!r}: {why}")
     generated = variants()
-    variant_misses = []
-    for text, phrase in generated:
-        why = await asker.miss(text, phrase)
-        if why:
-            variant_misses.append(f"{text!r} (from {phrase.text!r}): {why}")
-    print(f"\nwritten phrasings: {len(PHRASES) - len(misses)}/{len(PHRASES)} answered right")
-    print(f"generated variants: {len(generated) - len(variant_misses)}/{len(generated)} answered right")
-    for line in misses + variant_misses:
-        print("MISS", line)
+    misses, variant_misses = await measured(asker, "", PHRASES, generated)
     assert len(PHRASES) >= 40 and len(generated) >= 100
     assert misses == []
     assert len(variant_misses) <= 0.05 * len(generated), variant_misses
@@ -237,15 +237,8 @@ def score_table(right: Counter, total: Counter) -> str:
 
 async def test_the_everyday_phrasings_get_the_right_intent_item_number_and_shape(store, clock):
     asker = Asker(await everyday(store, clock))
-    written, right, total = await asker.score([(p.text, p) for p in EVERYDAY])
     generated = variants(phrases=EVERYDAY)
-    varied, v_right, v_total = await asker.score(generated)
-    print(f"\neveryday written phrasings: {sum(right.values())}/{len(EVERYDAY)} answered right\n"
-          + score_table(right, total))
-    print(f"everyday variants: {sum(v_right.values())}/{len(generated)} answered right\n"
-          + score_table(v_right, v_total))
-    for line in written + varied:
-        print("MISS", line)
+    written, varied = await measured(asker, "everyday ", EVERYDAY, generated)
     assert len(EVERYDAY) >= 60 and len(generated) >= 150
     assert written == []
     assert len(varied) <= 0.05 * len(generated), varied
