@@ -224,6 +224,26 @@ class ItemSpec:
     target: int
     unit_cost_cents: int
     max_order: int | None = None
+    pack: int | None = None            # the supplier's pack: order quantities are whole packs
+    min_order: int | None = None       # the supplier's minimum order
+    price_cents: int | None = None     # the selling price (money lost per day out of stock)
+
+
+@dataclass(frozen=True)
+class SaleLine:
+    """One line of an imported sales file: units of `item` sold on the shop-local `day` (ISO date)."""
+    line: int
+    item: str
+    day: str
+    quantity: int
+
+
+@dataclass(frozen=True)
+class SalesImport:
+    """The outcome of an import: all or nothing. `problems` (line, reason) non-empty means nothing was stored."""
+    added: int
+    unchanged: int
+    problems: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from bot import config as config_module
 from bot.cli.render import print_status
@@ -327,6 +328,43 @@ def cmd_shop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names(shop: Any) -> dict[str, str]:
+    """Every item name and alias of the shop file -> its item."""
+    names = {spec.item: spec.item for spec in shop.items}
+    for item, aliases in shop.aliases:
+        names.update({alias: item for alias in aliases})
+    return names
+
+
+@command("import-sales")
+def cmd_import_sales(args: argparse.Namespace) -> int:
+    from bot.sales_import import describe, parse_sales
+    from bot.shop_file import load_shop
+    cfg = load_config(args)
+    shop = load_shop(cfg.shop_file)
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {args.file}: {exc}") from None
+
+    async def run(store: Store) -> Any:
+        await store.seed_shop(shop.items, str(cfg.shop_file))      # a new database knows the shop's items first
+        today = store.clock.now().astimezone(ZoneInfo(shop.timezone)).date()     # shop time: today is not over
+        lines, problems = parse_sales(text, _names(shop), today)
+        if problems:
+            return problems
+        return await store.import_sales(lines, shop.timezone, f"import:{Path(args.file).name}")
+    done = with_store(args, run, create=True)
+    problems = done if isinstance(done, list) else list(done.problems)
+    if problems:
+        for line in describe(problems):
+            print(f"{args.file}: {line}", file=sys.stderr)
+        print(f"nothing imported: {len(problems)} bad line(s)", file=sys.stderr)
+        return 1
+    print(f"imported {args.file}: {done.added} day(s) added, {done.unchanged} already recorded (unchanged)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shopbot", description="A durable Telegram agent bot for a small shop.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
@@ -384,6 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("shop", "apply the shop file explicitly (`shop sync`); counted stock is kept")
     p.add_argument("action", choices=["sync"])
     p.add_argument("--reset-stock", action="store_true", help="also set stock on hand to the file's values")
+    p = add("import-sales", "import a till's sales history (CSV: date,item,quantity with a header); all or nothing, "
+                            "every bad line reported; importing the same file again changes nothing")
+    p.add_argument("file", help="the CSV file")
     return parser
 
 

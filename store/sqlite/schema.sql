@@ -288,7 +288,10 @@ CREATE TABLE items (
     target          INTEGER NOT NULL CHECK (target >= 0),
     unit_cost_cents INTEGER NOT NULL CHECK (unit_cost_cents >= 0),
     max_order       INTEGER CHECK (max_order IS NULL OR max_order > 0),
-    updated_at      TEXT NOT NULL
+    updated_at      TEXT NOT NULL,
+    pack            INTEGER CHECK (pack IS NULL OR pack >= 1),             -- 0018: the supplier's pack size
+    min_order       INTEGER CHECK (min_order IS NULL OR min_order >= 1),   -- 0018: the supplier's minimum order
+    price_cents     INTEGER CHECK (price_cents IS NULL OR price_cents >= 0)   -- 0018: the selling price
 );
 
 -- Every change of stock on hand, with where it came from: the seed, a till count, an explicit sync, a till count
@@ -523,4 +526,28 @@ CREATE TABLE processes (
     host        TEXT NOT NULL,
     started_at  TEXT NOT NULL,
     seen_at     TEXT NOT NULL
+);
+
+-- Imported daily sales: one row per (item, shop-local day). The till's own days are read from stock_events (the
+-- decreases between counts); an imported day takes the place of the till's for that day, so no day counts twice.
+CREATE TABLE sales_days (
+    item        TEXT NOT NULL REFERENCES items (item),
+    day         TEXT NOT NULL CHECK (length(day) = 10),
+    quantity    INTEGER NOT NULL CHECK (quantity >= 0),
+    source      TEXT NOT NULL,
+    imported_at TEXT NOT NULL,
+    PRIMARY KEY (item, day)
+);
+CREATE TRIGGER sales_day_fixed BEFORE UPDATE ON sales_days
+BEGIN SELECT RAISE(ABORT, 'a recorded day of sales never changes (a different quantity is a conflict)'); END;
+
+-- The owner's applied reorder point and target (an Apply press, a recorded decision): they take the place of the
+-- shop file's values until `shopbot settings reset ITEM`; items keeps the file's values beside them.
+CREATE TABLE item_settings (
+    item          TEXT PRIMARY KEY REFERENCES items (item),
+    reorder_point INTEGER NOT NULL CHECK (reorder_point >= 0),
+    target        INTEGER NOT NULL CHECK (target >= reorder_point),
+    decided_by    TEXT NOT NULL,
+    decided_at    TEXT NOT NULL,
+    prompt        TEXT
 );
