@@ -38,6 +38,7 @@ from store import (
 from worker.agent_loop import Limits, run_agent
 from worker.models.base import Model, ModelConfigFault, ModelRefused, ModelTransient, RefusalReason
 from worker.money import ShopFormat
+from worker.ordering import OrderingSettings
 from worker.prompts import ShopContext, build_system, fit_history
 from worker.proposals import card_body, proposal_message
 from worker.till_counts import till_report
@@ -100,6 +101,8 @@ class WorkerSettings:
     day_max_cents: int | None = None
     proposal_expiry_s: float = 24 * 3600
     aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # the shop file's other names per item
+    lead_time_days: int = 3                                  # the supplier's (reorder suggestions)
+    ordering: OrderingSettings = field(default_factory=OrderingSettings)   # the shop file's [ordering]
 
     def fmt(self) -> ShopFormat:
         return ShopFormat(self.currency, self.locale, self.shop_timezone)
@@ -314,7 +317,8 @@ class Worker:
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
                           policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone,
-                          aliases=dict(self.settings.aliases))
+                          aliases=dict(self.settings.aliases), lead_time_days=self.settings.lead_time_days,
+                          ordering=self.settings.ordering)
         fmt = self.settings.fmt()
         shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
         system, context_figures = build_system(shop,

@@ -365,6 +365,41 @@ def cmd_import_sales(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("reorder-suggestions")
+def cmd_reorder_suggestions(args: argparse.Namespace) -> int:
+    from bot.shop_file import load_shop
+    from worker.suggestions import suggestions
+    cfg = load_config(args)
+    shop = load_shop(cfg.shop_file)
+    rows = with_store(args, lambda s: suggestions(s, now=s.clock.now(), timezone=shop.timezone,
+                                                  lead_days=shop.lead_time_days, settings=shop.ordering))
+    if args.json:
+        print(json.dumps([row.to_json() for row in rows], indent=2))
+        return 0
+    for row in rows:
+        if row.reorder_point is None:
+            print(f"{row.item}: no suggestion ({row.reason}); reorder point {row.current_reorder_point}, "
+                  f"target {row.current_target}")
+        else:
+            print(f"{row.item}: reorder point {row.current_reorder_point} -> {row.reorder_point}, target "
+                  f"{row.current_target} -> {row.target} ({row.reason})")
+    return 0
+
+
+@command("settings")
+def cmd_settings(args: argparse.Namespace) -> int:
+    from bot.shop_file import load_shop
+    cfg = load_config(args)
+    shop = load_shop(cfg.shop_file)
+    spec = next((i for i in shop.items if i.item == args.item), None)
+    if spec is None:
+        raise ValueError(f"unknown item {args.item!r} (the shop file has: {', '.join(i.item for i in shop.items)})")
+    done = with_store(args, lambda s: s.reset_setting(args.item))
+    print(f"{args.item}: " + (f"back to the shop file's reorder point {spec.reorder_point} and target {spec.target}"
+                              if done else "no applied values; the shop file's are in force"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shopbot", description="A durable Telegram agent bot for a small shop.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
@@ -425,6 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("import-sales", "import a till's sales history (CSV: date,item,quantity with a header); all or nothing, "
                             "every bad line reported; importing the same file again changes nothing")
     p.add_argument("file", help="the CSV file")
+    p = add("reorder-suggestions", "reorder points and targets suggested from each item's sales, lead time and "
+                                   "service level ([ordering] in the shop file)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = add("settings", "`settings reset ITEM`: the item's reorder point and target go back to the shop file's")
+    p.add_argument("action", choices=["reset"])
+    p.add_argument("item")
     return parser
 
 

@@ -3,6 +3,7 @@ file with the example shop file (Europe/London; vanilla's alias "vainilla", lead
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -96,4 +97,35 @@ def test_a_different_quantity_for_a_recorded_day_refuses_the_whole_file(cli, tmp
     assert code == 1
     assert f"line 3: conflict: vanilla on {ago(2)} is already recorded as 3 (imported before), not 4" in err
     assert recorded(tmp_path) == [("vanilla", ago(2), 3, "import")]     # line 2 was not stored either
+
+
+def test_suggestions_from_imported_history_and_settings_reset(cli, tmp_path):
+    # vanilla: 2, 4, 2, 4, ... over the 28 days before today: d = 3, σ = 1; lead time 3, review 7, 95 %:
+    # ROP = 9 + 1.6449·√3 = 11.85 -> 12, S = 30 + 1.6449·√10 = 35.20 -> 36. Chocolate: only 5 days.
+    lines = [f"{ago(n)},vanilla,{2 if n % 2 else 4}" for n in range(1, 29)]
+    lines += [f"{ago(n)},choc,1" for n in range(1, 6)]
+    assert cli("import-sales", text="date,item,quantity\n" + "\n".join(lines) + "\n")[0] == 0
+    code, out, err = cli("reorder-suggestions", "--json")
+    assert code == 0, err
+    found = {row["item"]: row for row in json.loads(out)}
+    assert found["vanilla"] == {"item": "vanilla", "days": 28, "out_of_stock_days": 0, "daily_mean": 3.0,
+                                "daily_sd": 1.0, "reorder_point": {"current": 8, "suggested": 12},
+                                "target": {"current": 8, "suggested": 36}, "reason": found["vanilla"]["reason"]}
+    assert found["chocolate"]["reorder_point"] == {"current": 6, "suggested": None}
+    assert found["chocolate"]["reason"] == "only 5 counted day(s) of sales in the last 28 (14 needed)"
+    code, out, _ = cli("reorder-suggestions")
+    assert code == 0 and "vanilla: reorder point 8 -> 12, target 8 -> 36" in out
+
+    async def apply() -> None:
+        store = await SqliteStore.open(tmp_path / "shop.sqlite3", SystemClock())
+        try:
+            await store.apply_setting("vanilla", 12, 36, "owner 1")
+        finally:
+            await store.close()
+    asyncio.run(apply())
+    assert json.loads(cli("reorder-suggestions", "--json")[1])[2]["reorder_point"]["current"] == 12
+    code, out, _ = cli("settings", "reset", "vanilla")
+    assert code == 0 and "back to the shop file's reorder point 8 and target 8" in out
+    assert "no applied values" in cli("settings", "reset", "vanilla")[1]
+    assert cli("settings", "reset", "pistachio")[0] == 1
 
