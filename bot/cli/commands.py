@@ -76,11 +76,17 @@ def cmd_admit(args: argparse.Namespace) -> int:
 
 @command("status")
 def cmd_status(args: argparse.Namespace) -> int:
-    status = with_store(args, lambda s: s.status())
+    async def read(store: Store) -> tuple[Any, list[dict[str, Any]]]:
+        return await store.status(), [i for i in await store.shop_items() if i["applied"]]
+    status, applied = with_store(args, read)
     if args.json:
         print(json.dumps(status.to_json(), indent=2, sort_keys=True))
     else:
         print_status(status, sys.stdout)
+        for item in applied:        # the owner's applied values, with the shop file's beside them
+            print(f"applied:    {item['item']} reorder point {item['reorder_point']} (shop file "
+                  f"{item['file_reorder_point']}), target {item['target']} (shop file {item['file_target']}), by "
+                  f"{item['applied']['by']}")
     return 0
 
 

@@ -9,7 +9,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from store import Admission, AdmitResult, Occurrence, ReportDraft, Status, Transaction, WorkKind, from_text
+from store import (
+    Admission,
+    AdmitResult,
+    Occurrence,
+    ReportDraft,
+    Status,
+    Transaction,
+    UnknownTarget,
+    WorkKind,
+    from_text,
+)
 
 BRIEF_PROMPT = "Prepare the opening brief"
 
@@ -189,8 +199,16 @@ def order_buttons(tx: Transaction, proposal_id: int, chat_id: int, *, not_arrive
     return [row]
 
 
+def setting_buttons(tx: Transaction, item: str, reorder_point: int, target: int, chat_id: int
+                    ) -> list[list[tuple[str, str]]]:
+    """Apply / Keep for a suggested reorder point and target (the weekly review): the values travel in the prompt's
+    target, so what is applied is exactly what the owner was shown."""
+    nonce = tx.create_prompt("setting", f"{item}:{reorder_point}:{target}", chat_id)
+    return [[(f"Apply {item}", f"apply:{nonce}"), (f"Keep {item}", f"keep:{nonce}")]]
+
+
 VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"},
-         "order": {"received", "not_arrived"}}
+         "order": {"received", "not_arrived"}, "setting": {"apply", "keep"}}
 
 
 @dataclass(frozen=True)
@@ -236,6 +254,23 @@ def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: s
     return outcome
 
 
+def _setting_press(tx: Transaction, nonce: str, verb: str, target: str, by: str) -> Outcome:
+    """Apply: the suggested reorder point and target become the item's from this commit (a recorded decision, in
+    place of the shop file's until `shopbot settings reset`); Keep: the decision is recorded, nothing changes."""
+    item, rop_text, target_text = target.rsplit(":", 2)
+    reorder_point, order_up_to = int(rop_text), int(target_text)
+    tx.decide_prompt(nonce, verb, by)
+    tx.close_prompts("setting", target, verb, by)
+    if verb == "keep":
+        return Outcome(f"Kept: {item} stays as it is (not {reorder_point} and {order_up_to}).", True)
+    try:
+        tx.apply_setting(item, reorder_point, order_up_to, by, nonce)
+    except (ValueError, UnknownTarget) as exc:
+        return Outcome(f"Not applied: {exc}", True)
+    return Outcome(f"Applied: {item}'s reorder point is now {reorder_point} and its target {order_up_to}. "
+                   f"`shopbot settings reset {item}` goes back to the shop file's values.", True)
+
+
 def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> Outcome:
     """C8: a press counts only for a known prompt, from the chat it went to, while its target still awaits this
     decision; anything else is 'no longer valid' and changes nothing."""
@@ -272,6 +307,8 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
         return Outcome(decision.text, decision.ok, buttons)
     if prompt.kind == "order":
         return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id))
+    if prompt.kind == "setting":
+        return _setting_press(tx, nonce, verb, prompt.target, by)
     if prompt.kind == "forget":
         tx.decide_prompt(nonce, verb, by)
         if verb == "keep":

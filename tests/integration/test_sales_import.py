@@ -124,6 +124,9 @@ def test_suggestions_from_imported_history_and_settings_reset(cli, tmp_path):
             await store.close()
     asyncio.run(apply())
     assert json.loads(cli("reorder-suggestions", "--json")[1])[2]["reorder_point"]["current"] == 12
+    code, out, _ = cli("status")
+    assert code == 0
+    assert "applied:    vanilla reorder point 12 (shop file 8), target 36 (shop file 8), by owner 1" in out
     code, out, _ = cli("settings", "reset", "vanilla")
     assert code == 0 and "back to the shop file's reorder point 8 and target 8" in out
     assert "no applied values" in cli("settings", "reset", "vanilla")[1]

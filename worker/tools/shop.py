@@ -71,6 +71,8 @@ def _public(item: dict[str, Any], ctx: TurnContext, orders: list[dict[str, Any]]
                         for o in (orders or []) if o["item"] == item["item"]]
     if ctx.aliases.get(item["item"]):
         public["aliases"] = list(ctx.aliases[item["item"]])
+    if item.get("applied"):        # the owner applied a suggestion: the shop file's values beside it
+        public["shop_file_reorder_point"], public["shop_file_target"] = item["file_reorder_point"], item["file_target"]
     return public
 
 
