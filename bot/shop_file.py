@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from producers.schedule import OPENING_BRIEF, Schedule, ScheduleError, parse_schedules
+from producers.schedule import (
+    OPENING_BRIEF,
+    WEEKLY_REVIEW,
+    Schedule,
+    ScheduleError,
+    parse_schedules,
+    weekly_review_default,
+)
 from store import ItemSpec
 from worker.money import LOCALES
 from worker.ordering import OrderingSettings
@@ -252,6 +259,8 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
                 p.add(str(exc) if str(exc).startswith("schedule") else f"schedule[{index}]: {exc}")
         if not any(s.name == OPENING_BRIEF for s in schedules):
             schedules += parse_schedules([], shop_timezone=timezone)     # the default opening brief, once
+        if not any(s.name == WEEKLY_REVIEW for s in schedules):
+            schedules.append(weekly_review_default(timezone))           # the default weekly review, once
         try:   # the stock watcher's cron follows the same rules as a schedule's (checked the same way)
             parse_schedules([{"name": "stock_watch", "cron": stock_cron, "prompt": "stock check"}],
                             shop_timezone=timezone)

@@ -41,6 +41,7 @@ from worker.money import ShopFormat
 from worker.ordering import OrderingSettings
 from worker.prompts import ShopContext, build_system, fit_history
 from worker.proposals import card_body, proposal_message
+from worker.review import WEEKLY_REVIEW, setting_buttons, weekly_review
 from worker.till_counts import till_report
 from worker.tools.insight import insight_tools
 from worker.tools.shop import TurnContext, shop_registry
@@ -271,6 +272,8 @@ class Worker:
         try:
             if claim.session.startswith("till:"):
                 await self._till_turn(claim)
+            elif claim.session == f"clock:{WEEKLY_REVIEW}":
+                await self._review_turn(claim)
             else:
                 next_claim = await self._agent_turn(claim)
         except NotClaimed as exc:
@@ -309,6 +312,26 @@ class Worker:
         await self.store.finish_counts(claim, requests, till_report)
         if self.on_stock_change is not None:
             await self.on_stock_change()
+
+    async def _review_turn(self, claim: Claim) -> None:
+        """The weekly review (worker/review.py) is written from the records, without a model: its text, its chart as
+        the report's photo part, and Apply / Keep under each suggestion it offers, all in the finish transaction."""
+        review = await weekly_review(self.store, now=self.store.clock.now(), timezone=self.settings.shop_timezone,
+                                     lead_days=self.settings.lead_time_days, settings=self.settings.ordering,
+                                     fmt=self.settings.fmt())
+        destination = claim.destination
+        rows: list[list[tuple[str, str]]] = []
+
+        def apply(tx: Transaction) -> None:
+            rows.clear()                 # a finish run again starts afresh (K16)
+            if (destination or "").startswith("tg:"):
+                for offer in review.offers:
+                    rows.extend(setting_buttons(tx, offer, int(destination[3:])))     # type: ignore[index]
+
+        faults.reached("K6")
+        await self.store.finish(claim, lambda: ReportDraft(review.text, destination=destination, buttons=rows or None,
+                                                           photo=review.chart, caption=review.caption),
+                                apply=apply, stop_reason="weekly review written from the records")
 
     async def _agent_turn(self, claim: Claim) -> Claim | None:
         user_text = "\n".join(item.payload for item in claim.items)

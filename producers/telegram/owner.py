@@ -199,14 +199,6 @@ def order_buttons(tx: Transaction, proposal_id: int, chat_id: int, *, not_arrive
     return [row]
 
 
-def setting_buttons(tx: Transaction, item: str, reorder_point: int, target: int, chat_id: int
-                    ) -> list[list[tuple[str, str]]]:
-    """Apply / Keep for a suggested reorder point and target (the weekly review): the values travel in the prompt's
-    target, so what is applied is exactly what the owner was shown."""
-    nonce = tx.create_prompt("setting", f"{item}:{reorder_point}:{target}", chat_id)
-    return [[(f"Apply {item}", f"apply:{nonce}"), (f"Keep {item}", f"keep:{nonce}")]]
-
-
 VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"},
          "order": {"received", "not_arrived"}, "setting": {"apply", "keep"}}
 

@@ -191,6 +191,7 @@ CREATE TABLE deliveries (
     edit_of     INTEGER,                 -- a message of this chat that the delivery edits (a card); NULL: a new one
     pruned_at   TEXT,                    -- retention emptied the text of this ended part
     sender      TEXT,                    -- '<holder>/<generation>' of the relay lease that marked it sending (C16)
+    photo       BLOB,                    -- 0018: a photo part's PNG (its text is the caption); NULL for text
     UNIQUE (report_id, part),
     CHECK (part >= 1 AND part <= parts)
 );
@@ -207,10 +208,10 @@ CREATE TRIGGER delivery_insert_pending BEFORE INSERT ON deliveries WHEN NEW.stat
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery starts pending'); END;
 
 -- C7: what is sent never changes (retention may empty the text of a confirmed, failed or denied part).
-CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of ON deliveries
+CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of, photo ON deliveries
 WHEN NOT (OLD.state IN ('confirmed', 'failed', 'denied') AND OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL
-          AND NEW.text = '' AND NEW.report_id = OLD.report_id AND NEW.part = OLD.part AND NEW.parts = OLD.parts
-          AND NEW.chat_id = OLD.chat_id AND NEW.edit_of IS OLD.edit_of)
+          AND NEW.text = '' AND NEW.photo IS NULL AND NEW.report_id = OLD.report_id AND NEW.part = OLD.part
+          AND NEW.parts = OLD.parts AND NEW.chat_id = OLD.chat_id AND NEW.edit_of IS OLD.edit_of)
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery never changes what it sends'); END;
 
 -- C7: confirmed, failed and denied are terminal (retention's emptied text aside).

@@ -4,15 +4,18 @@ records the decision and changes nothing; a second press is no longer valid."""
 from __future__ import annotations
 
 from producers.stock_watch import StockWatcher
-from producers.telegram.owner import Press, admit_press, setting_buttons
+from producers.telegram.owner import Press, admit_press
 from store import ItemSpec
+from worker.ordering import Suggestion
+from worker.review import setting_buttons
 from worker.tools.shop import ItemArgs, NeedArgs, TurnContext, get_item, reorder_need
 
 ITEMS = [ItemSpec("vanilla", "tubs", 10, 8, 12, 300), ItemSpec("chocolate", "tubs", 12, 6, 12, 250)]
 
 
 async def buttons(store, item: str, rop: int, target: int) -> tuple[str, str]:
-    rows = await store.atomic(lambda tx: setting_buttons(tx, item, rop, target, 1))
+    offer = Suggestion(item, 28, 0, 3.0, 1.0, 8, 12, rop, target, "from the sales")
+    rows = await store.atomic(lambda tx: setting_buttons(tx, offer, 1))
     (apply, keep), = rows
     assert apply[0] == f"Apply {item}" and keep[0] == f"Keep {item}"
     return apply[1], keep[1]

@@ -27,3 +27,17 @@ CREATE TABLE item_settings (
 ALTER TABLE items ADD COLUMN pack bigint CHECK (pack IS NULL OR pack >= 1);
 ALTER TABLE items ADD COLUMN min_order bigint CHECK (min_order IS NULL OR min_order >= 1);
 ALTER TABLE items ADD COLUMN price_cents bigint CHECK (price_cents IS NULL OR price_cents >= 0);
+
+-- A report part may be a photo (the weekly review's chart): its PNG stored with the part, the text its caption.
+ALTER TABLE deliveries ADD COLUMN photo bytea;
+DROP TRIGGER delivery_text_fixed ON deliveries;
+CREATE OR REPLACE FUNCTION delivery_text_fixed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT (OLD.state IN ('confirmed', 'failed', 'denied') AND OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL
+          AND NEW.text = '' AND NEW.photo IS NULL AND NEW.report_id = OLD.report_id AND NEW.part = OLD.part
+          AND NEW.parts = OLD.parts AND NEW.chat_id = OLD.chat_id AND NEW.edit_of IS NOT DISTINCT FROM OLD.edit_of) THEN
+        RAISE EXCEPTION 'C7: a delivery never changes what it sends';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of, photo ON deliveries FOR EACH ROW EXECUTE FUNCTION delivery_text_fixed();

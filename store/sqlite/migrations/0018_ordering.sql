@@ -28,3 +28,14 @@ CREATE TABLE item_settings (
 ALTER TABLE items ADD COLUMN pack INTEGER CHECK (pack IS NULL OR pack >= 1);
 ALTER TABLE items ADD COLUMN min_order INTEGER CHECK (min_order IS NULL OR min_order >= 1);
 ALTER TABLE items ADD COLUMN price_cents INTEGER CHECK (price_cents IS NULL OR price_cents >= 0);
+
+-- A report part may be a photo (the weekly review's chart): its PNG is stored with the part and the part's text is
+-- the caption. A photo part has the same states as a text part (C7, K20); what it sends never changes either, and
+-- retention empties a photo with its caption.
+ALTER TABLE deliveries ADD COLUMN photo BLOB;
+DROP TRIGGER delivery_text_fixed;
+CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of, photo ON deliveries
+WHEN NOT (OLD.state IN ('confirmed', 'failed', 'denied') AND OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL
+          AND NEW.text = '' AND NEW.photo IS NULL AND NEW.report_id = OLD.report_id AND NEW.part = OLD.part
+          AND NEW.parts = OLD.parts AND NEW.chat_id = OLD.chat_id AND NEW.edit_of IS OLD.edit_of)
+BEGIN SELECT RAISE(ABORT, 'C7: a delivery never changes what it sends'); END;
