@@ -90,7 +90,7 @@ class Suggestion:
 
     def to_json(self) -> dict[str, Any]:
         """The shape `shopbot reorder-suggestions --json` prints (README)."""
-        return {"item": self.item, "days": self.days, "out_of_stock_days": self.out_of_stock_days,
+        return {"item": self.item, "days": self.days,
                 "daily_mean": None if self.daily_mean is None else round(self.daily_mean, 3),
                 "daily_sd": None if self.daily_sd is None else round(self.daily_sd, 3),
                 "reorder_point": {"current": self.current_reorder_point, "suggested": self.reorder_point},

@@ -108,7 +108,7 @@ def test_suggestions_from_imported_history_and_settings_reset(cli, tmp_path):
     code, out, err = cli("reorder-suggestions", "--json")
     assert code == 0, err
     found = {row["item"]: row for row in json.loads(out)}
-    assert found["vanilla"] == {"item": "vanilla", "days": 28, "out_of_stock_days": 0, "daily_mean": 3.0,
+    assert found["vanilla"] == {"item": "vanilla", "days": 28, "daily_mean": 3.0,
                                 "daily_sd": 1.0, "reorder_point": {"current": 8, "suggested": 12},
                                 "target": {"current": 8, "suggested": 36}, "reason": found["vanilla"]["reason"]}
     assert found["chocolate"]["reorder_point"] == {"current": 6, "suggested": None}

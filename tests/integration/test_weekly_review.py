@@ -93,31 +93,33 @@ async def test_the_review_is_written_from_the_records_with_its_chart_and_buttons
     assert vanilla is not None and (vanilla["reorder_point"], vanilla["target"]) == (12, 36)
 
 
-async def test_a_photo_accepted_before_confirmed_commits_is_unknown_and_never_sent_twice(store, api, relay):
+@pytest.mark.parametrize("point, taken", [("K7", 0), ("K20", 1)])
+async def test_a_photo_accepted_before_confirmed_commits_is_unknown_and_never_sent_twice(store, api, relay, point,
+                                                                                          taken):
     """K20: Telegram took the photo, the process died before `confirmed` committed (a raise stands for the kill: the
-    commit never happens). After the restart it is unknown; nothing more is sent until the owner decides; Resend
-    sends it exactly once more, then the text follows."""
+    commit never happens); K7: it died after `sending` committed, before the request. After the restart the photo is
+    unknown; nothing more is sent until the owner decides; Resend sends it exactly once more, then the text follows."""
     await reviewed(store)
-    faults.arm("K20:raise")
+    faults.arm(f"{point}:raise")
     try:
         with pytest.raises(faults.FaultInjected):
             await relay.drain()
     finally:
         faults.arm("")
-    assert len(api.sent) == 1 and api.sent[0].photo is not None
+    assert [m.photo is not None for m in api.sent] == [True] * taken
     assert await store.atomic(lambda tx: tx.delivery_states("r1.1")) == ["sending", "pending"]
     await store.recover()                                # the restart: a part found `sending` is unknown
     await relay.drain()
     await relay.drain()
     parts = [m for m in api.sent if m.text.endswith(("r1.1 (1/2)", "r1.1 (2/2)"))]
-    assert [m.photo is not None for m in parts] == [True]      # the photo once; the text not yet
+    assert [m.photo is not None for m in parts] == [True] * taken   # the photo as before; the text not yet
     assert any("r1.1" in m.text and "Resend" in str(m.reply_markup) for m in api.sent)   # the owner is asked
     states = await store.atomic(lambda tx: tx.delivery_states("r1.1"))
     assert states == ["unknown", "pending"]              # the text waits behind its unknown photo (C7)
     await store.resolve("r1.1", "resend", "owner:4242")
     await relay.drain()
     photos = [m for m in api.sent if m.photo is not None]
-    assert len(photos) == 2                              # resent once, on the decision
+    assert len(photos) == taken + 1                      # sent once more, on the decision
     assert await store.atomic(lambda tx: tx.delivery_states("r1.1")) == ["confirmed", "confirmed"]
 
 

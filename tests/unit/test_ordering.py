@@ -29,7 +29,7 @@ def test_steady_sales():
     s = suggest("vanilla", days(*[2, 4] * 7), lead_days=3, current_reorder_point=8, current_target=8)
     assert (s.days, s.daily_mean, s.daily_sd) == (14, 3.0, 1.0)
     assert (s.reorder_point, s.target) == (12, 36)
-    assert s.to_json() == {"item": "vanilla", "days": 14, "out_of_stock_days": 0, "daily_mean": 3.0, "daily_sd": 1.0,
+    assert s.to_json() == {"item": "vanilla", "days": 14, "daily_mean": 3.0, "daily_sd": 1.0,
                            "reorder_point": {"current": 8, "suggested": 12},
                            "target": {"current": 8, "suggested": 36}, "reason": s.reason}
     assert "14 counted day(s)" in s.reason and "95%" in s.reason
