@@ -3,9 +3,10 @@ points and targets.
 
 A day's record comes from one of two places, never both:
 - an import (`sales_days`, written by `shopbot import-sales`), which takes the day's place whenever it exists;
-- the till's counts (`stock_events`): the decreases between consecutive stock records of the item whose later record
-  falls on that day (as `sales` reads them); increases are restocks and never negative sales. A day has a till record
-  when a till count (kind `count` or `restock`) of the item falls on it and an earlier record exists to measure from.
+- the till's counts (`stock_events`): the decreases between a till count (kind `count` or `restock`) and the stock
+  record before it, counted on the count's day; increases are restocks and never negative sales, and a shop-file
+  sync that lowers the stock is no sale. A day has a till record when a till count of the item falls on it and an
+  earlier record exists to measure from.
 A day is out of stock when the item stood at 0 on hand at any moment of it (it started at 0, or a record set it to 0):
 its sales say how much there was, not how much was wanted, so suggestions leave it out.
 
@@ -23,7 +24,7 @@ from ..clock import from_text, to_text
 from ..errors import UnknownTarget
 from ..records import SaleLine, SalesImport
 
-_TILL_KINDS = ("count", "restock")
+_TILL_KINDS = ("count", "restock")       # the till's counts (a restock is a count that received an order)
 
 
 def _utc_start(day: date, zone: ZoneInfo) -> str:
@@ -61,11 +62,10 @@ def days(conn: sqlite3.Connection, first: date, last: date, timezone: str,
                 prev = event["new_on_hand"]
                 continue
             day = moment.astimezone(zone).date().isoformat()
-            if prev is not None:
+            if prev is not None and event["kind"] in _TILL_KINDS:   # a sync or seed that lowers stock sold nothing
                 if event["new_on_hand"] < prev:
                     sold[day] = sold.get(day, 0) + prev - event["new_on_hand"]
-                if event["kind"] in _TILL_KINDS:
-                    counted.add(day)
+                counted.add(day)
             if event["new_on_hand"] == 0:
                 entry(name, day)["out_of_stock"] = True
             prev = event["new_on_hand"]
