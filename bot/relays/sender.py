@@ -183,15 +183,6 @@ class TelegramSender:
     def bot(self) -> Bot:
         return self._bot
 
-    def _refused(self, exc: Exception, what: str) -> SendOutcome:
-        """A call's error as its outcome (C7's classification), its reason without the token, logged once."""
-        outcome = classify(exc)
-        outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
-                              _clean(outcome.reason, self._bot.token))
-        log = _log.error if outcome.kind is OutcomeKind.CONFIG_FAULT else _log.info
-        log("%s: %s (%s)", what, outcome.kind, outcome.reason)
-        return outcome
-
     async def send(
         self, chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None, *,
         reply_to: int | None = None,
@@ -209,7 +200,12 @@ class TelegramSender:
             message = await self._bot.send_message(chat_id=chat_id, text=text, parse_mode=ParseMode.HTML,
                                                    reply_markup=_keyboard(buttons) or ASKS, reply_parameters=reply)
         except Exception as exc:  # CancelledError is a BaseException and propagates
-            return self._refused(exc, f"send to chat {chat_id}")
+            outcome = classify(exc)
+            outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
+                                  _clean(outcome.reason, self._bot.token))
+            log = _log.error if outcome.kind is OutcomeKind.CONFIG_FAULT else _log.info
+            log("send to chat %s: %s (%s)", chat_id, outcome.kind, outcome.reason)
+            return outcome
         return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message.message_id))
 
     async def edit(
@@ -225,7 +221,12 @@ class TelegramSender:
         except Exception as exc:  # CancelledError is a BaseException and propagates
             if isinstance(exc, BadRequest) and "message is not modified" in exc.message.lower():
                 return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id), reason="already as requested")
-            return self._refused(exc, f"edit of message {message_id} in chat {chat_id}")
+            outcome = classify(exc)
+            outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
+                                  _clean(outcome.reason, self._bot.token))
+            log = _log.error if outcome.kind is OutcomeKind.CONFIG_FAULT else _log.info
+            log("edit of message %s in chat %s: %s (%s)", message_id, chat_id, outcome.kind, outcome.reason)
+            return outcome
         return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id))
 
     async def send_photo(self, chat_id: int, photo: bytes, caption: str) -> SendOutcome:
@@ -235,7 +236,12 @@ class TelegramSender:
             message = await self._bot.send_photo(chat_id=chat_id, photo=photo, caption=caption,
                                                  parse_mode=ParseMode.HTML)
         except Exception as exc:  # CancelledError is a BaseException and propagates
-            return self._refused(exc, f"photo to chat {chat_id}")
+            outcome = classify(exc)
+            outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
+                                  _clean(outcome.reason, self._bot.token))
+            log = _log.error if outcome.kind is OutcomeKind.CONFIG_FAULT else _log.info
+            log("photo to chat %s: %s (%s)", chat_id, outcome.kind, outcome.reason)
+            return outcome
         return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message.message_id))
 
     async def typing(self, chat_id: int) -> None:
