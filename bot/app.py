@@ -169,7 +169,7 @@ class App:
             schedules=tuple((s.name, s.cron) for s in shop.schedules),
             notice_destination=owner_chat, shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents,
             day_max_cents=shop.day_max_cents, proposal_expiry_s=cfg.proposal_expiry_hours * 3600,
-            aliases=shop.aliases),
+            aliases=shop.aliases, lead_time_days=shop.lead_time_days, ordering=shop.ordering),
             on_turn=self._typing if sender else None, on_stock_change=watcher.check)
         supplier_destination = f"supplier:{shop.supplier}"
         actions = None

@@ -59,6 +59,8 @@ from .records import (
     RecoverySummary,
     ReportDraft,
     ReportView,
+    SaleLine,
+    SalesImport,
     Stats,
     Status,
     Violation,
@@ -123,6 +125,6 @@ __all__ = [
     # records
     "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState", "Fence",
     "FinishOutcome", "ItemSpec", "LeaderView", "MetricsSnapshot", "Occurrence", "Policy", "ProcessView", "Prompt",
-    "RecoverySummary", "ReportDraft", "ReportView", "Stats", "Status", "Violation", "WorkItem", "WorkKind",
-    "WorkState",
+    "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status", "Violation",
+    "WorkItem", "WorkKind", "WorkState",
 ]

@@ -38,8 +38,10 @@ from store import (
 from worker.agent_loop import Limits, run_agent
 from worker.models.base import Model, ModelConfigFault, ModelRefused, ModelTransient, RefusalReason
 from worker.money import ShopFormat
+from worker.ordering import OrderingSettings
 from worker.prompts import ShopContext, build_system, fit_history
 from worker.proposals import card_body, proposal_message
+from worker.review import WEEKLY_REVIEW, setting_buttons, weekly_review
 from worker.till_counts import till_report
 from worker.tools.insight import insight_tools
 from worker.tools.shop import TurnContext, shop_registry
@@ -100,6 +102,8 @@ class WorkerSettings:
     day_max_cents: int | None = None
     proposal_expiry_s: float = 24 * 3600
     aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # the shop file's other names per item
+    lead_time_days: int = 3                                  # the supplier's (reorder suggestions)
+    ordering: OrderingSettings = field(default_factory=OrderingSettings)   # the shop file's [ordering]
 
     def fmt(self) -> ShopFormat:
         return ShopFormat(self.currency, self.locale, self.shop_timezone)
@@ -268,6 +272,8 @@ class Worker:
         try:
             if claim.session.startswith("till:"):
                 await self._till_turn(claim)
+            elif claim.session == f"clock:{WEEKLY_REVIEW}":
+                await self._review_turn(claim)
             else:
                 next_claim = await self._agent_turn(claim)
         except NotClaimed as exc:
@@ -307,6 +313,26 @@ class Worker:
         if self.on_stock_change is not None:
             await self.on_stock_change()
 
+    async def _review_turn(self, claim: Claim) -> None:
+        """The weekly review (worker/review.py) is written from the records, without a model: its text, its chart as
+        the report's photo part, and Apply / Keep under each suggestion it offers, all in the finish transaction."""
+        review = await weekly_review(self.store, now=self.store.clock.now(), timezone=self.settings.shop_timezone,
+                                     lead_days=self.settings.lead_time_days, settings=self.settings.ordering,
+                                     fmt=self.settings.fmt())
+        destination = claim.destination
+        rows: list[list[tuple[str, str]]] = []
+
+        def apply(tx: Transaction) -> None:
+            rows.clear()                 # a finish run again starts afresh (K16)
+            if (destination or "").startswith("tg:"):
+                for offer in review.offers:
+                    rows.extend(setting_buttons(tx, offer, int(destination[3:])))     # type: ignore[index]
+
+        faults.reached("K6")
+        await self.store.finish(claim, lambda: ReportDraft(review.text, destination=destination, buttons=rows or None,
+                                                           photo=review.chart, caption=review.caption),
+                                apply=apply, stop_reason="weekly review written from the records")
+
     async def _agent_turn(self, claim: Claim) -> Claim | None:
         user_text = "\n".join(item.payload for item in claim.items)
         history = fit_history(await self.store.history(claim.session, self.settings.history_limit),
@@ -314,8 +340,8 @@ class Worker:
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
                           policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone,
-                          aliases=dict(self.settings.aliases),
-                          chat_id=_chat(claim.destination))
+                          aliases=dict(self.settings.aliases), lead_time_days=self.settings.lead_time_days,
+                          ordering=self.settings.ordering, chat_id=_chat(claim.destination))
         fmt = self.settings.fmt()
         shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
         system, context_figures = build_system(shop,

@@ -16,6 +16,7 @@ from store import (
     ReportDraft,
     Status,
     Transaction,
+    UnknownTarget,
     WorkKind,
     from_text,
     units,
@@ -200,7 +201,7 @@ def order_buttons(tx: Transaction, proposal_id: int, chat_id: int, *, not_arrive
 
 
 VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"},
-         "order": {"received", "not_arrived"}}
+         "order": {"received", "not_arrived"}, "setting": {"apply", "keep"}}
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,23 @@ def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: s
     return outcome
 
 
+def _setting_press(tx: Transaction, nonce: str, verb: str, target: str, by: str) -> Outcome:
+    """Apply: the suggested reorder point and target become the item's from this commit (a recorded decision, in
+    place of the shop file's until `shopbot settings reset`); Keep: the decision is recorded, nothing changes."""
+    item, rop_text, target_text = target.rsplit(":", 2)
+    reorder_point, order_up_to = int(rop_text), int(target_text)
+    tx.decide_prompt(nonce, verb, by)
+    tx.close_prompts("setting", target, verb, by)
+    if verb == "keep":
+        return Outcome(f"Kept: {item} stays as it is (not {reorder_point} and {order_up_to}).", True)
+    try:
+        tx.apply_setting(item, reorder_point, order_up_to, by, nonce)
+    except (ValueError, UnknownTarget) as exc:
+        return Outcome(f"Not applied: {exc}", True)
+    return Outcome(f"Applied: {item}'s reorder point is now {reorder_point} and its target {order_up_to}. "
+                   f"`shopbot settings reset {item}` goes back to the shop file's values.", True)
+
+
 def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> Outcome:
     """C8: a press counts only for a known prompt, from the chat it went to, while its target still awaits this
     decision; anything else is 'no longer valid' and changes nothing."""
@@ -284,6 +302,8 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
         return Outcome(decision.text, decision.ok, buttons)
     if prompt.kind == "order":
         return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id))
+    if prompt.kind == "setting":
+        return _setting_press(tx, nonce, verb, prompt.target, by)
     if prompt.kind == "forget":
         tx.decide_prompt(nonce, verb, by)
         if verb == "keep":

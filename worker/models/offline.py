@@ -33,6 +33,7 @@ from datetime import date
 from typing import Any
 
 from worker.models import offline_everyday as everyday
+from worker.models import offline_suggest
 from worker.models.base import Message, ModelTurn, ToolCall, ToolSpec
 from worker.models.offline_results import _count, _key, _Need, _Res, _Results, _unit
 from worker.models.offline_understand import Catalogue, Period, Understood, understand
@@ -434,6 +435,9 @@ def lang_es(u: Understood) -> bool:
 
 
 def _answer(u: Understood, results: _Results, day_first: bool = True) -> str:
+    if u.intent == "suggest":          # worker/models/offline_suggest.py
+        found = results.get("reorder_suggestions")
+        return offline_suggest.answer(found.data, found.ok, u.lang)
     if u.intent == "brief":
         return _brief(results, u.lang)
     if u.intent == "greet":
@@ -496,6 +500,11 @@ def read_request(text: str, results: _Results, today: date | None) -> tuple[list
     waiting = False
     for raw in text.splitlines() or [""]:
         if not raw.strip():
+            continue
+        suggest_lang = offline_suggest.asks(raw)
+        if suggest_lang is not None:
+            if Understood("suggest", lang=suggest_lang) not in out:
+                out.append(Understood("suggest", lang=suggest_lang))
             continue
         u = understand(raw, None, today)
         if u.needs_items:

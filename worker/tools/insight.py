@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field
 
 from store import from_text
+from worker.suggestions import suggestions
 from worker.tools.registry import Tool, ToolError
 from worker.tools.shop import TurnContext
 
@@ -195,6 +196,16 @@ async def open_proposals(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
                            "expires_at": p["expires_at"]} for p in rows]}
 
 
+async def reorder_suggestions(args: ItemFilter, ctx: TurnContext) -> dict[str, Any]:
+    """Suggested reorder points and targets from each item's sales history (worker/ordering.py has the method)."""
+    rows = await suggestions(ctx.store, now=ctx.store.clock.now(), timezone=ctx.timezone,
+                             lead_days=ctx.lead_time_days, settings=ctx.ordering,
+                             item=await _item_name(ctx, args.item))
+    return {"history_days": ctx.ordering.history_days, "service_level": ctx.ordering.service_level,
+            "review_days": ctx.ordering.review_days, "lead_time_days": ctx.lead_time_days,
+            "items": [row.to_json() for row in rows]}
+
+
 def insight_tools() -> list[Tool]:
     return [
         Tool("sales_rate", "Units sold per day of an item (or every item) over the last N days (default 14), from the "
@@ -214,4 +225,7 @@ def insight_tools() -> list[Tool]:
         Tool("offer_received", "When the owner says an item's delivery came: its orders on order, with their "
              "Received button under the reply. It receives nothing: the owner's press does.", ItemArgs,
              offer_received, "read"),
+        Tool("reorder_suggestions", "Reorder points and targets suggested from each item's daily sales over the "
+             "last weeks, the supplier's lead time and the shop's service level, beside the current ones; no "
+             "suggestion (and why) with too little history.", ItemFilter, reorder_suggestions, "read"),
     ]
