@@ -48,6 +48,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_SHOP_FILE": ("shop.example.toml", "the shop description (TOML): time zone, items, schedules, limits"),
     "SHOPBOT_SUPPLIER_URL": ("", "supplier API root (POST <url>/orders); empty: approved orders wait, none is sent"),
     "SHOPBOT_SUPPLIER_TOKEN": ("", "bearer token for the supplier API (secret)"),
+    "SHOPBOT_SUPPLIER_TIMEOUT_S": ("10", "seconds one supplier request may take in all (connect, send, read); past "
+                                         "it the order is reconciled by its key"),
     "SHOPBOT_PROPOSAL_EXPIRY_HOURS": ("24", "an order proposal not approved within this many hours expires"),
     "SHOPBOT_TILL_TOKENS": ("", "till credentials as till_id:token pairs, comma-separated (secret)"),
     "TELEGRAM_BOT_TOKEN": ("", "the bot token from @BotFather (secret); empty runs without Telegram"),
@@ -103,6 +105,21 @@ def environment(cwd: Path | None = None) -> dict[str, str]:
     merged = read_dotenv((cwd or Path.cwd()) / ".env")
     merged.update(os.environ)
     return merged
+
+
+def supplier_url_problem(url: str) -> str | None:
+    """Why a supplier URL is refused: it must be https unless its host is a loopback address."""
+    from ipaddress import ip_address
+    from urllib.parse import urlsplit
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return None
+    host = parts.hostname or ""
+    try:
+        loopback = host == "localhost" or ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    return None if loopback else "an https URL (http only for a loopback address such as 127.0.0.1)"
 
 
 _WHOLE = re.compile(r"-?[0-9]+")          # ASCII digits only: no "1_000", no full-width digits, no spaces
@@ -204,6 +221,7 @@ class Config:
     shop_file: Path
     supplier_url: str
     supplier_token: Secret
+    supplier_timeout_s: float
     proposal_expiry_hours: int
     till_tokens: Secret
     telegram_token: Secret
@@ -292,7 +310,11 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     if model != "offline" and not (sep and provider in ("openai", "anthropic") and model_name.strip()):
         c.fail("SHOPBOT_MODEL", model, "offline, openai:<model> or anthropic:<model>")
     model_base_url = c.url("SHOPBOT_MODEL_BASE_URL")
+    before = len(c.errors)
     supplier_url = c.url("SHOPBOT_SUPPLIER_URL").rstrip("/")
+    if supplier_url and len(c.errors) == before and (why := supplier_url_problem(supplier_url)):
+        c.fail("SHOPBOT_SUPPLIER_URL", supplier_url, why)       # C21: orders and their token never go in the clear
+    supplier_timeout_s = c.seconds("SHOPBOT_SUPPLIER_TIMEOUT_S", 60)
     telegram_base = c.url("TELEGRAM_API_BASE_URL").rstrip("/")
     webhook_url = c.url("SHOPBOT_WEBHOOK_URL", https_only=True)
 
@@ -382,6 +404,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         shop_file=Path(text("SHOPBOT_SHOP_FILE")),
         supplier_url=supplier_url,
         supplier_token=Secret(env.get("SHOPBOT_SUPPLIER_TOKEN", "")),
+        supplier_timeout_s=supplier_timeout_s,
         proposal_expiry_hours=expiry,
         till_tokens=Secret(till_tokens),
         telegram_token=Secret(token),

@@ -24,6 +24,7 @@ EVENTS: dict[str, tuple[str, str]] = {
                                   "and press Start once; until then briefs and notices wait in the outbox"),
     "app.no_owners": ("shopbot.app", "SHOPBOT_OWNER_IDS is empty: every Telegram sender will be refused"),
     "app.part_stopped": ("shopbot.app", "%s stopped: %s"),
+    "app.part_crashed": ("shopbot.app", "%s crashed (%s: %s); restarting in %.1f s"),
     "app.running": ("shopbot.app", "shopbot running: model=%s telegram=%s http=%s"),
     "app.stopped": ("shopbot.app", "shopbot stopped"),
     "app.lease_sweep": ("shopbot.app", "lease sweep: %d released, %d failed, %d deliveries now unknown"),
@@ -115,6 +116,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "actions.still_unknown": ("shopbot.actions", "action still unknown action_id=%s: %s"),
     "actions.unknown": ("shopbot.actions",
                         "action unknown action_id=%s: %s (reconciling by key, never resent blindly)"),
+    "actions.held": ("shopbot.actions", "action held for the operator action_id=%s: %s"),
+    "actions.handling_failed": ("shopbot.actions", "action handling failed action_id=%s (%d of %d): %s: %s"),
     # the PostgreSQL store: the LISTEN connection, commit outcomes read back (store/postgres)
     "listen.lost": ("shopbot.listen", "listen connection lost (%s); reconnecting in %.1f s, scanning meanwhile"),
     "listen.back": ("shopbot.listen", "listen connection back after a loss; full scan"),
