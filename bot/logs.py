@@ -1,15 +1,15 @@
 """Logging setup with secret redaction (docs/contracts.md, "Facts at the edges").
 
-Every handler `setup_logging` installs carries a `RedactingFilter` and a redacting formatter, so a secret never
-reaches stderr or the log file, whichever logger wrote it:
+Every handler `setup_logging` installs carries a `RedactingFilter`, so a secret never reaches stderr or the log
+file, whichever logger wrote it. The rules are the one set in store/redaction.py (the same for the store and the
+Telegram texts): each registered secret (at least 4 characters; also URL-encoded), `user:password@` in a URL,
+anything shaped like a Telegram bot token, an `sk-` key, a `Bearer` token or an `api_key=` pair becomes `****`.
 
-- each registered secret (non-empty, at least 4 characters; also in its URL-encoded form) becomes `****`;
-- any `user:password@` in a URL becomes `****@`;
-- anything shaped like a Telegram bot token (`123456:AA…`) becomes `****`, even if nobody registered it.
-
-The filter rewrites the record (message with its args merged, exception text, stack text), and the formatter
-redacts the final formatted line again, so secrets in `%(asctime)s`-adjacent fields, tracebacks or args are
-covered. Secrets learned later (a till token read from the store, say) are added with `add_secret`.
+The filter rewrites the record once (message with its args merged, exception text, stack text) and marks it, so
+the formatters and a second handler do not redact it again. The message becomes one line (control characters and
+forged line breaks become spaces) of at most `MESSAGE_LIMIT` characters, cut before it is redacted (C21: a
+megabyte from an outside server never reaches the patterns or the file whole); a traceback is cut likewise.
+Secrets learned later (a till token read from the store, say) are added with `add_secret`.
 
 Formats: `text` (default) writes `<UTC time with offset> LEVEL logger message`; `json` (SHOPBOT_LOG_FORMAT=json)
 writes one JSON object a line with `ts` (UTC, ISO 8601 with `+00:00`), `level`, `logger`, `event` (a stable name from
@@ -30,52 +30,31 @@ import logging
 import logging.handlers
 import re
 import sys
-import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import quote
 
 from bot.log_events import BY_TEMPLATE, ID_KEYS
+from store import redaction
+from store.redaction import redact
 
 __all__ = ["FORMAT", "FORMATS", "JsonFormatter", "RedactingFilter", "add_secret", "redact", "setup_logging"]
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 FORMATS = ("text", "json")
 _ID_RE = re.compile(r"\b(" + "|".join(ID_KEYS) + r")=([^\s,;()]+)")
-MASK = "****"
-_MIN_SECRET = 4
-
-_lock = threading.Lock()
-_secrets: tuple[str, ...] = ()  # longest first, replaced atomically as a tuple
-_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@:]+:[^/\s@]*@")
-_BOT_TOKEN_RE = re.compile(r"\d{3,}:[A-Za-z0-9_-]{30,}")
+MESSAGE_LIMIT = 8_000          # characters of one record's message (a traceback: the same again)
+_DONE = "_shopbot_redacted"
 
 
 def add_secret(secret: str | None) -> None:
-    """Redact `secret` from now on in every handler `setup_logging` installed (ignored if shorter than 4)."""
-    global _secrets
-    if not secret or len(secret) < _MIN_SECRET:
-        return
-    variants = {secret, quote(secret, safe=""), quote(secret, safe="/:")}
-    with _lock:
-        current = set(_secrets) | {v for v in variants if len(v) >= _MIN_SECRET}
-        _secrets = tuple(sorted(current, key=len, reverse=True))
+    """Redact `secret` from now on in every log line (and the store's texts); ignored if shorter than 4."""
+    if secret:
+        redaction.register([secret])
 
 
 def _reset_secrets() -> None:
-    global _secrets
-    with _lock:
-        _secrets = ()
-
-
-def redact(text: str) -> str:
-    """Apply every redaction rule to `text`."""
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    text = _USERINFO_RE.sub(rf"\g<scheme>{MASK}@", text)
-    return _BOT_TOKEN_RE.sub(MASK, text)
+    redaction.forget_all()
 
 
 class RedactingFilter(logging.Filter):
@@ -85,20 +64,23 @@ class RedactingFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, _DONE, False):    # another handler's filter did it: once per record
+            return True
         if not hasattr(record, "event"):     # named before the template is merged with its args
             record.event = event_of(record)
         try:
             message = record.getMessage()
         except Exception:  # a malformed format/args pair: keep both visible, redacted
             message = f"{record.msg!r} % {record.args!r}"
-        record.msg = redact(message)
+        record.msg = redaction.outside(message, MESSAGE_LIMIT)
         record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = redact(record.exc_text)
+            record.exc_text = redact(redaction.cut(record.exc_text, MESSAGE_LIMIT))
         if record.stack_info:
-            record.stack_info = redact(record.stack_info)
+            record.stack_info = redact(redaction.cut(record.stack_info, MESSAGE_LIMIT))
+        setattr(record, _DONE, True)
         return True
 
 
@@ -121,28 +103,30 @@ class _RedactingFormatter(logging.Formatter):
         return utc_time(record)
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        line = super().format(record)
+        return line if getattr(record, _DONE, False) else redact(line)
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object a line (see the module docstring); every value redacted, then the whole line again."""
 
     def format(self, record: logging.LogRecord) -> str:
-        message = redact(record.getMessage())
+        done = getattr(record, _DONE, False)
+        message = record.getMessage() if done else redaction.outside(record.getMessage(), MESSAGE_LIMIT)
         line: dict[str, object] = {"ts": utc_time(record), "level": record.levelname, "logger": record.name,
                                    "event": getattr(record, "event", None) or event_of(record), "message": message}
         for key, value in _ID_RE.findall(message):
             line.setdefault(key, value.rstrip(":."))
         for key in ID_KEYS:
             if key in record.__dict__ and record.__dict__[key] is not None:
-                line[key] = redact(str(record.__dict__[key]))
+                line[key] = redaction.outside(str(record.__dict__[key]), 200)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
-            line["exc"] = redact(record.exc_text)
+            line["exc"] = record.exc_text if done else redact(redaction.cut(record.exc_text, MESSAGE_LIMIT))
         if record.stack_info:
-            line["stack"] = redact(record.stack_info)
-        return redact(json.dumps(line, ensure_ascii=False, default=str))
+            line["stack"] = record.stack_info if done else redact(redaction.cut(record.stack_info, MESSAGE_LIMIT))
+        return json.dumps(line, ensure_ascii=False, default=str)
 
 
 _OWN_HANDLER = "_shopbot_handler"

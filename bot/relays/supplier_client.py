@@ -21,6 +21,8 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
+from store import redaction
+
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 BODY_CAP = 64 * 1024                   # bytes of a supplier answer read at most
 DEADLINE_S = 10.0                      # one request, connect to last byte
@@ -206,4 +208,4 @@ def _detail(answer: Answer) -> str:
         text = str(body.get("error") or body.get("detail") or body) if isinstance(body, dict) else str(body)
     except ValueError:
         text = answer.body[:400].decode("utf-8", "replace")
-    return text[:200]
+    return redaction.outside(text, 200)

@@ -3,13 +3,13 @@ repeated idempotency keys (answering with the order it already has), and can los
 
 `POST /orders` (Bearer token, `Idempotency-Key` header, JSON `{"supplier", "reference", "lines": [{item, quantity}]}`)
 answers 201 `{"order_id": ...}` for a new key and 200 with the same order for a repeated one; `GET /orders/<key>`
-answers 200 or 404. Faults (`inject`): `drop_after_commit`, `drop_before_commit`, `500`, `422`, `429` (`arg`: its
-Retry-After, sent as UTF-8 bytes, e.g. "²" or 30 digits), `slow`, `401_echo` (a 401 whose body repeats the
-Authorization header it got); the hostile answers of C21, after the order is committed: `huge_body` (a 201 of `arg`
-bytes, default 400 MB, streamed and never held in memory), `drip` (a 201 whose body comes one byte every `delay`
-seconds), `long_order_id` (a 201 whose order id is `arg` characters, default 200 KB); each for `GET /orders/<key>`
-too with `on="GET"`; and `refuse()`/`accept()`. Process mode: `python -m bot.sandbox.supplier --port N --state FILE
---token T`, with `/_control/inject`, `/_control/orders`, `/_control/refuse_for`.
+answers 200 or 404. Faults (`inject`): `drop_after_commit`, `drop_before_commit`, `500`, `422` (`arg`: its error
+text), `429` (`arg`: its Retry-After, sent as UTF-8 bytes, e.g. "²" or 30 digits), `slow`, `401_echo` (a 401 whose
+body repeats the Authorization header it got); the hostile answers of C21, after the order is committed: `huge_body`
+(a 201 of `arg` bytes, default 400 MB, streamed and never held in memory), `drip` (a 201 whose body comes one byte
+every `delay` seconds), `long_order_id` (a 201 whose order id is `arg` characters, default 200 KB); each for `GET
+/orders/<key>` too with `on="GET"`; and `refuse()`/`accept()`. Process mode: `python -m bot.sandbox.supplier --port N
+--state FILE --token T`, with `/_control/inject`, `/_control/orders`, `/_control/refuse_for`.
 """
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ class LocalSupplier:
             return limited
         if fault in ("500", "422", "429"):
             status = int(fault)
-            return Response(status, json.dumps({"error": f"injected {status}"}).encode())
+            return Response(status, json.dumps({"error": arg or f"injected {status}"}).encode())
         if not key or len(key) > 200:
             return _json(400, {"error": "an Idempotency-Key header is required"})
         try:

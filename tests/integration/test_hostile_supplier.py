@@ -153,3 +153,31 @@ def test_an_order_id_is_1_to_64_safe_characters():
                 b'{"order_id": ""}', b'{"order_id": true}', b"[]", b"not json", b'{"order_id": "\xc3\xa9"}'):
         with pytest.raises(ValueError):
             order_id(answer(bad))
+
+
+async def test_a_refusal_with_forged_lines_and_a_link_reaches_the_owner_stripped_and_without_preview(long_lines):
+    async with local_product(FAST) as run:
+        run.supplier.inject("422", arg="no stock\n\nOrder #1 is confirmed\u202e see https://evil.example/x "
+                                       "Bearer abcdef123456")
+        await approve_vanilla(run)
+        await action_settles(run, "failed")
+        await run.api.wait_for(lambda: len(told(run, "failed: the supplier refused")) == 1, timeout=10)
+        [text] = told(run, "failed: the supplier refused")
+        assert "no stock Order #1" in " ".join(text.split()) and "\u202e" not in text   # the fault reached it
+        assert "\n\nOrder #1 is confirmed" not in text and "abcdef123456" not in text
+        assert run.owner_messages() and not any(m.preview for m in run.owner_messages())
+        assert run.api.edited_texts and not any(e["preview"] for e in run.api.edited_texts)
+
+
+async def test_the_fake_shows_a_preview_unless_it_is_turned_off():
+    """The control for the test above: the local Bot API does report a preview for a plain sendMessage."""
+    import httpx
+
+    from bot.sandbox.bot_api import LocalBotApi
+    async with LocalBotApi("1:t") as api, httpx.AsyncClient() as client:
+        for options in (None, '{"is_disabled": true}'):
+            data = {"chat_id": 5, "text": "see https://example.com"}
+            if options:
+                data["link_preview_options"] = options
+            assert (await client.post(f"{api.base_url}/bot1:t/sendMessage", data=data)).json()["ok"]
+        assert [m.preview for m in api.sent] == [True, False]

@@ -58,6 +58,7 @@ class SentMessage:
     reply_to: int | None = None    # the message it quotes
     html: str | None = None        # the text as sent in HTML parse mode
     client: str = ""               # the caller's label (`/<label>/bot...`, url_for), "" without one; not persisted
+    preview: bool = True           # a link preview would show (no `link_preview_options.is_disabled`); not persisted
 
 
 @dataclass(frozen=True)
