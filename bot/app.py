@@ -195,13 +195,14 @@ class App:
             global_burst=cfg.global_burst), lease=leaders["relay"]) if sender else None
         ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules,
                           lease=leaders["poller"]) if bot and sender else None
-        routes = [health_route(store, health), metrics_route(store, metrics)]
+        routes = [health_route(store, health), metrics_route(store, metrics, str(cfg.metrics_token))]
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
         routes += TillApi(store, parse_till_tokens(str(cfg.till_tokens))).routes() + [openapi_route()]
         if cfg.ops_token:
             routes += OpsPage(store, str(cfg.ops_token)).routes()
-        http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
+        http = (HttpServer(routes, cfg.http_host, cfg.http_port, allowed_hosts=cfg.http_hosts)
+                if cfg.http_port >= 0 else None)
         self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler, typing,
                            leaders, presence)
         return self

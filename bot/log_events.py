@@ -33,8 +33,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "app.retention_failed": ("shopbot.app", "retention failed (%s); the next daily run tries again"),
     # the HTTP server and the webhook
     "http.listening": ("shopbot.http", "http server listening on %s:%d"),
-    "webhook.bad_secret": ("shopbot.http", "webhook call with a wrong or missing secret from %s"),
-    "ops.login_refused": ("shopbot.http", "operator page: login refused from %s"),
+    "webhook.bad_secret": ("shopbot.http", "webhook call with a wrong or missing secret from %s%s"),
+    "ops.login_refused": ("shopbot.http", "operator page: login refused from %s%s"),
     "webhook.admission_failed": ("shopbot.http", "webhook admission failed, answering 500 so Telegram retries: %s"),
     # Telegram ingestion (producers/telegram)
     "ingress.admission_failed": ("shopbot.ingress", "admission failed, batch not acknowledged (%s); retrying"),

@@ -47,6 +47,7 @@ def test_the_unit_has_what_an_operator_expects():
                       "RestrictAddressFamilies", "SystemCallFilter", "CapabilityBoundingSet"):
         assert hardening in unit, hardening
     assert unit["ProtectSystem"] == ["strict"] and unit["StateDirectory"] == ["shopbot"]
+    assert int(unit["LimitNOFILE"][0]) >= 4 * 256 and unit["UMask"] == ["0077"]     # above bot/http.py's cap
 
 
 @pytest.mark.skipif(ANALYZE is None, reason=NO_ANALYZE)
