@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -401,6 +402,9 @@ def _refused(args: argparse.Namespace, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Private files (C21): the database, its WAL, the log file and backups hold the shop's records and messages;
+    # whatever umask the process was started with (outside systemd: often 022, world-readable), they are 0600.
+    os.umask(0o077)
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -7,6 +7,8 @@ wait out the drip (about 150 s) and miss the deadline."""
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 
 import pytest
 
@@ -30,7 +32,11 @@ async def test_sigterm_while_the_supplier_drips_exits_within_the_stop_deadline(t
                           SHOPBOT_SUPPLIER_URL=supplier.base_url, SHOPBOT_SUPPLIER_TOKEN="supplier-token",
                           SHOPBOT_SUPPLIER_TIMEOUT_S="60")
         supplier.inject("drip", delay=5.0)
-        await product.start()
+        umask = os.umask(0o022)               # a permissive start, as outside systemd
+        try:
+            await product.start()
+        finally:
+            os.umask(umask)
         try:
             await api.wait_for(lambda: sum(m.text.startswith("Order proposal") for m in api.sent
                                            if m.chat_id == OWNER) == 2, timeout=30)
@@ -40,6 +46,10 @@ async def test_sigterm_while_the_supplier_drips_exits_within_the_stop_deadline(t
                               card.message_id)
             await api.wait_for(lambda: ("POST" in [m for m, _ in supplier.requests]), timeout=30)
             await product.wait_db("SELECT state FROM actions", [("sending",)])    # the drip holds the request
+            # and while it runs (started with the test's umask, made 022 below), its files are private: the WAL too
+            files = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir() if p.is_file()}
+            assert {"shop.sqlite3", "shop.sqlite3-wal", "shopbot.log"} <= set(files), files
+            assert all(mode == 0o600 for mode in files.values()), files
         except BaseException:
             await product.kill()
             raise
