@@ -5,8 +5,10 @@ supplier saw the request and the stored reason names the fault): without the gua
 relay (Retry-After), fills memory (the body), hangs it (the drip) or is stored whole (the order id)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
+import sys
 
 import pytest
 
@@ -94,6 +96,12 @@ async def test_a_400_mb_body_is_cut_at_the_cap_and_the_order_held_for_the_operat
         assert len(run.supplier.orders) == 1      # it did take the order: held, never resent blindly
         assert [m for m, _ in run.supplier.requests] == ["POST"]   # and not asked again and again
         still_running(run)
+        decided = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "actions", "delivered", "1", "--db", str(run.app.cfg.db),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await decided.communicate()
+        assert decided.returncode == 0, err                      # the operator records what the supplier said
+        assert rows(run, "SELECT state FROM actions") == [("delivered",)]
 
 
 async def test_a_dripping_answer_trips_the_total_deadline_and_is_reconciled_by_key(long_lines):
