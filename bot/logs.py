@@ -43,7 +43,8 @@ __all__ = ["FORMAT", "FORMATS", "JsonFormatter", "RedactingFilter", "add_secret"
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 FORMATS = ("text", "json")
 _ID_RE = re.compile(r"\b(" + "|".join(ID_KEYS) + r")=([^\s,;()]+)")
-MESSAGE_LIMIT = 8_000          # characters of one record's message (a traceback: the same again)
+MESSAGE_LIMIT = 4_000          # characters of a message, and of a traceback: a JSON line stays under 10,000
+LINE_LIMIT = 10_000           # one JSON line at most (escaped newlines can double a traceback's length)
 _DONE = "_shopbot_redacted"
 
 
@@ -126,7 +127,12 @@ class JsonFormatter(logging.Formatter):
             line["exc"] = record.exc_text if done else redact(redaction.cut(record.exc_text, MESSAGE_LIMIT))
         if record.stack_info:
             line["stack"] = record.stack_info if done else redact(redaction.cut(record.stack_info, MESSAGE_LIMIT))
-        return json.dumps(line, ensure_ascii=False, default=str)
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        while len(text) > LINE_LIMIT and isinstance(line.get("exc") or line.get("stack"), str):
+            key = "exc" if isinstance(line.get("exc"), str) and line["exc"] else "stack"
+            line[key] = str(line[key])[:len(str(line[key])) // 2] + "…"     # escaping grew it: the trace gives way
+            text = json.dumps(line, ensure_ascii=False, default=str)
+        return text
 
 
 class OncePerSecond(logging.Filter):

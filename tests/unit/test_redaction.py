@@ -90,3 +90,15 @@ def test_a_log_record_is_one_line_of_at_most_10000_characters_redacted_once(tmp_
     lines = log_file.read_text().splitlines()
     assert len(lines) == 1 and len(lines[0]) <= 10_000 and "FORGED" in lines[0]
     assert len(calls) == 1                 # two handlers (stderr and the file), one redaction of the record
+
+
+def test_a_json_line_with_a_long_traceback_stays_under_10000_characters():
+    formatter = logs.JsonFormatter()
+    try:
+        raise RuntimeError("\n".join("x" * 50 for _ in range(2_000)))
+    except RuntimeError:
+        import sys
+        record = logging.LogRecord("shopbot.test", logging.ERROR, __file__, 1, "y" * 20_000, None, sys.exc_info())
+    logs.RedactingFilter().filter(record)
+    line = formatter.format(record)
+    assert len(line) <= 10_000 and '"exc": "Traceback' in line and len(record.exc_text or "") > 3_000   # it was long
