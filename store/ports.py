@@ -436,7 +436,7 @@ class ShopRecords(Protocol):
 
     async def sales_days(self, first: date, last: date, timezone: str,
                          item: str | None = None) -> list[dict[str, Any]]:
-        """The sales history (store/sqlite/sales.py): every (item, shop-local day) in [first, last] with a record or
+        """The sales history (store/shared/sales.py): every (item, shop-local day) in [first, last] with a record or
         out of stock, by item and day: item, day (ISO), quantity (None without a record), source ('import' or
         'till'; an imported day takes the place of the till's, so no day counts twice), out_of_stock (the item stood
         at 0 on hand at some moment of the day)."""

@@ -24,9 +24,8 @@ from psycopg import errors as pgerrors
 from psycopg.adapt import Loader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import CommitUnknown, IllegalTransition, StoreBusy, StoreError, StoreUnavailable
+from ..errors import CommitUnknown, IllegalTransition, StoreBusy, StoreError, StoreUnavailable, trigger_table
 from ..locations import redact
-from ..sqlite.connection import _trigger_table
 
 T = TypeVar("T")
 
@@ -114,7 +113,7 @@ def translate(exc: psycopg.Error) -> StoreError:
     """Driver errors become the store's own, by SQLSTATE; nothing outside store/ sees psycopg."""
     text = str(exc).split("\nCONTEXT:")[0].strip()
     if isinstance(exc, pgerrors.RaiseException):     # the triggers' `Cn: ...` refusals (RAISE EXCEPTION, P0001)
-        return IllegalTransition(text, table=_trigger_table(text))
+        return IllegalTransition(text, table=trigger_table(text))
     if isinstance(exc, (pgerrors.LockNotAvailable, pgerrors.SerializationFailure, pgerrors.DeadlockDetected,
                         pgerrors.QueryCanceled)):
         return StoreBusy(f"the database stayed locked by another transaction for over {LOCK_TIMEOUT_MS} ms: {text}")
@@ -148,6 +147,9 @@ class Database:
     def __init__(self, pool: ConnectionPool[Any], url: str) -> None:
         self._pool = pool
         self.url = url
+        # the store's in-memory counts (store/shared/tallies.py): SQLite's Database writes them with the next commit
+        # that writes anyway; here they are only written by their own flush (at most a second later)
+        self.hooks: Any = None
 
     @classmethod
     async def open(cls, url: str, *, max_size: int = 8) -> Database:

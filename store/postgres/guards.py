@@ -1,5 +1,5 @@
 """PostgreSQL's own SQL: the guards for every check-then-act that SQLite's single writer (BEGIN IMMEDIATE) makes safe,
-and the few statements whose text differs between the dialects. Everything else is the shared SQL of store/sqlite,
+and the few statements whose text differs between the dialects. Everything else is the shared SQL of store/shared,
 run through `PgConnection`.
 
 Under READ COMMITTED two transactions may both read, then both write. Each spot below serialises on a lock:
@@ -21,7 +21,6 @@ Under READ COMMITTED two transactions may both read, then both write. Each spot 
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,9 +28,9 @@ from psycopg import errors as pgerrors
 
 from ..errors import NotClaimed
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
-from ..sqlite import actions, inbox, invariants, producer_state, recovery, retention, sales, shop
-from ..sqlite.inbox import DUE
-from ..sqlite.store import DEFAULT_LEASE_S
+from ..shared import actions, inbox, producer_state, recovery, retention, sales, shop
+from ..shared.inbox import DUE
+from ..shared.store import DEFAULT_LEASE_S
 from .connection import PgConnection
 
 ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
@@ -44,18 +43,18 @@ def seed_shop(conn: PgConnection, *args: Any, **kwargs: Any) -> bool:
     """The shop seeded once however many processes start at once on an empty database (K18): behind a lock, the
     second finds it seeded."""
     conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
-    return shop.seed(conn, *args, **kwargs)  # type: ignore[arg-type]
+    return shop.seed(conn, *args, **kwargs)
 
 
 def sync_shop(conn: PgConnection, *args: Any, **kwargs: Any) -> list[str]:
     conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
-    return shop.sync(conn, *args, **kwargs)  # type: ignore[arg-type]
+    return shop.sync(conn, *args, **kwargs)
 
 
 def import_sales(conn: PgConnection, *args: Any, **kwargs: Any) -> Any:
     """Two imports at once: the second checks its days after the first committed (behind the shop's lock)."""
     conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
-    return sales.import_lines(conn, *args, **kwargs)  # type: ignore[arg-type]
+    return sales.import_lines(conn, *args, **kwargs)
 
 
 def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:
@@ -80,9 +79,9 @@ def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
             open_count = []
         if not open_count:             # once per transaction: lock, then count what every committed admitter left
             conn.execute("SELECT pg_advisory_xact_lock(?)", (ADMISSION_LOCK,))
-            open_count.append(inbox.open_agent_work(conn, capacity))  # type: ignore[arg-type]
+            open_count.append(inbox.open_agent_work(conn, capacity))
         if open_count[0] >= capacity:
-            inbox.count(conn, now, "refused_capacity")   # type: ignore[arg-type]
+            inbox.count(conn, now, "refused_capacity")
             return AdmitResult(Admission.REFUSED)
     row = conn.execute(
         "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES (?, ?, ?, ?, ?, ?) "
@@ -99,11 +98,11 @@ def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
 
 
 def admit_answered(conn: PgConnection, occurrence: Occurrence, now: str, answer: Any) -> AdmitResult:
-    """A control or notice item with its report (store/sqlite/inbox.py), with its identity locked first: the same
+    """A control or notice item with its report (store/shared/inbox.py), with its identity locked first: the same
     item admitted by two connections at once is one accepted and one duplicate, never a unique violation (its
     report is built between the identity check and the insert, so ON CONFLICT alone cannot cover it)."""
     conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (IDENTITY_LOCK, occurrence.source))
-    return inbox.admit_answered(conn, occurrence, now, answer)  # type: ignore[arg-type]
+    return inbox.admit_answered(conn, occurrence, now, answer)
 
 
 def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
@@ -191,7 +190,7 @@ SWEEP_REASON = "the run's lease expired (its process died, stopped or lost the d
 
 def sweep_one(conn: PgConnection, now: str, attempt_cap: int) -> tuple[bool, list[int]] | None:
     """One expired open run, taken `FOR UPDATE SKIP LOCKED` (a run whose owner is inside a fenced write is skipped:
-    exactly one of the two commits), ended by C10's rule (store/sqlite/recovery.py `recover_run`: an `external`
+    exactly one of the two commits), ended by C10's rule (store/shared/recovery.py `recover_run`: an `external`
     operation started and never finished counts as having acted) with C9's cap; outcome 'expired', its proposals
     void (C11). None when no run is expired. A live lease is never touched."""
     run = conn.execute(
@@ -203,7 +202,7 @@ def sweep_one(conn: PgConnection, now: str, attempt_cap: int) -> tuple[bool, lis
     result = recovery.recover_run(conn, run, now, attempt_cap, reason=SWEEP_REASON, started_external_acted=True,
                                   ended_as="expired")
     if not result[1]:          # an open run without running items (none is written so; planted or old): just end it
-        inbox._end_run(conn, run["run_id"], now, "expired", stop_reason=SWEEP_REASON)  # type: ignore[arg-type]
+        inbox._end_run(conn, run["run_id"], now, "expired", stop_reason=SWEEP_REASON)
     return result
 
 
@@ -227,7 +226,7 @@ def approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, d
     """C11: the proposal locked, and the day's spending behind its advisory lock, then SQLite's approval."""
     conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (SPEND_LOCK, day))
     conn.execute("SELECT 1 FROM proposals WHERE proposal_id = ? FOR UPDATE", (proposal_id,))
-    return actions.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)  # type: ignore[arg-type]
+    return actions.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)
 
 
 def lock_unknown_parts(conn: PgConnection, report_id: str) -> None:
@@ -250,7 +249,7 @@ class ProducerState(producer_state.ProducerState):
 
 
 def unknown_reports(conn: PgConnection) -> list[dict[str, Any]]:
-    """As store/sqlite/outbox.py, grouped by every column shown (PostgreSQL refuses bare columns)."""
+    """As store/shared/outbox.py, grouped by every column shown (PostgreSQL refuses bare columns)."""
     rows = conn.execute(
         "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
         "w.kind AS kind, substr(r.body, 1, 80) AS preview, r.created_at AS created_at "
@@ -258,16 +257,3 @@ def unknown_reports(conn: PgConnection) -> list[dict[str, Any]]:
         "WHERE d.state = 'unknown' GROUP BY d.report_id, d.chat_id, w.kind, r.body, r.created_at "
         "ORDER BY min(d.delivery_id)").fetchall()
     return [dict(r) for r in rows]
-
-
-# The invariant rules in PostgreSQL's words: SQLite's `a IS NOT b` (b not NULL) is `a IS DISTINCT FROM b`.
-_IS_NOT = re.compile(r"\bIS NOT (?!NULL\b|DISTINCT\b)")
-RULES = {rule: (text, _IS_NOT.sub("IS DISTINCT FROM ", query)) for rule, (text, query) in invariants.RULES.items()}
-
-
-def check(conn: PgConnection) -> list[Any]:
-    from ..records import Violation
-    # each branch of a rule's UNION ALL on its own: SQLite unites an integer subject with a text one, PostgreSQL not
-    return [Violation(rule, str(subject), detail)
-            for rule, (_, query) in RULES.items() for branch in query.split(" UNION ALL ")
-            for subject, detail in conn.execute(branch).fetchall()]

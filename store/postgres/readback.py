@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..records import Claim, FinishOutcome
-from ..sqlite.inbox import work_item
+from ..shared.inbox import work_item
 from .connection import PgConnection
 
 DONE, AGAIN, REFUSED = "done", "again", "refused"

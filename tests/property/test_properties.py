@@ -48,9 +48,9 @@ from store import (
     WorkKind,
     to_text,
 )
+from store.shared import store as store_api
+from store.shared.outbox import split_parts
 from store.sqlite import invariants
-from store.sqlite import store as store_api
-from store.sqlite.outbox import split_parts
 from tests.support.strategies import PROFILE, examples
 
 # the long profile runs far past pytest-timeout's 180 s default (pyproject.toml)

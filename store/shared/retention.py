@@ -22,7 +22,8 @@ repeats it until nothing is left, so the bot keeps admitting while a year of his
 from __future__ import annotations
 
 import hashlib
-import sqlite3
+
+from .connection import Connection, Row
 
 ENDED_PART = "('confirmed', 'failed', 'denied')"
 
@@ -32,7 +33,7 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def prune_batch(conn: sqlite3.Connection, cutoff: str, now: str, batch: int) -> dict[str, int]:
+def prune_batch(conn: Connection, cutoff: str, now: str, batch: int) -> dict[str, int]:
     """One transaction's worth: up to `batch` rows of each kind older than `cutoff` (UTC text). Returns the rows
     removed or emptied per kind; all zero when nothing is left."""
     done = {}
@@ -79,7 +80,7 @@ def prune_batch(conn: sqlite3.Connection, cutoff: str, now: str, batch: int) -> 
     return done
 
 
-def payload_matches(row: sqlite3.Row, payload: str) -> bool:
+def payload_matches(row: Row, payload: str) -> bool:
     """Admission's content check (C1) on a row that may be a tombstone: the payload, or its kept SHA-256."""
     if row["pruned_at"] is None:
         return row["payload"] == payload

@@ -10,10 +10,10 @@ keeps the two apart. `Database` calls the `CommitHooks` methods from its connect
 """
 from __future__ import annotations
 
-import sqlite3
 import threading
 
 from . import inbox
+from .connection import Connection
 
 FLUSH_S = 1.0
 
@@ -42,7 +42,7 @@ class Tallies:
             return bool(self._counts)
 
     # ---- CommitHooks (called in the connection thread, inside the transaction) ---------------------------
-    def before_commit(self, conn: sqlite3.Connection) -> None:
+    def before_commit(self, conn: Connection) -> None:
         with self._lock:
             due = {k: n - self._in_flight.get(k, 0) for k, n in self._counts.items()}
         for (minute, kind), n in due.items():
