@@ -114,14 +114,14 @@ def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cu
     runs_one_open_per_session, the backstop of T2) means the session is busy: another session is tried, or none."""
     skip = tuple(skip_sessions)
     while True:
-        marks = ",".join(f":skip{i}" for i in range(len(skip)))
+        skipped = f"AND w.session NOT IN ({','.join(f':skip{i}' for i in range(len(skip)))})" if skip else ""
         row = conn.execute(
             f"""SELECT w.session, w.work_id FROM work w
                 WHERE w.state = 'pending' AND w.kind = 'agent'
                   AND NOT EXISTS (SELECT 1 FROM work x WHERE x.session = w.session AND x.kind = 'agent'
                                   AND x.state IN ('pending', 'running') AND x.work_id < w.work_id)
                   AND {DUE}
-                  AND w.session NOT IN ({marks})
+                  {skipped}
                 ORDER BY w.work_id LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
             {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
         if row is None:
@@ -246,14 +246,3 @@ class ProducerState(producer_state.ProducerState):
     def get_cursor(self, schedule: str) -> Any:
         lock_cursor(self._conn, schedule)  # type: ignore[arg-type]
         return super().get_cursor(schedule)
-
-
-def unknown_reports(conn: PgConnection) -> list[dict[str, Any]]:
-    """As store/shared/outbox.py, grouped by every column shown (PostgreSQL refuses bare columns)."""
-    rows = conn.execute(
-        "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
-        "w.kind AS kind, substr(r.body, 1, 80) AS preview, r.created_at AS created_at "
-        "FROM deliveries d JOIN reports r USING (report_id) JOIN work w ON w.work_id = r.anchor "
-        "WHERE d.state = 'unknown' GROUP BY d.report_id, d.chat_id, w.kind, r.body, r.created_at "
-        "ORDER BY min(d.delivery_id)").fetchall()
-    return [dict(r) for r in rows]

@@ -42,6 +42,7 @@ from ..shared.store import (
 )
 from . import guards, leadership, migrations, readback
 from .connection import Database, PgConnection
+from .dialect import POSTGRES
 from .notify import Listener
 
 log = logging.getLogger("shopbot.store")
@@ -96,8 +97,8 @@ class PostgresStore(BaseStore):
     _forget = staticmethod(_forget)             # type: ignore[assignment]
     _approve = staticmethod(_approve)           # type: ignore[assignment]
     _resolve = staticmethod(_resolve)           # type: ignore[assignment]
-    _unknown_reports = staticmethod(guards.unknown_reports)  # type: ignore[assignment]
     _producer_state = guards.ProducerState
+    _sql = POSTGRES
     _leases = leadership
     _seed = staticmethod(guards.seed_shop)      # type: ignore[assignment]
     _sync = staticmethod(guards.sync_shop)      # type: ignore[assignment]
@@ -312,7 +313,7 @@ class PostgresStore(BaseStore):
         def read(conn: PgConnection) -> MetricsSnapshot:
             window = stats.window(conn, start, end)
             size = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
-            return metric_reads.snapshot(conn, now_dt, metric_reads.Sizes(size), window, tallies, self._oldest_open)
+            return metric_reads.snapshot(conn, now_dt, metric_reads.Sizes(size), window, tallies, self._sql.oldest_open)
         return await self.db.read(read)
 
     async def vacuum(self) -> tuple[int, int]:

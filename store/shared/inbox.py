@@ -132,14 +132,15 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
     window is not reset by later items) and has no not-before time in the future, and no turn of it is running
     (`DUE`, which also keeps a backward clock step from holding admitted work)."""
     skip = tuple(skip_sessions)
-    marks = ",".join(f":skip{i}" for i in range(len(skip)))
+    # an empty NOT IN () is SQLite's only: the clause is left out when nothing is skipped
+    skipped = f"AND w.session NOT IN ({','.join(f':skip{i}' for i in range(len(skip)))})" if skip else ""
     row = conn.execute(
         f"""SELECT w.session, w.work_id FROM work w
             WHERE w.state = 'pending' AND w.kind = 'agent'
               AND w.work_id = (SELECT min(x.work_id) FROM work x
                                WHERE x.session = w.session AND x.state IN ('pending', 'running') AND x.kind = 'agent')
               AND {DUE}
-              AND w.session NOT IN ({marks})
+              {skipped}
             ORDER BY w.work_id LIMIT 1""",
         {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
     if row is None:

@@ -39,12 +39,6 @@ class Tally:
 # table -> (id column, the grouping columns, the partial index of the open rows, what an open row is). The open rows
 # are read through their partial index: a min() by rowid would walk every ended row before the first open one.
 _TALLIED = {"work": ("work_id", "kind, state"), "deliveries": ("delivery_id", "state")}
-# The oldest open row of each tallied table, through its partial index (work_open, deliveries_open). PostgreSQL's
-# planner takes the partial index for this; SQLite is told to (store/sqlite/store.py `_oldest_open`).
-OLDEST_OPEN = {
-    "work": "SELECT min(work_id) FROM work WHERE state IN ('pending', 'running')",
-    "deliveries": "SELECT min(delivery_id) FROM deliveries WHERE state IN ('pending', 'sending', 'unknown')",
-}
 
 
 @dataclass(frozen=True)
@@ -57,7 +51,7 @@ class Sizes:
 
 
 def tallied(conn: Connection, table: str, tally: Tally,
-            oldest_open_sql: Mapping[str, str] = OLDEST_OPEN) -> dict[tuple[str, ...], int]:
+            oldest_open_sql: Mapping[str, str]) -> dict[tuple[str, ...], int]:
     """Counts by state of every row of `table`, advancing `tally` to just below its oldest open row."""
     key, group = _TALLIED[table]
     oldest_open = conn.execute(oldest_open_sql[table]).fetchone()[0]
@@ -75,9 +69,8 @@ def tallied(conn: Connection, table: str, tally: Tally,
     return counts
 
 
-def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats,
-             tallies: dict[str, Tally] | None = None,
-             oldest_open_sql: Mapping[str, str] = OLDEST_OPEN) -> MetricsSnapshot:
+def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, tallies: dict[str, Tally] | None,
+             oldest_open_sql: Mapping[str, str]) -> MetricsSnapshot:
     """Counts by state, the oldest pending age, the counters of the last complete minute, the database size, with
     C14's `window` read in the same snapshot.
     `tallies` (kept by the caller between scrapes) makes the work and delivery counts cost only the rows added or
@@ -87,7 +80,8 @@ def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats,
     for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally()), oldest_open_sql).items():
         work[(kind, state)] = n
     deliveries = dict.fromkeys(DELIVERY_STATES, 0)
-    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()), oldest_open_sql).items():
+    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()),
+                                   oldest_open_sql).items():
         deliveries[state] = n
     actions = dict.fromkeys(ACTION_STATES, 0)
     for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state"):
@@ -113,7 +107,7 @@ def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats,
 
 
 def ops_view(conn: Connection, now: datetime, tallies: dict[str, Tally],
-             oldest_open_sql: Mapping[str, str] = OLDEST_OPEN) -> dict[str, Any]:
+             oldest_open_sql: Mapping[str, str]) -> dict[str, Any]:
     """What the operator page shows beside the status counts, each read through an index (no full scan): unknown
     deliveries, the last failed work and failed or denied parts, open and quarantined actions, the counters of the
     last hour, the oldest pending age."""
@@ -124,7 +118,8 @@ def ops_view(conn: Connection, now: datetime, tallies: dict[str, Tally],
             figures["agent_work"][state] = n
     figures["work"] = {s: figures["work"].get(s, 0) for s in WORK_STATES}
     figures["agent_work"] = {s: figures["agent_work"].get(s, 0) for s in WORK_STATES}
-    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()), oldest_open_sql).items():
+    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()),
+                                   oldest_open_sql).items():
         figures["deliveries"][state] = n
     oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
     figures["oldest_pending_seconds"] = (now - from_text(oldest)).total_seconds() if oldest else None

@@ -25,9 +25,11 @@ from .connection import Connection, Row
 
 DEFAULT_LEAD_TIME_DAYS = 3
 
-_SELECT = ("SELECT o.proposal_id, o.item, o.quantity, o.state, o.approved_at, o.due_at, o.settled_at, o.settled_by, "
-           "o.event_id, o.card_chat, o.card_message, i.unit, a.action_id, a.state AS action_state, a.receipt, "
-           "a.reason AS action_reason FROM orders o JOIN items i USING (item) LEFT JOIN actions a USING (proposal_id) ")
+_COLUMNS = ("SELECT o.proposal_id, o.item, o.quantity, o.state, o.approved_at, o.due_at, o.settled_at, o.settled_by, "
+            "o.event_id, o.card_chat, o.card_message, i.unit, a.action_id, a.state AS action_state, a.receipt, "
+            "a.reason AS action_reason")
+_FROM = "FROM orders o JOIN items i USING (item) LEFT JOIN actions a USING (proposal_id) "
+_SELECT = f"{_COLUMNS} {_FROM}"
 
 
 def status_text(order: dict[str, Any]) -> str:
@@ -170,7 +172,7 @@ def restocked_after(conn: Connection, event_id: int) -> list[dict[str, Any]]:
     """Orders received by a till count (a 'restock' stock event) after `event_id`, in event order, each with
     `old_on_hand`, `new_on_hand` and the count's `source`."""
     rows = conn.execute(
-        _SELECT.replace("FROM orders o", ", e.old_on_hand, e.new_on_hand, e.source AS count_source FROM orders o")
-        + "JOIN stock_events e ON e.event_id = o.event_id WHERE o.state = 'received' AND e.kind = 'restock' "
+        f"{_COLUMNS}, e.old_on_hand, e.new_on_hand, e.source AS count_source {_FROM}"
+        "JOIN stock_events e ON e.event_id = o.event_id WHERE o.state = 'received' AND e.kind = 'restock' "
           "AND o.event_id > ? ORDER BY o.event_id", (event_id,)).fetchall()
     return [_row(r) for r in rows]

@@ -14,6 +14,7 @@ from .. import redaction
 from ..errors import IllegalTransition, UnknownTarget
 from ..records import Delivery, DeliveryState, ReportDraft
 from .connection import Connection, Row
+from .dialect import DialectSQL
 from .moves import move
 
 CAPTION_LIMIT = 1024   # Telegram: a photo's caption is at most 1,024 characters after entities parsing
@@ -163,19 +164,17 @@ def _reply_to(sources: str | None, chat_id: int) -> int | None:
     return max(ids) if ids else None
 
 
-_SELECT_DELIVERY = ("SELECT d.*, r.buttons, (SELECT group_concat(w.source) FROM report_items ri "
-                    "JOIN work w USING (work_id) WHERE ri.report_id = d.report_id AND w.source LIKE 'tg:%') "
-                    "AS sources FROM deliveries d JOIN reports r USING (report_id) ")
-
-
-def due_deliveries(conn: Connection, now: str, limit: int, skip_chats: Sequence[int] = ()) -> list[Delivery]:
+def due_deliveries(conn: Connection, sql: DialectSQL, now: str, limit: int,
+                   skip_chats: Sequence[int] = ()) -> list[Delivery]:
     """Pending deliveries that are due, oldest first, whose earlier parts are all confirmed (C7: a report's parts go
     in order and stop at the first part that is not confirmed)."""
     skip = tuple(skip_chats)
+    # an empty NOT IN () is SQLite's only: the clause is left out when no chat is skipped
+    skipped = f"AND d.chat_id NOT IN ({','.join('?' * len(skip))})" if skip else ""
     rows = conn.execute(
-        _SELECT_DELIVERY +
-        f"""WHERE d.state = 'pending' AND (d.not_before IS NULL OR d.not_before <= ?)
-              AND d.chat_id NOT IN ({','.join('?' * len(skip))})
+        f"""SELECT d.*, r.buttons, {sql.report_sources} AS sources FROM deliveries d JOIN reports r USING (report_id)
+            WHERE d.state = 'pending' AND (d.not_before IS NULL OR d.not_before <= ?)
+              {skipped}
               AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.report_id = d.report_id AND e.part < d.part
                               AND e.state != 'confirmed')
             ORDER BY d.delivery_id LIMIT ?""", (now, *skip, limit)).fetchall()
@@ -243,11 +242,13 @@ def sending_to_unknown(conn: Connection, now: str) -> list[int]:
 
 
 def unknown_reports(conn: Connection) -> list[dict[str, Any]]:
+    # grouped by every column shown (a report's parts share its chat, anchor and body): PostgreSQL refuses bare ones
     rows = conn.execute(
         "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
         "w.kind AS kind, substr(r.body, 1, 80) AS preview, r.created_at AS created_at "
         "FROM deliveries d JOIN reports r USING (report_id) JOIN work w ON w.work_id = r.anchor "
-        "WHERE d.state = 'unknown' GROUP BY d.report_id ORDER BY min(d.delivery_id)").fetchall()
+        "WHERE d.state = 'unknown' GROUP BY d.report_id, d.chat_id, w.kind, r.body, r.created_at "
+        "ORDER BY min(d.delivery_id)").fetchall()
     return [dict(r) for r in rows]
 
 

@@ -13,7 +13,7 @@ import abc
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -63,6 +63,7 @@ from . import (
 )
 from . import metrics as metric_reads
 from .connection import Connection, Database
+from .dialect import DialectSQL
 from .status import read_reports, read_status
 from .tallies import FLUSH_S, Tallies
 from .transaction import Transaction
@@ -112,14 +113,14 @@ class BaseStore(abc.ABC):
     _forget = staticmethod(inbox.forget)
     _approve = staticmethod(actions.approve)
     _resolve = staticmethod(outbox.resolve)
-    _unknown_reports = staticmethod(outbox.unknown_reports)
     _producer_state = producer_state.ProducerState
     _check = staticmethod(invariants.check_connection)
     _seed = staticmethod(shop.seed)
     _sync = staticmethod(shop.sync)
     _import_sales = staticmethod(sales.import_lines)
-    _oldest_open: Mapping[str, str] = metric_reads.OLDEST_OPEN     # the metrics' oldest-open reads (planner hints)
-    # Each dialect's own: its leader-lease module (C16) and its driver's root error.
+    # Each dialect's own: its words for the SQL that differs (store/shared/dialect.py), its leader-lease module (C16)
+    # and its driver's root error.
+    _sql: DialectSQL
     _leases: Any
     _db_error: type[Exception]
 
@@ -422,7 +423,7 @@ class BaseStore(abc.ABC):
     # ---- the relay (C7, C8) --------------------------------------------------------------------------------
     async def due_deliveries(self, limit: int = 20, skip_chats: Sequence[int] = ()) -> list[Delivery]:
         now = self.now()
-        return await self.db.read(outbox.due_deliveries, now, limit, skip_chats)
+        return await self.db.read(outbox.due_deliveries, self._sql, now, limit, skip_chats)
 
     async def next_delivery_time(self) -> datetime | None:
         text = await self.db.read(outbox.next_wake)
@@ -707,7 +708,7 @@ class BaseStore(abc.ABC):
         """The operator page's figures (store/metrics.py `ops_view`): each read through an index, the counts by
         state kept in `tallies` as for `metrics`; a read."""
         now_dt = self.clock.now()
-        return await self.db.read(metric_reads.ops_view, now_dt, tallies, self._oldest_open)
+        return await self.db.read(metric_reads.ops_view, now_dt, tallies, self._sql.oldest_open)
 
     async def runs_ended_since(self, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
         """Runs that ended at or after `mark`, oldest end first (store/metrics.py `runs_ended_since`); a read."""
@@ -731,7 +732,7 @@ class BaseStore(abc.ABC):
         cutoff, now = to_text(now_dt - timedelta(days=older_than_days)), to_text(now_dt)
         totals: dict[str, int] = {}
         while True:
-            done = await self.db.write(retention.prune_batch, cutoff, now, batch)
+            done = await self.db.write(retention.prune_batch, self._sql, cutoff, now, batch)
             for kind, n in done.items():
                 totals[kind] = totals.get(kind, 0) + n
             if not any(done.values()):

@@ -49,7 +49,8 @@ class Tallies:
             if n > 0:
                 conn.execute(
                     "INSERT INTO counters (minute, kind, count) VALUES (?, ?, ?) "
-                    "ON CONFLICT (minute, kind) DO UPDATE SET count = count + excluded.count", (minute, kind, n))
+                    "ON CONFLICT (minute, kind) DO UPDATE SET count = counters.count + excluded.count",
+                    (minute, kind, n))
                 self._in_flight[(minute, kind)] = self._in_flight.get((minute, kind), 0) + n
 
     def committed(self) -> None:

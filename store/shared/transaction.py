@@ -66,7 +66,7 @@ class Transaction:
     def unknown_reports(self) -> list[dict[str, Any]]:
         """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice
         is written about a notice's delivery: it shows in /pending and `shopbot status`)."""
-        return self._store._unknown_reports(self._conn)
+        return outbox.unknown_reports(self._conn)
 
     def status(self) -> Status:
         now = from_text(self._now)

@@ -23,6 +23,7 @@ from ..shared import stats
 from ..shared.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, DEFAULT_LEASE_S, BaseStore
 from . import health, leadership, migrations
 from .connection import BUSY_TIMEOUT_MS, Database
+from .dialect import SQLITE
 
 __all__ = ["DEFAULT_ATTEMPT_CAP", "DEFAULT_CAPACITY", "DEFAULT_DEBOUNCE_MS", "DEFAULT_LEASE_S", "SqliteStore"]
 
@@ -31,15 +32,9 @@ class SqliteStore(BaseStore):
     """The embedded default implementation of `store.ports.Store`."""
 
     db: Database
+    _sql = SQLITE
     _leases = leadership
     _db_error = sqlite3.Error
-    # SQLite's planner is told to read the oldest open row through the partial index (a min() by rowid would walk
-    # every ended row before the first open one)
-    _oldest_open = {
-        "work": "SELECT min(work_id) FROM work INDEXED BY work_open WHERE state IN ('pending', 'running')",
-        "deliveries": "SELECT min(delivery_id) FROM deliveries INDEXED BY deliveries_open "
-                      "WHERE state IN ('pending', 'sending', 'unknown')",
-    }
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     @classmethod
@@ -102,7 +97,7 @@ class SqliteStore(BaseStore):
 
         def read(conn: sqlite3.Connection) -> MetricsSnapshot:
             return metric_reads.snapshot(conn, now_dt, self._sizes(conn), stats.window(conn, start, end), tallies,
-                                         self._oldest_open)
+                                         self._sql.oldest_open)
         return await self.db.read(read)
 
     def _sizes(self, conn: sqlite3.Connection) -> metric_reads.Sizes:
