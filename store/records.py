@@ -114,6 +114,20 @@ class Delivery:
 
 
 @dataclass(frozen=True)
+class Receipt:
+    """C19: the reaction that tells the owner one admitted message was stored, set by the receipt relay.
+    `state` is `pending` (to set, again after an unknown outcome: setting a reaction is idempotent), `set` or
+    `failed` (a definite refusal, or the attempt cap)."""
+    receipt_id: int
+    chat_id: int
+    message_id: int
+    emoji: str
+    state: str
+    attempts: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class FinishOutcome:
     report_id: str
     discarded: bool = False   # C12: the session was forgotten during the run; the result was not stored

@@ -34,6 +34,7 @@ from ..records import (
     Occurrence,
     Policy,
     ProcessView,
+    Receipt,
     RecoverySummary,
     ReportDraft,
     ReportView,
@@ -55,6 +56,7 @@ from . import (
     orders,
     outbox,
     producer_state,
+    receipts,
     recovery,
     retention,
     shop,
@@ -198,6 +200,7 @@ class SqliteStore:
             self.signals.work.notify()
             self.signals.deliveries.notify()
             self.signals.actions.notify()
+            self.signals.receipts.notify()
         return changed
 
     # ---- admission (C1, C2) -------------------------------------------------------------------------------
@@ -292,6 +295,7 @@ class SqliteStore:
         result = await self.db.write(body)
         self.signals.work.notify()
         self.signals.deliveries.notify()
+        self.signals.receipts.notify()
         return result
 
     # ---- the worker (C5, C6, C9) ---------------------------------------------------------------------------
@@ -488,6 +492,31 @@ class SqliteStore:
         return moved
 
     # ---- leader leases (C16) -----------------------------------------------------------------------------------
+    # ---- receipts (C19) -------------------------------------------------------------------------------------
+    async def due_receipts(self, limit: int = 20) -> list[Receipt]:
+        now = self.now()
+        return await self.db.read(receipts.due, now, limit)
+
+    async def next_receipt_time(self) -> datetime | None:
+        text = await self.db.read(receipts.next_wake)
+        return from_text(text) if text else None
+
+    async def receipt_set(self, receipt_id: int) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: receipts.mark_set(conn, receipt_id, now))
+
+    async def receipt_retry(self, receipt_id: int, reason: str, retry_after: float) -> None:
+        now_dt = self.now_dt()
+        not_before = to_text(now_dt + timedelta(seconds=retry_after))
+        await self.db.write(lambda conn: receipts.mark_retry(conn, receipt_id, not_before, reason, to_text(now_dt)))
+
+    async def receipt_failed(self, receipt_id: int, reason: str) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: receipts.mark_failed(conn, receipt_id, reason, now))
+
+    async def receipts(self, chat_id: int | None = None, limit: int = 100) -> list[Receipt]:
+        return await self.db.read(receipts.listed, chat_id, limit)
+
     def _lease_span(self, lease_s: float) -> float:
         """A lease of `lease_s` real seconds in the store clock's seconds (an accelerated test clock runs faster)."""
         return lease_s * float(getattr(self.clock, "factor", 1.0))
