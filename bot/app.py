@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC
@@ -31,6 +32,7 @@ from bot.logs import add_secret
 from bot.metrics import MeteredModel, MeteredSender, Metrics, metrics_route
 from bot.ops_page import OpsPage
 from bot.relays.notices import announce_unknowns
+from bot.relays.receipts import ReceiptRelay
 from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
@@ -70,6 +72,22 @@ class Parts:
     typing: TypingIndicator | None = None
     leaders: dict[str, Leader] | None = None
     presence: Presence | None = None
+    receipts: ReceiptRelay | None = None
+
+
+async def _side_by_side(*bodies: Coroutine[Any, Any, None] | None) -> None:
+    """The report relay and the receipt relay (C19) under one leader lease, each in its own task so that a reply
+    never waits behind a receipt; the first failure (a lost lease) ends both and is raised as it is."""
+    tasks = [asyncio.create_task(body) for body in bodies if body is not None]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
 
 
 class StartAborted(Exception):
@@ -171,8 +189,10 @@ class App:
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(
             chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s, chat_burst=cfg.chat_burst,
             global_burst=cfg.global_burst), lease=leaders["relay"]) if sender else None
+        # always run where the relay runs: receipts stored before SHOPBOT_RECEIPT_REACTION was emptied are still set
+        receipts = ReceiptRelay(store, sender, self.allowed_chat) if sender else None
         ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules,
-                          lease=leaders["poller"]) if bot and sender else None
+                          lease=leaders["poller"], receipt=cfg.receipt_reaction) if bot and sender else None
         routes = [health_route(store, health), metrics_route(store, metrics)]
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
@@ -181,7 +201,7 @@ class App:
             routes += OpsPage(store, str(cfg.ops_token)).routes()
         http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
         self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler, typing,
-                           leaders, presence)
+                           leaders, presence, receipts)
         return self
 
     async def _initialize(self, bot: Any) -> None:
@@ -342,8 +362,10 @@ class App:
                 cancel_on_stop.append(tasks.create_task(self._supervised(
                     "ingress", lead["poller"].run(lambda fence: ingress.poll()))))
             if p.relay:
-                relay = p.relay
-                tasks.create_task(self._supervised("relay", lead["relay"].run(lambda fence: relay.run(), relay.stop)))
+                relay, receipts = p.relay, p.receipts
+                tasks.create_task(self._supervised("relay", lead["relay"].run(
+                    lambda fence: _side_by_side(relay.run(), receipts.run() if receipts else None),
+                    lambda: (relay.stop(), receipts.stop() if receipts else None))))
             if p.actions:
                 actions = p.actions
                 tasks.create_task(lead["actions"].run(lambda fence: actions.run(), actions.stop))
@@ -400,8 +422,9 @@ class App:
                 await p.ingress.poll(drain=True)
             if p.store.lease_s is not None:
                 await self._sweep(p.store)       # expired leases of other processes, as `run` sweeps them
+            sent = await p.receipts.drain() if p.receipts else 0
             turns = await p.worker.drain()
-            sent = await p.relay.drain() if p.relay else 0
+            sent += await p.relay.drain() if p.relay else 0
             acted = await p.actions.drain() if p.actions else 0
             if acted:
                 sent += await p.relay.drain() if p.relay else 0
