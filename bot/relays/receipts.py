@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from bot.relays.sender import OutcomeKind, SendOutcome
-from store import Receipt, Store, StoreError
+from store import Receipt, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.receipts")
 
@@ -82,6 +82,7 @@ class ReceiptRelay:
         if not self.allowed(receipt.chat_id):          # C3 at send time, as for replies
             await self.store.receipt_failed(receipt.receipt_id, "the chat is no longer allow-listed (C3)")
             return None
+        faults.reached("K19")
         outcome = await self.sender.react(receipt.chat_id, receipt.message_id, receipt.emoji)
         kind = outcome.kind
         if kind is OutcomeKind.CONFIRMED:
