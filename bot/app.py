@@ -15,8 +15,8 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Coroutine
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -32,6 +32,7 @@ from bot.logs import add_secret
 from bot.metrics import MeteredModel, MeteredSender, Metrics, metrics_route
 from bot.ops_page import OpsPage
 from bot.relays.notices import announce_unknowns
+from bot.relays.progress import ProgressDrafts
 from bot.relays.receipts import ReceiptRelay
 from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
@@ -51,6 +52,7 @@ from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
 from store import Claim, InstanceLock, PartStopped, Status, Store, StoreError, faults, open_store, parse_clock
 from worker.models import ModelConfigFault, load_model
+from worker.money import language
 from worker.worker import Worker, WorkerSettings
 
 log = logging.getLogger("shopbot.app")
@@ -73,6 +75,7 @@ class Parts:
     leaders: dict[str, Leader] | None = None
     presence: Presence | None = None
     receipts: ReceiptRelay | None = None
+    progress: ProgressDrafts | None = None
 
 
 async def _side_by_side(*bodies: Coroutine[Any, Any, None] | None) -> None:
@@ -144,7 +147,7 @@ class App:
         owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
         health = Health()
         metrics = Metrics(lambda: self._parts_up(health), start_mark=store.now())   # turns count from here
-        sender = bot = typing = None
+        sender = bot = typing = progress = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
             await self._initialize(bot)
@@ -152,6 +155,9 @@ class App:
             sender = MeteredSender(bot, metrics)
             typing = TypingIndicator(sender.typing)
             self._stack.push_async_callback(typing.aclose)     # before the Bot's client closes
+            progress = ProgressDrafts(sender.draft, store.run_steps, after_s=cfg.progress_after_ms / 1000,
+                                      language=language(shop.locale))
+            self._stack.push_async_callback(progress.aclose)
         try:
             model = MeteredModel(load_model(cfg.model, base_url=cfg.model_base_url or None,
                                             api_key=str(cfg.model_api_key) or None, timeout=cfg.model_timeout_s,
@@ -201,7 +207,7 @@ class App:
             routes += OpsPage(store, str(cfg.ops_token)).routes()
         http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
         self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler, typing,
-                           leaders, presence, receipts)
+                           leaders, presence, receipts, progress)
         return self
 
     async def _initialize(self, bot: Any) -> None:
@@ -244,11 +250,19 @@ class App:
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
 
-    def _typing(self, claim: Claim) -> AbstractAsyncContextManager[object]:
-        """"typing…" in the reply's chat while the model runs, never awaited on the reply's path (relays/typing.py)."""
-        if self.parts and self.parts.typing and claim.destination and claim.destination.startswith("tg:"):
-            return self.parts.typing.during(int(claim.destination[3:]))
-        return contextlib.nullcontext()
+    @contextlib.asynccontextmanager
+    async def _typing(self, claim: Claim) -> AsyncIterator[None]:
+        """"typing…" in the reply's chat while the model runs, never awaited on the reply's path (relays/typing.py),
+        and the progress drafts naming the run's steps (relays/progress.py, C20)."""
+        p = self.parts
+        async with contextlib.AsyncExitStack() as stack:
+            if p and claim.destination and claim.destination.startswith("tg:"):
+                chat_id = int(claim.destination[3:])
+                if p.typing:
+                    await stack.enter_async_context(p.typing.during(chat_id))
+                if p.progress and chat_id > 0:          # drafts are for private chats only (an owner's is)
+                    await stack.enter_async_context(p.progress.during(chat_id, claim.run_id))
+            yield
 
     async def _telegram_setup(self) -> None:
         p = self.parts

@@ -292,6 +292,9 @@ class Journal(Protocol):
                           acted_outside: bool = False) -> None:
         """Journal a tool call's result after it acted."""
 
+    async def run_steps(self, run_id: str) -> list[str]:
+        """The tool names a run has journaled so far, in the order they started; a read (C20's progress drafts)."""
+
     async def record_draft(self, run_id: str, item: str, quantity: int) -> dict[str, Any]:
         """An order draft of an open run (an internal effect): item, quantity, cost."""
 

@@ -395,6 +395,9 @@ class SqliteStore:
         await self.db.write(lambda conn: journal.op_started(conn, run_id, call_id, tool, arguments, effect, now,
                                                             guard=self._guard_run))
 
+    async def run_steps(self, run_id: str) -> list[str]:
+        return await self.db.read(journal.steps, run_id)
+
     async def op_finished(self, run_id: str, call_id: str, status: str, result: dict[str, Any], *,
                           acted_outside: bool = False) -> None:
         now = self.now()

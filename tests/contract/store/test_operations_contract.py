@@ -45,3 +45,15 @@ async def test_prune_never_takes_less_than_a_day(store: Store):
         assert "at least one day" in str(exc)
     else:
         raise AssertionError("a prune of less than a day was accepted")
+
+
+async def test_a_runs_steps_are_its_journaled_tools_in_order(store: Store):
+    await store.admit(Occurrence("tg:1:5", "tg:1", "stock", WorkKind.AGENT, "tg:1"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    assert await store.run_steps(claim.run_id) == []
+    await store.op_started(claim.run_id, "c1", "list_stock", {}, "read")
+    await store.op_finished(claim.run_id, "c1", "done", {})
+    await store.op_started(claim.run_id, "c2", "sales_rate", {"days": 14}, "read")
+    assert await store.run_steps(claim.run_id) == ["list_stock", "sales_rate"]
+    assert await store.run_steps("no-such-run") == []
