@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from producers.schedule import OPENING_BRIEF, Schedule, ScheduleError, parse_schedules
 from store import ItemSpec
-from worker.money import LOCALES
+from worker.money import LOCALES, formattable
 
 
 class ShopFileError(ValueError):
@@ -122,6 +122,9 @@ def _currency(data: dict) -> str:
     currency = data.get("currency", "USD")
     if not isinstance(currency, str) or not re.fullmatch(r"[A-Z]{3}", currency):
         raise ShopFileError(f"currency must be a three-letter code such as USD, got {currency!r}"[:300])
+    if not formattable(currency):     # refused at start, never shown wrong (money reads through Babel, CLDR)
+        raise ShopFileError(f"currency {currency!r} is not one Babel (CLDR) can format; use an ISO 4217 code such "
+                            "as USD, EUR, GBP, JPY or KWD")
     return currency
 
 
