@@ -52,7 +52,8 @@ from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
 from store import Claim, InstanceLock, PartStopped, Status, Store, StoreError, faults, open_store, parse_clock
 from worker.models import ModelConfigFault, load_model
-from worker.money import language
+from worker.money import ShopFormat, language
+from worker.units import count_of
 from worker.worker import Worker, WorkerSettings
 
 log = logging.getLogger("shopbot.app")
@@ -191,7 +192,8 @@ class App:
             actions = ActionRelay(store, adapter, {supplier_destination}, owner_chat, lease=leaders["actions"])
         else:
             log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
-        rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination, shop.lead_time_days)
+        rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination, shop.lead_time_days,
+                              money=ShopFormat(shop.currency, shop.locale, shop.timezone).cents, count=count_of)
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(
             chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s, chat_burst=cfg.chat_burst,
             global_burst=cfg.global_burst), lease=leaders["relay"]) if sender else None

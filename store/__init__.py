@@ -46,6 +46,7 @@ from .records import (
     AdmitResult,
     Claim,
     Decision,
+    DecisionKind,
     Delivery,
     DeliveryState,
     Fence,
@@ -121,7 +122,8 @@ __all__ = [
     "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
     "StoreUnavailable", "UnknownTarget",
     # records
-    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState", "Fence",
+    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "DecisionKind", "Delivery",
+    "DeliveryState", "Fence",
     "FinishOutcome", "ItemSpec", "LeaderView", "MetricsSnapshot", "Occurrence", "Policy", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "Stats", "Status", "Violation", "WorkItem", "WorkKind",
     "WorkState",

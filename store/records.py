@@ -183,12 +183,37 @@ class Action:
     attempts: int
 
 
+class DecisionKind(enum.StrEnum):
+    """What an approve/reject press did to a proposal; the owner's words for it are the renderer's
+    (producers/telegram/wording.py), never the store's."""
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    NOT_FOUND = "not_found"            # no such proposal
+    NOT_AWAITING = "not_awaiting"      # decided, expired or void already (`state` says which)
+    EXPIRED = "expired"                # it expired just now, before this approval
+    OVER_DAY_LIMIT = "over_day_limit"  # approving it would go over the day's spending limit: it stays awaiting
+
+
 @dataclass(frozen=True)
 class Decision:
-    """The outcome of an approve/reject press, in words the owner reads."""
-    ok: bool
-    text: str
+    """The typed outcome of an approve/reject press: amounts in the shop's minor units, as the records keep them."""
+    kind: DecisionKind
+    proposal_id: int
     action_id: int | None = None
+    item: str = ""
+    quantity: int = 0
+    unit: str = ""
+    total_cents: int = 0
+    state: str = ""                    # the proposal's state, for NOT_AWAITING
+    day_max_cents: int | None = None   # for OVER_DAY_LIMIT: the limit and what the day already holds
+    reserved_cents: int = 0
+
+    def __post_init__(self) -> None:   # a kind given as its text becomes the member, so `is` holds
+        object.__setattr__(self, "kind", DecisionKind(self.kind))
+
+    @property
+    def ok(self) -> bool:
+        return self.kind in (DecisionKind.APPROVED, DecisionKind.REJECTED)
 
 
 Buttons = Sequence[Sequence[tuple[str, str]]]

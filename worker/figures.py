@@ -37,6 +37,7 @@ from datetime import date, datetime, time
 from decimal import Decimal, InvalidOperation
 
 from worker.money import MONTHS, Money, ShopFormat
+from worker.units import count_of
 
 DASH = "—"
 FIGURES_HEADER = "Figures:"   # the block's first line; the renderer folds the block into an expandable quote
@@ -318,8 +319,12 @@ def format_value(value: Value, fmt: ShopFormat | None = None) -> str:
 
 
 def figure_line(figure: Figure, fmt: ShopFormat | None = None) -> str:
-    unit = f" {figure.unit}" if figure.unit and not isinstance(figure.value, Money) else ""
-    return f"- {figure.label}: {format_value(figure.value, fmt)}{unit}"
+    """`- vanilla on hand: 1 tub`: a count and its unit agree (worker/units.py); money in the shop's format."""
+    value = figure.value
+    if figure.unit and isinstance(value, (int, float)) and not isinstance(value, bool) and figure.unit != "%":
+        return f"- {figure.label}: {count_of(value, figure.unit)}"
+    unit = f" {figure.unit}" if figure.unit and not isinstance(value, Money) else ""
+    return f"- {figure.label}: {format_value(value, fmt)}{unit}"
 
 
 def items_named(text: str, figures: Iterable[Figure]) -> set[str]:

@@ -5,11 +5,13 @@ through the outbox; only the callback answer itself (the button's little spinner
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from store import Admission, AdmitResult, Occurrence, ReportDraft, Status, Transaction, WorkKind, from_text
+
+from . import wording
 
 BRIEF_PROMPT = "Prepare the opening brief"
 
@@ -69,7 +71,7 @@ def status_text(status: Status) -> str:
     return "\n".join(lines)
 
 
-def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
+def received_reply(tx: Transaction, text: str, chat_id: int, by: str, rules: ApprovalRules | None = None) -> str:
     """`/received <order> [count]`: the order arrived; with a count, the stock counted after the delivery."""
     args = text.split()[1:]
     if not 1 <= len(args) <= 2 or not all(a.lstrip("#").isdigit() for a in args):
@@ -82,23 +84,25 @@ def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
         return f"Order #{proposal_id} is not on order{state}; nothing changed."
     tx.close_prompts("order", str(proposal_id), "received", by)
     done = tx.receive_order(proposal_id, by, counted)
-    how = (f"{done['quantity']} {done['unit']} added" if counted is None
-           else f"you counted {counted} {done['unit']}")
-    text = (f"Received order #{proposal_id} ({done['quantity']} {done['unit']} of {done['item']}): {how}; "
-            f"{done['item']} is now {done['new_on_hand']} {done['unit']} on hand.")
+    count = (rules or ApprovalRules()).count
+    how = (f"{count(done['quantity'], done['unit'])} added" if counted is None
+           else f"you counted {count(counted, done['unit'])}")
+    text = (f"Received order #{proposal_id} ({count(done['quantity'], done['unit'])} of {done['item']}): {how}; "
+            f"{done['item']} is now {count(done['new_on_hand'], done['unit'])} on hand.")
     edit_order_card(tx, proposal_id, text, "received")
     return text
 
 
-def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", user_id: int | None = None
-                  ) -> ReportDraft:
+def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", user_id: int | None = None,
+                  rules: ApprovalRules | None = None) -> ReportDraft:
     destination = f"tg:{chat_id}"
     if command == "received":
-        return ReportDraft(received_reply(tx, text, chat_id, f"owner:{user_id or chat_id}"), destination=destination)
+        return ReportDraft(received_reply(tx, text, chat_id, f"owner:{user_id or chat_id}", rules),
+                           destination=destination)
     if command == "status":
         return ReportDraft(status_text(tx.status()), destination=destination)
     if command == "pending":
-        return pending_reply(tx, chat_id)
+        return pending_reply(tx, chat_id, rules)
     if command == "forget":
         nonce = tx.create_prompt("forget", f"tg:{chat_id}", chat_id)
         return ReportDraft("Forget this conversation? I will delete what I remember of it and cancel requests "
@@ -118,10 +122,11 @@ def proposal_buttons(tx: Transaction, proposal: dict, chat_id: int, suffix: str 
     return [[(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")]]
 
 
-def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
+def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = None) -> ReportDraft:
     """/pending: everything that waits for the owner, each with its buttons: proposals awaiting Approve/Reject,
     replies that may not have arrived (Resend / I have it), orders on order (Received; Not arrived once late)."""
     destination = f"tg:{chat_id}"
+    rules = rules or ApprovalRules()
     proposals = tx.awaiting_proposals()
     unknown = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
     orders = tx.open_orders()
@@ -137,8 +142,8 @@ def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
     if proposals:
         lines.append("Proposals awaiting your decision:")
         for p in proposals[:PENDING_LIMIT]:
-            lines.append(f"- #{p['proposal_id']} {p['item']}: {p['quantity']} {p['unit']} for "
-                         f"{p['total_cents']} cents")
+            lines.append(f"- #{p['proposal_id']} {p['item']}: {rules.count(p['quantity'], p['unit'])} for "
+                         f"{rules.money(p['total_cents'])}")
             buttons += proposal_buttons(tx, p, chat_id, f" #{p['proposal_id']}")
         more(proposals)
     if unknown:
@@ -154,7 +159,7 @@ def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
         lines.append("Orders on order, awaiting Received:")
         for o in orders[:PENDING_LIMIT]:
             late = from_text(o["due_at"]) <= tx.at
-            lines.append(f"- #{o['proposal_id']} {o['item']}: {o['quantity']} {o['unit']}, {o['status']}, "
+            lines.append(f"- #{o['proposal_id']} {o['item']}: {rules.count(o['quantity'], o['unit'])}, {o['status']}, "
                          + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
             [row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
             buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in row])
@@ -162,10 +167,11 @@ def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
     return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
 
 
-def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str) -> AdmitResult:
+def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str,
+                  rules: ApprovalRules | None = None) -> AdmitResult:
     """A control command: never refused for capacity, answered in its admission."""
     return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", text, WorkKind.CONTROL, f"tg:{chat_id}"),
-                             lambda t, work_id: command_reply(t, command, chat_id, text))
+                             lambda t, work_id: command_reply(t, command, chat_id, text, rules=rules))
 
 
 def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply: str) -> AdmitResult:
@@ -200,6 +206,10 @@ class ApprovalRules:
     day_max_cents: int | None = None
     supplier_destination: str = "supplier:supplier"
     lead_time_days: int = 3          # an order not received this long after its approval is asked about once
+    # how the owner reads money and counts: the app passes the shop's (ShopFormat.cents, worker.units.count_of);
+    # the defaults, for tests that build rules alone, read an amount as a plain decimal of two places
+    money: wording.Money = field(default=lambda cents: f"{cents / 100:.2f}", compare=False)
+    count: wording.Count = field(default=lambda n, unit: f"{n} {unit}".strip(), compare=False)
 
     def day(self, now: datetime) -> str:
         """The shop's local date at `now`: the day of the per-day spending limit."""
@@ -269,7 +279,7 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
         buttons = order_buttons(tx, proposal_id, press.chat_id) if decision.ok and verb == "approve" else None
         if decision.ok and verb == "approve" and press.message_id is not None:
             tx.set_order_card(proposal_id, press.chat_id, press.message_id)
-        return Outcome(decision.text, decision.ok, buttons)
+        return Outcome(wording.decision_text(decision, rules.money, rules.count), decision.ok, buttons)
     if prompt.kind == "order":
         return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id))
     if prompt.kind == "forget":

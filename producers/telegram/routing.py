@@ -165,7 +165,7 @@ class Router:
             if command == "brief":
                 outcome = self._agent(tx, chat_id, source, owner.BRIEF_PROMPT)
             else:
-                outcome = owner.admit_command(tx, source, chat_id, text[:MAX_TEXT], command).outcome
+                outcome = owner.admit_command(tx, source, chat_id, text[:MAX_TEXT], command, self.rules).outcome
         else:
             outcome = self._agent(tx, chat_id, source, text[:MAX_TEXT])
         if outcome is Admission.ACCEPTED and self.receipt:
