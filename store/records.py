@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -273,6 +273,12 @@ class Policy:
     day_max_cents: int | None = None
     day: str = ""                    # the shop's local date now, for the per-day limit
     expires_at: str | None = None    # approvals after this change nothing
+    # how a limit's amounts read in a refusal the owner sees (the worker passes ShopFormat.cents): the store never
+    # words money itself; without one, amounts read as plain decimals of two places
+    money: Callable[[int], str] | None = field(default=None, compare=False, repr=False)
+
+    def amount(self, cents: int) -> str:
+        return self.money(cents) if self.money is not None else f"{cents / 100:.2f}"
 
 
 # ---- the readers of status, reports and metrics: typed here, JSON only at the edge (`to_json`) -----------------

@@ -107,7 +107,7 @@ class WorkerSettings:
     def policy(self, now: datetime) -> Policy:
         return Policy(self.supplier, self.order_max_cents, self.day_max_cents,
                       day=now.astimezone(ZoneInfo(self.shop_timezone)).date().isoformat(),
-                      expires_at=to_text(now + timedelta(seconds=self.proposal_expiry_s)))
+                      expires_at=to_text(now + timedelta(seconds=self.proposal_expiry_s)), money=self.fmt().cents)
 
 
 class Worker:
