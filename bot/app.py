@@ -171,7 +171,7 @@ class App:
         leaders = {name: Leader(store, name, holder, cfg.lease_s) for name in NAMES}
         presence = Presence(store, holder, cfg.lease_s)
         clock_producer = ClockProducer(store, shop.schedules, owner_chat)
-        watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
+        watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance, count=count_of)
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
         scheduler.lease = leaders["producers"]
         worker = Worker(store, model, WorkerSettings(

@@ -225,7 +225,8 @@ class Outcome:
 
 
 def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: str,
-                 pressed_on: tuple[int, int | None] | None = None) -> Outcome:
+                 pressed_on: tuple[int, int | None] | None = None, rules: ApprovalRules | None = None) -> Outcome:
+    count = (rules or ApprovalRules()).count
     order = tx.order(proposal_id)
     if order is None or order["state"] != "on_order":
         tx.decide_prompt(nonce, "stale", by)
@@ -234,12 +235,13 @@ def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: s
     tx.close_prompts("order", str(proposal_id), verb, by)
     if verb == "received":
         done = tx.receive_order(proposal_id, by)
-        outcome = Outcome(f"Received order #{proposal_id}: {done['quantity']} {done['unit']} of {done['item']} "
-                          f"added; {done['item']} is now {done['new_on_hand']} {done['unit']} on hand.", True)
+        outcome = Outcome(f"Received order #{proposal_id}: {count(done['quantity'], done['unit'])} of {done['item']} "
+                          f"added; {done['item']} is now {count(done['new_on_hand'], done['unit'])} on hand.", True)
     else:
         tx.order_not_arrived(proposal_id, by)
-        outcome = Outcome(f"Noted: order #{proposal_id} ({order['quantity']} {order['unit']} of {order['item']}) has "
-                          "not arrived. I no longer count it as on order, so the stock watcher and reorder may "
+        ordered = count(order["quantity"], order["unit"])
+        outcome = Outcome(f"Noted: order #{proposal_id} ({ordered} of {order['item']}) has not arrived."
+                          " I no longer count it as on order, so the stock watcher and reorder may "
                           f"propose {order['item']} again. Check with the supplier before ordering twice.", True)
     if order["card_message"] is not None and pressed_on != (order["card_chat"], order["card_message"]):
         edit_order_card(tx, proposal_id, outcome.text, verb)     # pressed elsewhere: the order's card says so too
@@ -281,7 +283,7 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
             tx.set_order_card(proposal_id, press.chat_id, press.message_id)
         return Outcome(wording.decision_text(decision, rules.money, rules.count), decision.ok, buttons)
     if prompt.kind == "order":
-        return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id))
+        return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id), rules)
     if prompt.kind == "forget":
         tx.decide_prompt(nonce, verb, by)
         if verb == "keep":
