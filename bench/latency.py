@@ -8,10 +8,14 @@ time, at most `--rate` a second (default 20, under the global 30), rotating over
 each chat gets one message every 5 s, under its pace). Every `sendChatAction` (the typing indicator) is answered
 `--typing-delay-ms` late by the server (default 150 ms) to show that the reply does not wait for it.
 
-Printed per run: p50/p99/max latency, the limits as the server saw them (most replies in any one second, the
-shortest gap between two replies to one chat), typing calls, how long after its sendMessage arrived each reply's
-`confirmed` was committed (before the next message is posted, so no later work can carry it), and store commits
-per owner message.
+The receipt (C19: the 👀 reaction set on each owner message once it is stored) is timed the same way, from the
+message becoming visible to its setMessageReaction arriving; its p50 is at most the reply's (it is committed with
+the admission, before the turn can be claimed).
+
+Printed per run: p50/p99/max latency, the receipt's p50/p99, the limits as the server saw them (most replies in any
+one second, the shortest gap between two replies to one chat), typing calls, how long after its sendMessage arrived
+each reply's `confirmed` was committed (before the next message is posted, so no later work can carry it), and store
+commits per owner message.
 
     python -m bench.latency [--messages 1000] [--chats 100] [--rate 20] [--typing-delay-ms 150] [--repeats 3]
                             [--no-typing]
@@ -55,6 +59,7 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
                  "SHOPBOT_GLOBAL_BURST": "30", "SHOPBOT_SHOP_FILE": str(CALM_SHOP), "SHOPBOT_LOG_LEVEL": "WARNING",
                  "SHOPBOT_OWNER_CHAT_ID": str(owners[0])}
     latencies: list[float] = []
+    receipts: list[float] = []
     arrivals: list[tuple[float, int]] = []
     confirm_lags: list[float] = []
     async with local_product(overrides) as run:
@@ -90,9 +95,12 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
             before = len(api.sent)
             start = next_at = time.perf_counter()
             next_at += gap
-            api.post_message(chat, chat, "help")
+            message_id = api.post_message(chat, chat, "help")["message"]["message_id"]
             await api.wait_for(lambda b=before: len(api.sent) > b, timeout=10)
             arrived = time.perf_counter()
+            await api.wait_for(lambda c=chat, m=message_id: api.reaction(c, m) is not None, timeout=10)
+            reacted = next(r["at"] for r in reversed(api.reaction_calls)
+                           if (r["chat_id"], r["message_id"]) == (chat, message_id))
             # outside the measured path: the reply's `confirmed` is committed with no later work to carry it
             while reader.execute("SELECT count(*) FROM deliveries WHERE state = 'confirmed'").fetchone()[0] <= n:
                 if time.perf_counter() - arrived > 5:
@@ -100,6 +108,7 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
                 await asyncio.sleep(0.001)
             if n >= WARM_UP:
                 latencies.append((arrived - start) * 1000)
+                receipts.append((reacted - start) * 1000)
                 arrivals.append((arrived, chat))
                 confirm_lags.append((time.perf_counter() - arrived) * 1000)
         commits_counted = commits - commits_at_start
@@ -109,7 +118,7 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
     for t, chat in arrivals:
         per_chat.setdefault(chat, []).append(t)
     shortest = min((b - a for ts in per_chat.values() for a, b in zip(ts, ts[1:], strict=False)), default=float("inf"))
-    return {"latencies": latencies, "most_per_s": most_in_one_second([t for t, _ in arrivals]),
+    return {"latencies": latencies, "receipts": receipts, "most_per_s": most_in_one_second([t for t, _ in arrivals]),
             "shortest_chat_gap_s": shortest, "typing_calls": typing_calls, "confirm_lags": confirm_lags,
             "commits_per_message": commits_counted / messages, "messages": messages,
             "write_p50_ms": percentile(write_ms, 50)}
@@ -126,7 +135,7 @@ def main() -> None:
     args = parser.parse_args()
     for key, value in machine().items():
         print(f"{key}: {value}")
-    p50s, p99s, commit_counts = [], [], []
+    p50s, p99s, commit_counts, receipt_p50s, receipt_p99s = [], [], [], [], []
     for repeat in range(args.repeats):
         r = asyncio.run(one_run(args.messages, args.chats, args.rate, args.typing_delay_ms / 1000,
                                 not args.no_typing))
@@ -134,9 +143,12 @@ def main() -> None:
         p50, p99 = percentile(values, 50), percentile(values, 99)
         p50s.append(p50)
         p99s.append(p99)
+        receipt_p50s.append(percentile(r["receipts"], 50))
+        receipt_p99s.append(percentile(r["receipts"], 99))
         commit_counts.append(r["commits_per_message"])
         print(f"run {repeat + 1}: {len(values)} messages over {args.chats} chats at <= {args.rate:g}/s, typing "
               f"answered {args.typing_delay_ms:g} ms late: p50 {p50:.2f} ms  p99 {p99:.2f} ms  max {max(values):.2f} ms"
+              f" | receipt p50 {receipt_p50s[-1]:.2f} ms  p99 {receipt_p99s[-1]:.2f} ms"
               f" | limits seen by the server: at most {r['most_per_s']} replies in any second, shortest gap between "
               f"two replies to one chat {r['shortest_chat_gap_s']:.2f} s | {r['typing_calls']} sendChatAction calls"
               f" | each reply confirmed by itself, {percentile(r['confirm_lags'], 50):.1f} ms (p50) after its "
@@ -145,7 +157,9 @@ def main() -> None:
               f"queue and fsync included)")
     print(f"median of {args.repeats} runs: p50 {statistics.median(p50s):.2f} ms (target <= 10)  "
           f"p99 {statistics.median(p99s):.2f} ms (target <= 50)  {statistics.median(commit_counts):.2f} commits per "
-          "owner message")
+          f"owner message | receipt p50 {statistics.median(receipt_p50s):.2f} ms  p99 "
+          f"{statistics.median(receipt_p99s):.2f} ms (its p50 at most the reply's: "
+          f"{'yes' if statistics.median(receipt_p50s) <= statistics.median(p50s) else 'NO'})")
 
 
 if __name__ == "__main__":

@@ -370,7 +370,8 @@ async def set_message_reaction(st: ApiState, params: dict) -> _Response:
     emoji = [r.get("emoji") for r in reaction]
     if any(r.get("type") != "emoji" for r in reaction) or not all(e in REACTION_EMOJI for e in emoji):
         return _err(400, "Bad Request: REACTION_INVALID")
-    entry = {"chat_id": chat_id, "message_id": message_id, "emoji": emoji[0] if emoji else None}
+    entry = {"chat_id": chat_id, "message_id": message_id, "emoji": emoji[0] if emoji else None,
+             "at": time.perf_counter()}
     st.reactions[(json.dumps(chat_id), message_id)] = entry["emoji"]
     st._store.log("reaction", entry)
     st.reaction_calls.append(entry)
