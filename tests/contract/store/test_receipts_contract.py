@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import IllegalTransition, ManualClock, Occurrence, Store, Transaction, WorkKind
+from store import Admission, IllegalTransition, ManualClock, Occurrence, Store, Transaction, WorkKind
 
 
 def admit_with_receipt(chat_id: int, message_id: int, emoji: str = "👀"):  # type: ignore[no-untyped-def]
@@ -53,3 +53,17 @@ async def test_a_rolled_back_admission_leaves_no_receipt(store: Store):
     with pytest.raises(RuntimeError):
         await store.atomic(body)
     assert await store.receipts() == []
+
+
+async def test_retention_removes_ended_receipts_only(store: Store, clock: ManualClock):
+    await store.atomic(admit_with_receipt(1, 10))
+    await store.atomic(admit_with_receipt(1, 11))
+    first = next(r for r in await store.due_receipts() if r.message_id == 10)
+    await store.receipt_set(first.receipt_id)
+    clock.advance(3 * 86400)
+    done = await store.prune(2)
+    assert done["receipts"] == 1
+    assert [(r.message_id, r.state) for r in await store.receipts()] == [(11, "pending")]   # the pending one stays
+    # a redelivery after the prune is still a duplicate by its work row, so the router writes no second receipt
+    again = await store.admit(Occurrence("tg:1:10", "tg:1", "stock", WorkKind.AGENT, "tg:1"))
+    assert again.outcome is Admission.DUPLICATE
