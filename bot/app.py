@@ -50,10 +50,20 @@ from producers.telegram.polling import Ingress
 from producers.telegram.routing import ALLOWED_UPDATES
 from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
-from store import Claim, InstanceLock, PartStopped, Status, Store, StoreError, faults, open_store, parse_clock
+from store import (
+    Claim,
+    InstanceLock,
+    PartStopped,
+    Status,
+    Store,
+    StoreError,
+    faults,
+    open_store,
+    parse_clock,
+    units,
+)
 from worker.models import ModelConfigFault, load_model
 from worker.money import ShopFormat, language
-from worker.units import count_of
 from worker.worker import Worker, WorkerSettings
 
 log = logging.getLogger("shopbot.app")
@@ -171,9 +181,10 @@ class App:
         leaders = {name: Leader(store, name, holder, cfg.lease_s) for name in NAMES}
         presence = Presence(store, holder, cfg.lease_s)
         clock_producer = ClockProducer(store, shop.schedules, owner_chat)
-        watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance, count=count_of)
+        watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
         scheduler.lease = leaders["producers"]
+        units.use(shop.unit_words)     # "1 tub", "2 tubs" in every text (store/units.py)
         worker = Worker(store, model, WorkerSettings(
             # each process its own holder name in `runs.worker_id` (which process holds which lease, C15)
             worker_id=f"worker-{socket.gethostname()}-{os.getpid()}",
@@ -182,7 +193,7 @@ class App:
             schedules=tuple((s.name, s.cron) for s in shop.schedules),
             notice_destination=owner_chat, shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents,
             day_max_cents=shop.day_max_cents, proposal_expiry_s=cfg.proposal_expiry_hours * 3600,
-            aliases=shop.aliases),
+            aliases=shop.aliases, lead_time_days=shop.lead_time_days, ordering=shop.ordering),
             on_turn=self._typing if sender else None, on_stock_change=watcher.check)
         supplier_destination = f"supplier:{shop.supplier}"
         actions = None
@@ -193,7 +204,7 @@ class App:
         else:
             log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
         rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination, shop.lead_time_days,
-                              money=ShopFormat(shop.currency, shop.locale, shop.timezone).cents, count=count_of)
+                              money=ShopFormat(shop.currency, shop.locale, shop.timezone).cents)
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(
             chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s, chat_burst=cfg.chat_burst,
             global_burst=cfg.global_burst), lease=leaders["relay"]) if sender else None

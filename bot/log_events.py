@@ -98,6 +98,7 @@ EVENTS: dict[str, tuple[str, str]] = {
     "relay.database_unusable": ("shopbot.relay", "relay cannot use the database (%s); trying again in %.1f s"),
     "sender.send_outcome": ("bot.relays.sender", "send to chat %s: %s (%s)"),
     "sender.edit_outcome": ("bot.relays.sender", "edit of message %s in chat %s: %s (%s)"),
+    "sender.photo_outcome": ("bot.relays.sender", "photo to chat %s: %s (%s)"),
     "typing.task_failed": ("shopbot.typing", "typing indicator task %s failed (best effort, ignored): %s: %s"),
     # receipts (C19) and progress drafts (C20)
     "receipts.set": ("shopbot.receipts", "receipt set %s"),

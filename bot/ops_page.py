@@ -18,6 +18,7 @@ import logging
 import secrets
 import time
 from html import escape
+from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
@@ -185,8 +186,9 @@ class OpsPage:
                    [[a["action_id"], a["proposal_id"], a["state"], a["item"], a["quantity"], a["total_cents"],
                      a["reason"]] for a in status["open_actions"]], "none"),
             "<h2>Stock</h2>",
-            _table(["item", "on hand", "unit", "reorder point", "target"],
-                   [[i["item"], i["on_hand"], i["unit"], i["reorder_point"], i["target"]] for i in items], "none"),
+            _table(["item", "on hand", "unit", "reorder point", "target", "applied (shop file's values)"],
+                   [[i["item"], i["on_hand"], i["unit"], i["reorder_point"], i["target"], _applied(i)] for i in items],
+                   "none"),
             "<h2>Last reports</h2>",
             _table(["report", "work", "to", "delivery", "body"],
                    [[r.report, ", ".join(map(str, r.work)), r.destination,
@@ -194,3 +196,11 @@ class OpsPage:
                    "none"),
         ]
         return _page("shopbot operator page", "".join(parts))
+
+
+def _applied(item: dict[str, Any]) -> str:
+    """An applied reorder point and target (the owner's Apply) with the shop file's values beside them."""
+    if not item.get("applied"):
+        return "no (the shop file's)"
+    return (f"by {item['applied']['by']} at {item['applied']['at']} (shop file: {item['file_reorder_point']} and "
+            f"{item['file_target']})")

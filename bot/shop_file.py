@@ -8,9 +8,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from producers.schedule import OPENING_BRIEF, Schedule, ScheduleError, parse_schedules
+from producers.schedule import (
+    OPENING_BRIEF,
+    WEEKLY_REVIEW,
+    Schedule,
+    ScheduleError,
+    parse_schedules,
+    weekly_review_default,
+)
 from store import ItemSpec
+from store.units import UnitWords, singular
 from worker.money import LOCALES, formattable
+from worker.ordering import OrderingSettings
 
 
 class ShopFileError(ValueError):
@@ -34,11 +43,14 @@ class ShopSpec:
     schedules: tuple[Schedule, ...]
     source: str
     aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (item, its other names), for items that have some
+    unit_words: tuple[UnitWords, ...] = ()    # each unit's forms (singular, plural, Spanish when named): store/units.py
+    ordering: OrderingSettings = OrderingSettings()          # [ordering]: the window and service level of suggestions
 
 
 TOP = {"name", "timezone", "currency", "locale", "hours", "count_tolerance", "supplier", "limits", "stock_watch",
-       "items", "schedule"}
-ITEM = {"unit", "on_hand", "reorder_point", "target", "unit_cost_cents", "max_order", "aliases"}
+       "items", "schedule", "ordering"}
+ITEM = {"unit", "unit_es", "on_hand", "reorder_point", "target", "unit_cost_cents", "max_order", "aliases", "pack",
+        "min_order", "price_cents"}
 MAX_ALIASES = 10
 _ITEM_NAME = re.compile(r"^[a-z0-9][a-z0-9 _-]{0,39}$")
 
@@ -70,6 +82,27 @@ def _table(value: object, where: str) -> dict:
     if not isinstance(value, dict):
         raise ShopFileError(f"{where} must be a table")
     return value
+
+
+def _forms(value: object, where: str) -> tuple[str, str]:
+    """`["tub", "tubs"]`: a unit's singular and plural, each a line of text."""
+    if not isinstance(value, list) or len(value) != 2:
+        raise ShopFileError(f"{where} must be [\"singular\", \"plural\"], got {value!r}"[:300])
+    one, other = (_text(v, where, "") for v in value)
+    return one, other
+
+
+def _unit_words(table: dict, where: str) -> UnitWords:
+    """An item's unit: `unit = "tubs"` (the plural; the singular by the English rule) or `unit = ["tub", "tubs"]`,
+    and optionally `unit_es = ["tarrina", "tarrinas"]` (Spanish replies use them)."""
+    raw = table.get("unit")
+    if isinstance(raw, list):
+        one, other = _forms(raw, f"{where}.unit")
+    else:
+        other = _text(raw, f"{where}.unit", "units")
+        one = singular(other)
+    es = _forms(table["unit_es"], f"{where}.unit_es") if "unit_es" in table else (None, None)
+    return UnitWords(one, other, *es)
 
 
 def _aliases(value: object, where: str) -> tuple[str, ...]:
@@ -166,11 +199,39 @@ def _item(name: str, raw: object, p: _Problems) -> ItemSpec | None:
     values = [p.check(lambda key=key: _int(table[key], f"{where}.{key}"))
               for key in ("on_hand", "reorder_point", "target", "unit_cost_cents")]
     cap = p.check(lambda: _int(max_order, f"{where}.max_order", 1)) if max_order is not None else None
-    unit = p.check(lambda: _text(table.get("unit"), f"{where}.unit", "units"))
+    # The supplier's pack and minimum order, the selling price: optional (ordering, the weekly review).
+    extra = {key: p.check(lambda key=key: _int(table[key], f"{where}.{key}", 0 if key == "price_cents" else 1))
+             if table.get(key) is not None else None for key in ("pack", "min_order", "price_cents")}
+    words = p.check(lambda: _unit_words(table, where))
     if len(p.lines) > before:
         return None
-    return ItemSpec(item=name, unit=unit, on_hand=values[0], reorder_point=values[1], target=values[2],
-                    unit_cost_cents=values[3], max_order=cap)
+    if cap is not None and extra["min_order"] is not None and extra["min_order"] > cap:
+        p.add(f"{where}.min_order ({extra['min_order']}) is over its max_order ({cap})")
+    if cap is not None and extra["pack"] is not None and extra["pack"] > cap:
+        p.add(f"{where}.pack ({extra['pack']}) is over its max_order ({cap}): no whole pack could be ordered")
+    if len(p.lines) > before:
+        return None
+    return ItemSpec(item=name, unit=words.other, on_hand=values[0], reorder_point=values[1], target=values[2],
+                    unit_cost_cents=values[3], max_order=cap, pack=extra["pack"], min_order=extra["min_order"],
+                    price_cents=extra["price_cents"])
+
+
+def _ordering(data: dict) -> OrderingSettings:
+    """`[ordering]`: history_days (7-365, default 28), service_level (0.5 to 0.999, default 0.95), review_days
+    (1-90, default 7)."""
+    table = _table(data.get("ordering", {}), "ordering")
+    _unknown(table, {"history_days", "service_level", "review_days"}, "ordering.")
+    default = OrderingSettings()
+    history = table.get("history_days", default.history_days)
+    review = table.get("review_days", default.review_days)
+    level = table.get("service_level", default.service_level)
+    if isinstance(history, bool) or not isinstance(history, int) or not 7 <= history <= 365:
+        raise ShopFileError(f"ordering.history_days must be a whole number from 7 to 365, got {history!r}"[:300])
+    if isinstance(review, bool) or not isinstance(review, int) or not 1 <= review <= 90:
+        raise ShopFileError(f"ordering.review_days must be a whole number from 1 to 90, got {review!r}"[:300])
+    if isinstance(level, bool) or not isinstance(level, int | float) or not 0.5 <= level <= 0.999:
+        raise ShopFileError(f"ordering.service_level must be a number from 0.5 to 0.999, got {level!r}"[:300])
+    return OrderingSettings(history_days=history, service_level=float(level), review_days=review)
 
 
 def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
@@ -203,6 +264,17 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
             names = p.check(lambda name=name, raw=raw: _aliases(raw.get("aliases"), f"items.{name}.aliases"), ())
             if names:
                 aliases.append((name, names))
+    unit_words: dict[str, UnitWords] = {}
+    for name, raw in items_table.items():
+        words = _unit_words(raw, f"items.{name}") if isinstance(raw, dict) and name in {i.item for i in items} else None
+        if words is None:
+            continue
+        seen = unit_words.setdefault(words.other, words)
+        if words.es_one and not seen.es_one and seen.one == words.one:
+            unit_words[words.other] = words              # Spanish forms given on one item serve every item
+        elif seen.one != words.one or (words.es_one and (seen.es_one, seen.es_other) != (words.es_one,
+                                                                                        words.es_other)):
+            p.add(f"items.{name}.unit: {words.other!r} has other forms in another item; one unit reads one way")
     owners: dict[str, str] = {}
     for item, names in aliases:
         for alias in names:
@@ -224,6 +296,8 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
                 p.add(str(exc) if str(exc).startswith("schedule") else f"schedule[{index}]: {exc}")
         if not any(s.name == OPENING_BRIEF for s in schedules):
             schedules += parse_schedules([], shop_timezone=timezone)     # the default opening brief, once
+        if not any(s.name == WEEKLY_REVIEW for s in schedules):
+            schedules.append(weekly_review_default(timezone))           # the default weekly review, once
         try:   # the stock watcher's cron follows the same rules as a schedule's (checked the same way)
             parse_schedules([{"name": "stock_watch", "cron": stock_cron, "prompt": "stock check"}],
                             shop_timezone=timezone)
@@ -240,6 +314,7 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     day_max = p.check(lambda: _int(limits["day_max_cents"], "limits.day_max_cents")) \
         if "day_max_cents" in limits else None
     tolerance = p.check(lambda: _int(data.get("count_tolerance", 0), "count_tolerance"))
+    ordering = p.check(lambda: _ordering(data), OrderingSettings())
     if p.lines:
         raise ShopFileError("\n".join(p.lines))
     return ShopSpec(
@@ -247,7 +322,7 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
         lead_time_days=lead_time,
         order_max_cents=order_max, day_max_cents=day_max, count_tolerance=tolerance,
         stock_cron=stock_cron, items=tuple(items), schedules=tuple(schedules), source=source,
-        aliases=tuple(aliases))
+        aliases=tuple(aliases), unit_words=tuple(unit_words.values()), ordering=ordering)
 
 
 def load_shop(path: Path) -> ShopSpec:

@@ -56,6 +56,14 @@ MAX_GRACE = timedelta(days=7)
 MAX_PROMPT_CHARS = 4000
 
 OPENING_BRIEF = "opening_brief"
+# The weekly review (worker/review.py writes it from the records, without a model): Monday 08:00 shop time unless
+# the shop file has a schedule of this name; a start within half a day of it still runs it.
+WEEKLY_REVIEW = "weekly_review"
+
+
+def weekly_review_default(shop_timezone: str) -> Schedule:
+    return Schedule(name=WEEKLY_REVIEW, cron="0 8 * * 1", timezone=shop_timezone, prompt="Weekly review",
+                    grace=timedelta(hours=12), catch_up="latest")
 
 _NAME_RE = re.compile(r"[a-z0-9_-]{1,40}")
 _GRACE_RE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")

@@ -24,11 +24,10 @@ notice `notice:order_due:<order>` with Received and Not arrived buttons (once: t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from producers.telegram.owner import edit_order_card, order_buttons
-from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind
+from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind, units
 
 log = logging.getLogger("shopbot.stock")
 
@@ -45,40 +44,35 @@ class StockCheck:
 
 
 def reorder_prompt(item: str, unit: str, on_hand: int, reorder_point: int, on_order: int = 0) -> str:
-    ordered = f" and {on_order} {unit} on order" if on_order else ""
-    return (f"Reorder check for {item}: {on_hand} {unit} on hand{ordered}, below the reorder point of "
+    ordered = f" and {units.count(on_order, unit)} on order" if on_order else ""
+    return (f"Reorder check for {item}: {units.count(on_hand, unit)} on hand{ordered}, below the reorder point of "
             f"{reorder_point}. Propose an order if needed.")
 
 
-def _plain_count(count: int, unit: str) -> str:
-    return f"{count} {unit}".strip()
-
-
-def overdue_notice(order: dict, count: Callable[[int, str], str] = _plain_count) -> str:
-    ordered = count(order["quantity"], order["unit"])
-    return (f"Order #{order['proposal_id']} ({ordered} of {order['item']}, approved "
+def overdue_notice(order: dict) -> str:
+    quantity = units.count(order["quantity"], order["unit"])
+    return (f"Order #{order['proposal_id']} ({quantity} of {order['item']}, approved "
             f"{order['approved_at'][:10]}) was due by {order['due_at'][:10]} and is still not received; it is "
-            f"{order['status']}. Has it arrived? Received adds {ordered} to the stock "
+            f"{order['status']}. Has it arrived? Received adds {quantity} to the stock "
             f"(or send /received {order['proposal_id']} <count> with the stock you counted); Not arrived stops "
             "counting it as on order.")
 
 
 def count_notice(till_id: str, request_id: str, item: str, unit: str, expected: int, counted: int,
-                 tolerance: int, count: Callable[[int, str], str] = _plain_count) -> str:
-    return (f"Till {till_id} counted {count(counted, unit)} of {item}, but {count(expected, unit)} were expected "
+                 tolerance: int) -> str:
+    return (f"Till {till_id} counted {units.count(counted, unit)} of {item}, but {units.count(expected, unit)} "
+            f"{'was' if expected == 1 else 'were'} expected "
             f"(a difference of {counted - expected:+d}, more than the tolerance of {tolerance}; "
             f"request {request_id}). The stock is now {counted}.")
 
 
 class StockWatcher:
-    def __init__(self, store: Store, destination: str | None, *, count_tolerance: int | None = None,
-                 count: Callable[[int, str], str] = _plain_count) -> None:
+    def __init__(self, store: Store, destination: str | None, *, count_tolerance: int | None = None) -> None:
         """`destination`: the owner's chat `tg:<chat_id>` for reorder checks and notices (None: stored only).
         `count_tolerance`: None leaves till counts unannounced."""
         self.store = store
         self.destination = destination
         self.count_tolerance = count_tolerance
-        self.count = count          # `1 tub`: the app passes worker.units.count_of (producers import no worker)
 
     async def check(self, fence: Fence | None = None) -> StockCheck:
         """One check in one transaction; `fence` is the `producers` lease of the scheduled checks (C16). The check
@@ -127,10 +121,10 @@ class StockWatcher:
             mark = order["event_id"]
             if not self.destination:
                 continue
-            counted = self.count(order["new_on_hand"], order["unit"])
-            text = (f"Order #{order['proposal_id']} arrived: {order['count_source']} counted {counted} of "
-                    f"{order['item']} (was {order['old_on_hand']}), at least the {order['quantity']} ordered. It is "
-                    "received and no longer on order.")
+            counted = units.count(order["new_on_hand"], order["unit"])
+            text = (f"Order #{order['proposal_id']} arrived: {order['count_source']} counted "
+                    f"{counted} of {order['item']} (was {order['old_on_hand']}), at least the "
+                    f"{order['quantity']} ordered. It is received and no longer on order.")
             source = f"notice:restock:{order['proposal_id']}"
             result = tx.admit_answered(Occurrence(source, "notice:restock", text, WorkKind.NOTICE, self.destination),
                                        lambda t, work_id, body=text: ReportDraft(body, destination=self.destination))
@@ -147,7 +141,7 @@ class StockWatcher:
         chat_id = int(destination[3:])
         admitted = []
         for order in tx.overdue_orders():
-            text = overdue_notice(order, self.count)
+            text = overdue_notice(order)
             source = f"notice:order_due:{order['proposal_id']}"
             result = tx.admit_answered(
                 Occurrence(source, "notice:order_due", text, WorkKind.NOTICE, destination),
@@ -168,8 +162,7 @@ class StockWatcher:
             if expected is None or abs(counted - expected) <= tolerance:
                 continue
             _, till_id, request_id = _till_source(event["source"])
-            text = count_notice(till_id, request_id, event["item"], event["unit"], expected, counted, tolerance,
-                                self.count)
+            text = count_notice(till_id, request_id, event["item"], event["unit"], expected, counted, tolerance)
             source = f"notice:count:{till_id}:{request_id}:{event['item']}"
             result = tx.admit_answered(Occurrence(source, "notice:count", text, WorkKind.NOTICE, destination),
                                        lambda t, work_id, body=text: ReportDraft(body, destination=destination))

@@ -3,7 +3,7 @@ errors, the clock, the fault points, and `open_store`, which opens the configure
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import faults
+from . import faults, units
 from .clock import Clock, ManualClock, SystemClock, from_text, parse_clock, to_text
 from .errors import (
     CommitUnknown,
@@ -62,6 +62,8 @@ from .records import (
     RecoverySummary,
     ReportDraft,
     ReportView,
+    SaleLine,
+    SalesImport,
     Stats,
     Status,
     Violation,
@@ -115,6 +117,8 @@ __all__ = [
     "SqliteStore", "InstanceLock", "restore", "backup_before_migration",
     # the named fault points (kill points) the drills arm
     "faults",
+    # words that agree with numbers (`1 tub`, `2 tubs`): every layer's texts use them
+    "units",
     # time
     "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text",
     # errors
@@ -125,6 +129,6 @@ __all__ = [
     "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "DecisionKind", "Delivery",
     "DeliveryState", "Fence",
     "FinishOutcome", "ItemSpec", "LeaderView", "MetricsSnapshot", "Occurrence", "Policy", "ProcessView", "Prompt",
-    "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "Stats", "Status", "Violation", "WorkItem", "WorkKind",
-    "WorkState",
+    "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
+    "Violation", "WorkItem", "WorkKind", "WorkState",
 ]

@@ -8,7 +8,7 @@ this run) are return values or typed exceptions of `store.errors`; driver errors
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .clock import Clock
@@ -30,6 +30,8 @@ from .records import (
     RecoverySummary,
     ReportDraft,
     ReportView,
+    SaleLine,
+    SalesImport,
     Stats,
     Status,
     Violation,
@@ -180,6 +182,11 @@ class Transaction(Protocol):
 
     def close_prompts(self, kind: str, target: str, decision: str, by: str) -> None:
         """A decision taken through one prompt closes every other open prompt for the same target."""
+
+    def apply_setting(self, item: str, reorder_point: int, target: int, by: str, prompt: str | None = None) -> None:
+        """The owner's applied reorder point and target for the item (a recorded decision, with the prompt it was
+        pressed on): in force from this commit, in place of the shop file's, until `reset_setting`. ValueError when
+        the target is below the reorder point; UnknownTarget for an unknown item."""
 
 
 @runtime_checkable
@@ -431,7 +438,9 @@ class ShopRecords(Protocol):
         between consecutive records of an item, increases are restocks and never negative sales."""
 
     async def on_order(self, item: str | None = None) -> list[dict[str, Any]]:
-        """Orders on order (from approval until received; not failed, voided or not arrived), for the agent."""
+        """Orders on order (from approval until received; not failed, voided or not arrived), for the agent:
+        proposal_id, item, quantity, total_cents, decided_at, due_at (approval plus the lead time), unit,
+        action_state."""
 
     async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
         """The latest till counts, newest first."""
@@ -456,6 +465,24 @@ class ShopRecords(Protocol):
     async def stock_events(self, item: str, limit: int = 100) -> list[dict[str, Any]]:
         """An item's latest stock events, oldest first: event_id, kind ('seed', 'count', 'sync', 'restock',
         'received'), old_on_hand, new_on_hand, source, created_at."""
+
+    async def sales_days(self, first: date, last: date, timezone: str,
+                         item: str | None = None) -> list[dict[str, Any]]:
+        """The sales history (store/sqlite/sales.py): every (item, shop-local day) in [first, last] with a record or
+        out of stock, by item and day: item, day (ISO), quantity (None without a record), source ('import' or
+        'till'; an imported day takes the place of the till's, so no day counts twice), out_of_stock (the item stood
+        at 0 on hand at some moment of the day)."""
+
+    async def import_sales(self, lines: Sequence[SaleLine], timezone: str, source: str) -> SalesImport:
+        """All or nothing, in one transaction: each line's (item, day) is added, or already recorded with the same
+        quantity (unchanged: importing a file again changes nothing), or a problem (an unknown item, a day recorded
+        with another quantity: a conflict); with any problem nothing is stored."""
+
+    async def apply_setting(self, item: str, reorder_point: int, target: int, by: str) -> None:
+        """`Transaction.apply_setting` in a transaction of its own."""
+
+    async def reset_setting(self, item: str) -> bool:
+        """The item's reorder point and target go back to the shop file's; False when none was applied."""
 
 
 @runtime_checkable

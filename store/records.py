@@ -111,6 +111,7 @@ class Delivery:
     buttons: tuple[tuple[tuple[str, str], ...], ...] | None = None   # only on the last part
     reply_to: int | None = None          # the owner's message this answers (first part only): quoted in the chat
     edit_of: int | None = None           # the message of this chat the delivery edits in place (a card)
+    photo: bytes | None = None           # a photo part: the picture; `text` is then its caption
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,8 @@ class ReportDraft:
     is_error: bool = False
     buttons: Buttons | None = None       # inline keyboard rows of (label, callback data), under the last part
     edit_of: int | None = None           # a message of the destination chat this report replaces in place (a card)
+    photo: bytes | None = None           # a picture sent as the report's first part (a PNG chart), before the text
+    caption: str = ""                    # the photo's caption (plain text; its identity line is added)
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,26 @@ class ItemSpec:
     target: int
     unit_cost_cents: int
     max_order: int | None = None
+    pack: int | None = None            # the supplier's pack: order quantities are whole packs
+    min_order: int | None = None       # the supplier's minimum order
+    price_cents: int | None = None     # the selling price (money lost per day out of stock)
+
+
+@dataclass(frozen=True)
+class SaleLine:
+    """One line of an imported sales file: units of `item` sold on the shop-local `day` (ISO date)."""
+    line: int
+    item: str
+    day: str
+    quantity: int
+
+
+@dataclass(frozen=True)
+class SalesImport:
+    """The outcome of an import: all or nothing. `problems` (line, reason) non-empty means nothing was stored."""
+    added: int
+    unchanged: int
+    problems: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from store import ManualClock, SqliteStore
+from store import ManualClock, SqliteStore, units
 from tests.support import postgres as pg_support  # imported first: it reads SHOPBOT_TEST_PG_DSN before any test
 
 START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
@@ -21,6 +21,14 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith(("SHOPBOT_", "TELEGRAM_")):
             monkeypatch.delenv(key)
+
+
+@pytest.fixture(autouse=True)
+def no_shop_unit_words():
+    """A started App sets the shop file's unit words for its process (store/units.py): no test inherits them."""
+    units.use(())
+    yield
+    units.use(())
 
 
 @pytest.fixture

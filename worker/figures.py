@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal, InvalidOperation
 
+from store import units
 from worker.money import MONTHS, Money, ShopFormat
-from worker.units import count_of
 
 DASH = "—"
 FIGURES_HEADER = "Figures:"   # the block's first line; the renderer folds the block into an expandable quote
@@ -55,10 +55,11 @@ class Figure:
 
 
 _MONTH_NUMBER: dict[str, int] = {}
-for _names in MONTHS.values():
+for _lang, _names in MONTHS.items():
     for _n, _name in enumerate(_names, start=1):
         _MONTH_NUMBER[_name.lower()] = _n
-        _MONTH_NUMBER.setdefault(_name.lower()[:3], _n)
+        if _lang != "es":      # Spanish months in full only: "ago" (agosto) is an English word
+            _MONTH_NUMBER.setdefault(_name.lower()[:3], _n)
 _MONTH_NUMBER["sept"] = 9
 _MONTH = "(?i:" + "|".join(sorted((re.escape(m) for m in _MONTH_NUMBER), key=len, reverse=True)) + r")(?![^\W\d_])\.?"
 _ORDINAL = r"(?:st|nd|rd|th|er|e|\.)?"
@@ -69,7 +70,7 @@ _DATE_PARTS = rf"""
     |
     (?P<dmy>(?<![\w./])\d{{1,2}}(?P<sep>[/.])\d{{1,2}}(?P=sep)(?:\d{{4}}|\d{{2}})(?![\d/.]\d))
     |
-    (?P<wdate>(?<![\w.,])\d{{1,2}}{_ORDINAL}\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}}(?!\d))?
+    (?P<wdate>(?<![\w.,])\d{{1,2}}{_ORDINAL}\s+(?:(?:of|de)\s+)?{_MONTH}(?:,?\s+(?:de\s+)?\d{{4}}(?!\d))?
         |(?<!\w){_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?![\d.,:]\d)(?:,?\s+\d{{4}}(?!\d))?)
     |
     (?P<time>(?<![\w.:,])\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:\s?(?i:[ap]\.?m)(?!\w))?(?![\d:])
@@ -319,12 +320,11 @@ def format_value(value: Value, fmt: ShopFormat | None = None) -> str:
 
 
 def figure_line(figure: Figure, fmt: ShopFormat | None = None) -> str:
-    """`- vanilla on hand: 1 tub`: a count and its unit agree (worker/units.py); money in the shop's format."""
-    value = figure.value
-    if figure.unit and isinstance(value, (int, float)) and not isinstance(value, bool) and figure.unit != "%":
-        return f"- {figure.label}: {count_of(value, figure.unit)}"
-    unit = f" {figure.unit}" if figure.unit and not isinstance(value, Money) else ""
-    return f"- {figure.label}: {format_value(value, fmt)}{unit}"
+    shown = format_value(figure.value, fmt)
+    if figure.unit and isinstance(figure.value, (int, float)):       # "1 tub", "2 tubs" (store/units.py)
+        return f"- {figure.label}: {units.count(figure.value, figure.unit, shown=shown)}"
+    unit = f" {figure.unit}" if figure.unit and not isinstance(figure.value, Money) else ""
+    return f"- {figure.label}: {shown}{unit}"
 
 
 def items_named(text: str, figures: Iterable[Figure]) -> set[str]:

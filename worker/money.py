@@ -25,7 +25,27 @@ MONTHS = {"en": ("January", "February", "March", "April", "May", "June", "July",
           "de": ("Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober",
                  "November", "Dezember"),
           "fr": ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
-                 "novembre", "décembre")}
+                 "novembre", "décembre"),
+          "es": ("enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre", "octubre",
+                 "noviembre", "diciembre")}
+WEEKDAYS = {"en": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
+            "es": ("lunes", "martes", "miércoles", "jueves", "viernes", "sábado", "domingo")}
+
+
+def day_words(day: date, lang: str = "en", *, day_first: bool = True, year: bool = True) -> str:
+    """A day in words in the owner's language (`lang`), the day and month in the shop's order (`day_first`):
+    `Thursday 11 March 2027`, `Thursday, March 11, 2027`, `jueves 11 de marzo de 2027`; without the year when
+    `year` is False. Other languages: `11 März 2027`."""
+    months = MONTHS.get(lang, MONTHS["en"])
+    month = months[day.month - 1]
+    if lang == "es":
+        return f"{WEEKDAYS['es'][day.weekday()]} {day.day} de {month}" + (f" de {day.year}" if year else "")
+    if lang == "en":
+        weekday = WEEKDAYS["en"][day.weekday()]
+        if day_first:
+            return f"{weekday} {day.day} {month}" + (f" {day.year}" if year else "")
+        return f"{weekday}, {month} {day.day}" + (f", {day.year}" if year else "")
+    return f"{day.day} {month}" + (f" {day.year}" if year else "")
 LOCALES = tuple(sorted(_LANGUAGES))
 
 
@@ -114,11 +134,5 @@ class ShopFormat:
         return moment.astimezone(self.zone())
 
     def date_words(self, day: date) -> str:
-        """`Saturday 5 December 2026` (en), `5 Dezember 2026` (de)."""
-        lang = language(self.locale)
-        months = MONTHS.get(lang, MONTHS["en"])
-        if lang == "en":
-            if self.day_first:
-                return f"{day.strftime('%A')} {day.day} {months[day.month - 1]} {day.year}"
-            return f"{day.strftime('%A')}, {months[day.month - 1]} {day.day}, {day.year}"
-        return f"{day.day} {months[day.month - 1]} {day.year}"
+        """`Saturday 5 December 2026` (en), `5 Dezember 2026` (de), `sábado 5 de diciembre de 2026` (es)."""
+        return day_words(day, language(self.locale), day_first=self.day_first)

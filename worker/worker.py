@@ -38,8 +38,10 @@ from store import (
 from worker.agent_loop import Limits, run_agent
 from worker.models.base import Model, ModelConfigFault, ModelRefused, ModelTransient, RefusalReason
 from worker.money import ShopFormat
+from worker.ordering import OrderingSettings
 from worker.prompts import ShopContext, build_system, fit_history
 from worker.proposals import card_body, proposal_message
+from worker.review import WEEKLY_REVIEW, setting_buttons, weekly_review
 from worker.till_counts import till_report
 from worker.tools.insight import insight_tools
 from worker.tools.shop import TurnContext, shop_registry
@@ -100,6 +102,8 @@ class WorkerSettings:
     day_max_cents: int | None = None
     proposal_expiry_s: float = 24 * 3600
     aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # the shop file's other names per item
+    lead_time_days: int = 3                                  # the supplier's (reorder suggestions)
+    ordering: OrderingSettings = field(default_factory=OrderingSettings)   # the shop file's [ordering]
 
     def fmt(self) -> ShopFormat:
         return ShopFormat(self.currency, self.locale, self.shop_timezone)
@@ -268,6 +272,8 @@ class Worker:
         try:
             if claim.session.startswith("till:"):
                 await self._till_turn(claim)
+            elif claim.session == f"clock:{WEEKLY_REVIEW}":
+                await self._review_turn(claim)
             else:
                 next_claim = await self._agent_turn(claim)
         except NotClaimed as exc:
@@ -307,6 +313,26 @@ class Worker:
         if self.on_stock_change is not None:
             await self.on_stock_change()
 
+    async def _review_turn(self, claim: Claim) -> None:
+        """The weekly review (worker/review.py) is written from the records, without a model: its text, its chart as
+        the report's photo part, and Apply / Keep under each suggestion it offers, all in the finish transaction."""
+        review = await weekly_review(self.store, now=self.store.clock.now(), timezone=self.settings.shop_timezone,
+                                     lead_days=self.settings.lead_time_days, settings=self.settings.ordering,
+                                     fmt=self.settings.fmt())
+        destination = claim.destination
+        rows: list[list[tuple[str, str]]] = []
+
+        def apply(tx: Transaction) -> None:
+            rows.clear()                 # a finish run again starts afresh (K16)
+            if (destination or "").startswith("tg:"):
+                for offer in review.offers:
+                    rows.extend(setting_buttons(tx, offer, int(destination[3:])))     # type: ignore[index]
+
+        faults.reached("K6")
+        await self.store.finish(claim, lambda: ReportDraft(review.text, destination=destination, buttons=rows or None,
+                                                           photo=review.chart, caption=review.caption),
+                                apply=apply, stop_reason="weekly review written from the records")
+
     async def _agent_turn(self, claim: Claim) -> Claim | None:
         user_text = "\n".join(item.payload for item in claim.items)
         history = fit_history(await self.store.history(claim.session, self.settings.history_limit),
@@ -314,7 +340,8 @@ class Worker:
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
                           policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone,
-                          aliases=dict(self.settings.aliases))
+                          aliases=dict(self.settings.aliases), lead_time_days=self.settings.lead_time_days,
+                          ordering=self.settings.ordering, chat_id=_chat(claim.destination))
         fmt = self.settings.fmt()
         shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
         system, context_figures = build_system(shop,
@@ -350,7 +377,7 @@ class Worker:
             raise
         self._consecutive_transient = 0
         faults.reached("K6")
-        apply, draft = self._card(claim, result.text)
+        apply, draft = self._card(claim, result.text, ctx.offers)
         outcome = await self.store.finish(
             claim, draft, user_text=user_text, apply=apply,
             stop_reason=result.stop_reason, usage=(result.model_calls, result.input_tokens, result.output_tokens),
@@ -358,10 +385,11 @@ class Worker:
         log.info("turn finished run_id=%s report_id=%s stop=%s", claim.run_id, outcome.report_id, result.stop_reason)
         return outcome.next_claim
 
-    def _card(self, claim: Claim, text: str):  # type: ignore[no-untyped-def]
+    def _card(self, claim: Claim, text: str, offers: Sequence[tuple[str, str]] = ()):  # type: ignore[no-untyped-def]
         """In the finish transaction, for a turn answered in a Telegram chat: its proposals, rendered from their
         records, go in its report (one message, the card) with Approve / Reject for each one awaiting approval; one
-        rejected by policy is shown with the reason (C11)."""
+        rejected by policy is shown with the reason (C11). The buttons the run's tools offered (`offers`: an
+        order's Received, what /pending lists) follow, for targets still awaiting that decision."""
         destination = claim.destination
         found: list[dict[str, Any]] = []
         rows: list[list[tuple[str, str]]] = []
@@ -379,6 +407,9 @@ class Worker:
                                       from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
                 suffix = f" #{proposal['proposal_id']}" if len(open_ones) > 1 else ""
                 rows.append([(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")])
+            mine = {str(p["proposal_id"]) for p in found}
+            rows.extend(offered_buttons(tx, [(k, t) for k, t in offers if (k, t) not in
+                                             {("proposal", m) for m in mine}], chat_id))
 
         def draft() -> ReportDraft:
             body = card_body(found, text, self.settings.fmt()) if found else text
@@ -429,6 +460,39 @@ class Worker:
         if self.settings.notice_destination is not None:
             await self.store.notice(kind, f"{self.store.clock.now().astimezone(UTC):%Y-%m-%dT%H:%M}", text,
                                     self.settings.notice_destination)
+
+
+def _chat(destination: str | None) -> int | None:
+    """The owner's chat a turn answers (`tg:<chat_id>`), or None."""
+    return int(destination[3:]) if destination and destination.startswith("tg:") else None
+
+
+def offered_buttons(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id: int) -> list[list[tuple[str, str]]]:
+    """The buttons a reply offers, each with a fresh random nonce stored with its target (C8), only for a target
+    still awaiting that decision; the verbs are the ones /pending's buttons carry (producers/telegram/owner.py), so
+    a press is decided in the same place."""
+    rows: list[list[tuple[str, str]]] = []
+    for kind, target in offers:
+        if kind == "order":
+            order = tx.order(int(target))
+            if order is None or order["state"] != "on_order":
+                continue
+            nonce = tx.create_prompt("order", target, chat_id)
+            row = [(f"Received #{target}", f"received:{nonce}")]
+            if from_text(order["due_at"]) <= tx.at:
+                row.append((f"Not arrived #{target}", f"not_arrived:{nonce}"))
+            rows.append(row)
+        elif kind == "proposal":
+            proposal = tx.proposal(int(target))
+            if proposal is None or proposal["state"] != "awaiting_approval":
+                continue
+            nonce = tx.create_prompt("proposal", target, chat_id,
+                                     from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+            rows.append([(f"Approve #{target}", f"approve:{nonce}"), (f"Reject #{target}", f"reject:{nonce}")])
+        elif kind == "unknown" and tx.unknown_prompt_open(target):
+            nonce = tx.create_prompt("unknown", target, chat_id)
+            rows.append([(f"Resend {target}", f"resend:{nonce}"), (f"I have it {target}", f"delivered:{nonce}")])
+    return rows
 
 
 def _card(tx: Transaction, work_id: int, *, body: str, rows: list[list[tuple[str, str]]] | None,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from bot import config as config_module
 from bot.cli.render import print_status
@@ -75,11 +76,17 @@ def cmd_admit(args: argparse.Namespace) -> int:
 
 @command("status")
 def cmd_status(args: argparse.Namespace) -> int:
-    status = with_store(args, lambda s: s.status())
+    async def read(store: Store) -> tuple[Any, list[dict[str, Any]]]:
+        return await store.status(), [i for i in await store.shop_items() if i["applied"]]
+    status, applied = with_store(args, read)
     if args.json:
         print(json.dumps(status.to_json(), indent=2, sort_keys=True))
     else:
         print_status(status, sys.stdout)
+        for item in applied:        # the owner's applied values, with the shop file's beside them
+            print(f"applied:    {item['item']} reorder point {item['reorder_point']} (shop file "
+                  f"{item['file_reorder_point']}), target {item['target']} (shop file {item['file_target']}), by "
+                  f"{item['applied']['by']}")
     return 0
 
 
@@ -327,6 +334,78 @@ def cmd_shop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names(shop: Any) -> dict[str, str]:
+    """Every item name and alias of the shop file -> its item."""
+    names = {spec.item: spec.item for spec in shop.items}
+    for item, aliases in shop.aliases:
+        names.update({alias: item for alias in aliases})
+    return names
+
+
+@command("import-sales")
+def cmd_import_sales(args: argparse.Namespace) -> int:
+    from bot.sales_import import describe, parse_sales
+    from bot.shop_file import load_shop
+    cfg = load_config(args)
+    shop = load_shop(cfg.shop_file)
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {args.file}: {exc}") from None
+
+    async def run(store: Store) -> Any:
+        await store.seed_shop(shop.items, str(cfg.shop_file))      # a new database knows the shop's items first
+        today = store.clock.now().astimezone(ZoneInfo(shop.timezone)).date()     # shop time: today is not over
+        lines, problems = parse_sales(text, _names(shop), today)
+        if problems:
+            return problems
+        return await store.import_sales(lines, shop.timezone, f"import:{Path(args.file).name}")
+    done = with_store(args, run, create=True)
+    problems = done if isinstance(done, list) else list(done.problems)
+    if problems:
+        for line in describe(problems):
+            print(f"{args.file}: {line}", file=sys.stderr)
+        print(f"nothing imported: {len(problems)} bad line(s)", file=sys.stderr)
+        return 1
+    print(f"imported {args.file}: {done.added} day(s) added, {done.unchanged} already recorded (unchanged)")
+    return 0
+
+
+@command("reorder-suggestions")
+def cmd_reorder_suggestions(args: argparse.Namespace) -> int:
+    from bot.shop_file import load_shop
+    from worker.suggestions import suggestions
+    cfg = load_config(args)
+    shop = load_shop(cfg.shop_file)
+    rows = with_store(args, lambda s: suggestions(s, now=s.clock.now(), timezone=shop.timezone,
+                                                  lead_days=shop.lead_time_days, settings=shop.ordering))
+    if args.json:
+        print(json.dumps([row.to_json() for row in rows], indent=2))
+        return 0
+    for row in rows:
+        if row.reorder_point is None:
+            print(f"{row.item}: no suggestion ({row.reason}); reorder point {row.current_reorder_point}, "
+                  f"target {row.current_target}")
+        else:
+            print(f"{row.item}: reorder point {row.current_reorder_point} -> {row.reorder_point}, target "
+                  f"{row.current_target} -> {row.target} ({row.reason})")
+    return 0
+
+
+@command("settings")
+def cmd_settings(args: argparse.Namespace) -> int:
+    from bot.shop_file import load_shop
+    cfg = load_config(args)
+    shop = load_shop(cfg.shop_file)
+    spec = next((i for i in shop.items if i.item == args.item), None)
+    if spec is None:
+        raise ValueError(f"unknown item {args.item!r} (the shop file has: {', '.join(i.item for i in shop.items)})")
+    done = with_store(args, lambda s: s.reset_setting(args.item))
+    print(f"{args.item}: " + (f"back to the shop file's reorder point {spec.reorder_point} and target {spec.target}"
+                              if done else "no applied values; the shop file's are in force"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shopbot", description="A durable Telegram agent bot for a small shop.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
@@ -384,6 +463,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("shop", "apply the shop file explicitly (`shop sync`); counted stock is kept")
     p.add_argument("action", choices=["sync"])
     p.add_argument("--reset-stock", action="store_true", help="also set stock on hand to the file's values")
+    p = add("import-sales", "import a till's sales history (CSV: date,item,quantity with a header); all or nothing, "
+                            "every bad line reported; importing the same file again changes nothing")
+    p.add_argument("file", help="the CSV file")
+    p = add("reorder-suggestions", "reorder points and targets suggested from each item's sales, lead time and "
+                                   "service level ([ordering] in the shop file)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = add("settings", "`settings reset ITEM`: the item's reorder point and target go back to the shop file's")
+    p.add_argument("action", choices=["reset"])
+    p.add_argument("item")
     return parser
 
 

@@ -250,6 +250,21 @@ class TelegramSender:
             self._best_effort_failed("sendMessageDraft", exc)
             return False
 
+    async def send_photo(self, chat_id: int, photo: bytes, caption: str) -> SendOutcome:
+        """Send a picture (a report's photo part) with its caption, HTML made by bot/relays/render.py: one multipart
+        request, never a retry, the same outcomes as a send (C7); the receipt is the photo message's id."""
+        try:
+            message = await self._bot.send_photo(chat_id=chat_id, photo=photo, caption=caption,
+                                                 parse_mode=ParseMode.HTML)
+        except Exception as exc:  # CancelledError is a BaseException and propagates
+            outcome = classify(exc)
+            outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
+                                  _clean(outcome.reason, self._bot.token))
+            log = _log.error if outcome.kind is OutcomeKind.CONFIG_FAULT else _log.info
+            log("photo to chat %s: %s (%s)", chat_id, outcome.kind, outcome.reason)
+            return outcome
+        return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message.message_id))
+
     async def typing(self, chat_id: int) -> None:
         """Best effort "typing…" indicator."""
         try:

@@ -45,6 +45,9 @@ class Transport(Protocol):
     async def edit(self, chat_id: int, message_id: int, text: str, buttons: Buttons = None) -> SendOutcome:
         """Replace a message the bot sent (a card) in place: one request, the same outcomes as `send`."""
 
+    async def send_photo(self, chat_id: int, photo: bytes, caption: str) -> SendOutcome:
+        """A report's photo part (the weekly review's chart) with its HTML caption: one request, the same outcomes."""
+
 
 @dataclass
 class RelaySettings:
@@ -182,7 +185,9 @@ class Relay:
         try:
             html = render_part(delivery.text, delivery.report_id)
             buttons = [list(row) for row in delivery.buttons] if delivery.buttons else None
-            if delivery.edit_of is not None:      # a card edited in place: a delivery of its own, same outcomes
+            if delivery.photo is not None:        # a photo part: the same states and outcomes as a message
+                outcome = await self.transport.send_photo(delivery.chat_id, delivery.photo, html)
+            elif delivery.edit_of is not None:    # a card edited in place: a delivery of its own, same outcomes
                 outcome = await self.transport.edit(delivery.chat_id, delivery.edit_of, html, buttons)
             else:
                 outcome = await self.transport.send(delivery.chat_id, html, buttons, reply_to=delivery.reply_to)
@@ -197,7 +202,7 @@ class Relay:
     async def record(self, delivery: Delivery, outcome: SendOutcome) -> str:
         ident = f"report_id={delivery.report_id} part={delivery.part}/{delivery.parts}"
         if outcome.kind is OutcomeKind.CONFIRMED:
-            faults.reached("K8")
+            faults.reached("K20" if delivery.photo is not None else "K8")
             self._carry = (delivery.delivery_id, outcome.receipt or "")   # committed with the next send, or flushed
             self.sent += 1
             log.info("delivered %s message_id=%s", ident, outcome.receipt)

@@ -9,7 +9,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from store import Admission, AdmitResult, Occurrence, ReportDraft, Status, Transaction, WorkKind, from_text
+from store import (
+    Admission,
+    AdmitResult,
+    Occurrence,
+    ReportDraft,
+    Status,
+    Transaction,
+    UnknownTarget,
+    WorkKind,
+    from_text,
+    units,
+)
 
 from . import wording
 
@@ -71,7 +82,7 @@ def status_text(status: Status) -> str:
     return "\n".join(lines)
 
 
-def received_reply(tx: Transaction, text: str, chat_id: int, by: str, rules: ApprovalRules | None = None) -> str:
+def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
     """`/received <order> [count]`: the order arrived; with a count, the stock counted after the delivery."""
     args = text.split()[1:]
     if not 1 <= len(args) <= 2 or not all(a.lstrip("#").isdigit() for a in args):
@@ -84,11 +95,10 @@ def received_reply(tx: Transaction, text: str, chat_id: int, by: str, rules: App
         return f"Order #{proposal_id} is not on order{state}; nothing changed."
     tx.close_prompts("order", str(proposal_id), "received", by)
     done = tx.receive_order(proposal_id, by, counted)
-    count = (rules or ApprovalRules()).count
-    how = (f"{count(done['quantity'], done['unit'])} added" if counted is None
-           else f"you counted {count(counted, done['unit'])}")
-    text = (f"Received order #{proposal_id} ({count(done['quantity'], done['unit'])} of {done['item']}): {how}; "
-            f"{done['item']} is now {count(done['new_on_hand'], done['unit'])} on hand.")
+    how = (f"{units.count(done['quantity'], done['unit'])} added" if counted is None
+           else f"you counted {units.count(counted, done['unit'])}")
+    text = (f"Received order #{proposal_id} ({units.count(done['quantity'], done['unit'])} of {done['item']}): "
+            f"{how}; {done['item']} is now {units.count(done['new_on_hand'], done['unit'])} on hand.")
     edit_order_card(tx, proposal_id, text, "received")
     return text
 
@@ -97,8 +107,7 @@ def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", u
                   rules: ApprovalRules | None = None) -> ReportDraft:
     destination = f"tg:{chat_id}"
     if command == "received":
-        return ReportDraft(received_reply(tx, text, chat_id, f"owner:{user_id or chat_id}", rules),
-                           destination=destination)
+        return ReportDraft(received_reply(tx, text, chat_id, f"owner:{user_id or chat_id}"), destination=destination)
     if command == "status":
         return ReportDraft(status_text(tx.status()), destination=destination)
     if command == "pending":
@@ -142,7 +151,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
     if proposals:
         lines.append("Proposals awaiting your decision:")
         for p in proposals[:PENDING_LIMIT]:
-            lines.append(f"- #{p['proposal_id']} {p['item']}: {rules.count(p['quantity'], p['unit'])} for "
+            lines.append(f"- #{p['proposal_id']} {p['item']}: {units.count(p['quantity'], p['unit'])} for "
                          f"{rules.money(p['total_cents'])}")
             buttons += proposal_buttons(tx, p, chat_id, f" #{p['proposal_id']}")
         more(proposals)
@@ -159,7 +168,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
         lines.append("Orders on order, awaiting Received:")
         for o in orders[:PENDING_LIMIT]:
             late = from_text(o["due_at"]) <= tx.at
-            lines.append(f"- #{o['proposal_id']} {o['item']}: {rules.count(o['quantity'], o['unit'])}, {o['status']}, "
+            lines.append(f"- #{o['proposal_id']} {o['item']}: {units.count(o['quantity'], o['unit'])}, {o['status']}, "
                          + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
             [row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
             buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in row])
@@ -196,7 +205,7 @@ def order_buttons(tx: Transaction, proposal_id: int, chat_id: int, *, not_arrive
 
 
 VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"},
-         "order": {"received", "not_arrived"}}
+         "order": {"received", "not_arrived"}, "setting": {"apply", "keep"}}
 
 
 @dataclass(frozen=True)
@@ -206,10 +215,9 @@ class ApprovalRules:
     day_max_cents: int | None = None
     supplier_destination: str = "supplier:supplier"
     lead_time_days: int = 3          # an order not received this long after its approval is asked about once
-    # how the owner reads money and counts: the app passes the shop's (ShopFormat.cents, worker.units.count_of);
-    # the defaults, for tests that build rules alone, read an amount as a plain decimal of two places
+    # how the owner reads money: the app passes the shop's (ShopFormat.cents, Babel); the default, for tests that
+    # build rules alone, reads an amount as a plain decimal of two places
     money: wording.Money = field(default=lambda cents: f"{cents / 100:.2f}", compare=False)
-    count: wording.Count = field(default=lambda n, unit: f"{n} {unit}".strip(), compare=False)
 
     def day(self, now: datetime) -> str:
         """The shop's local date at `now`: the day of the per-day spending limit."""
@@ -225,8 +233,7 @@ class Outcome:
 
 
 def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: str,
-                 pressed_on: tuple[int, int | None] | None = None, rules: ApprovalRules | None = None) -> Outcome:
-    count = (rules or ApprovalRules()).count
+                 pressed_on: tuple[int, int | None] | None = None) -> Outcome:
     order = tx.order(proposal_id)
     if order is None or order["state"] != "on_order":
         tx.decide_prompt(nonce, "stale", by)
@@ -235,17 +242,35 @@ def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: s
     tx.close_prompts("order", str(proposal_id), verb, by)
     if verb == "received":
         done = tx.receive_order(proposal_id, by)
-        outcome = Outcome(f"Received order #{proposal_id}: {count(done['quantity'], done['unit'])} of {done['item']} "
-                          f"added; {done['item']} is now {count(done['new_on_hand'], done['unit'])} on hand.", True)
+        outcome = Outcome(f"Received order #{proposal_id}: {units.count(done['quantity'], done['unit'])} of "
+                          f"{done['item']} added; {done['item']} is now "
+                          f"{units.count(done['new_on_hand'], done['unit'])} on hand.", True)
     else:
         tx.order_not_arrived(proposal_id, by)
-        ordered = count(order["quantity"], order["unit"])
-        outcome = Outcome(f"Noted: order #{proposal_id} ({ordered} of {order['item']}) has not arrived."
-                          " I no longer count it as on order, so the stock watcher and reorder may "
+        outcome = Outcome(f"Noted: order #{proposal_id} ({units.count(order['quantity'], order['unit'])} of "
+                          f"{order['item']}) has "
+                          "not arrived. I no longer count it as on order, so the stock watcher and reorder may "
                           f"propose {order['item']} again. Check with the supplier before ordering twice.", True)
     if order["card_message"] is not None and pressed_on != (order["card_chat"], order["card_message"]):
         edit_order_card(tx, proposal_id, outcome.text, verb)     # pressed elsewhere: the order's card says so too
     return outcome
+
+
+def _setting_press(tx: Transaction, nonce: str, verb: str, target: str, by: str) -> Outcome:
+    """Apply: the suggested reorder point and target become the item's from this commit (a recorded decision, in
+    place of the shop file's until `shopbot settings reset`); Keep: the decision is recorded, nothing changes."""
+    item, rop_text, target_text = target.rsplit(":", 2)
+    reorder_point, order_up_to = int(rop_text), int(target_text)
+    tx.decide_prompt(nonce, verb, by)
+    tx.close_prompts("setting", target, verb, by)
+    if verb == "keep":
+        return Outcome(f"Kept: {item} stays as it is (not {reorder_point} and {order_up_to}).", True)
+    try:
+        tx.apply_setting(item, reorder_point, order_up_to, by, nonce)
+    except (ValueError, UnknownTarget) as exc:
+        return Outcome(f"Not applied: {exc}", True)
+    return Outcome(f"Applied: {item}'s reorder point is now {reorder_point} and its target {order_up_to}. "
+                   f"`shopbot settings reset {item}` goes back to the shop file's values.", True)
 
 
 def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> Outcome:
@@ -281,9 +306,11 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
         buttons = order_buttons(tx, proposal_id, press.chat_id) if decision.ok and verb == "approve" else None
         if decision.ok and verb == "approve" and press.message_id is not None:
             tx.set_order_card(proposal_id, press.chat_id, press.message_id)
-        return Outcome(wording.decision_text(decision, rules.money, rules.count), decision.ok, buttons)
+        return Outcome(wording.decision_text(decision, rules.money), decision.ok, buttons)
     if prompt.kind == "order":
-        return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id), rules)
+        return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id))
+    if prompt.kind == "setting":
+        return _setting_press(tx, nonce, verb, prompt.target, by)
     if prompt.kind == "forget":
         tx.decide_prompt(nonce, verb, by)
         if verb == "keep":

@@ -1,20 +1,19 @@
 """The owner's words for the store's typed outcomes (an approve/reject decision), with money in the shop's format
-and counts with their unit word: the store returns what happened, this module says it. Money and counts come
-through the `ApprovalRules` the composition root builds from the shop (worker/money.py, worker/units.py), since
-producers import neither worker nor bot."""
+and counts with their unit word (store/units.py): the store returns what happened, this module says it. Money
+comes through the `ApprovalRules` the composition root builds from the shop (worker/money.py), since producers
+import neither worker nor bot."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from store import Decision, DecisionKind
+from store import Decision, DecisionKind, units
 
 Money = Callable[[int], str]            # minor units -> the shop's format (`ShopFormat.cents`)
-Count = Callable[[int, str], str]       # (count, unit) -> `1 tub` (`worker.units.count_of`)
 
 
-def decision_text(decision: Decision, money: Money, count: Count) -> str:
+def decision_text(decision: Decision, money: Money) -> str:
     pid, kind = decision.proposal_id, decision.kind
-    what = (f"{count(decision.quantity, decision.unit)} of {decision.item}" if decision.unit
+    what = (f"{units.count(decision.quantity, decision.unit)} of {decision.item}" if decision.unit
             else f"{decision.quantity} {decision.item}")
     if kind is DecisionKind.APPROVED:
         return (f"Approved #{pid}: {what} for {money(decision.total_cents)}. I am sending the order to the supplier "

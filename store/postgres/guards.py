@@ -29,7 +29,7 @@ from psycopg import errors as pgerrors
 
 from ..errors import NotClaimed
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
-from ..sqlite import actions, inbox, invariants, producer_state, recovery, retention, shop
+from ..sqlite import actions, inbox, invariants, producer_state, recovery, retention, sales, shop
 from ..sqlite.inbox import DUE
 from ..sqlite.store import DEFAULT_LEASE_S
 from .connection import PgConnection
@@ -50,6 +50,12 @@ def seed_shop(conn: PgConnection, *args: Any, **kwargs: Any) -> bool:
 def sync_shop(conn: PgConnection, *args: Any, **kwargs: Any) -> list[str]:
     conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
     return shop.sync(conn, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def import_sales(conn: PgConnection, *args: Any, **kwargs: Any) -> Any:
+    """Two imports at once: the second checks its days after the first committed (behind the shop's lock)."""
+    conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
+    return sales.import_lines(conn, *args, **kwargs)  # type: ignore[arg-type]
 
 
 def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:

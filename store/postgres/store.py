@@ -111,6 +111,7 @@ class PostgresStore(SqliteStore):
     _leases = leadership
     _seed = staticmethod(guards.seed_shop)      # type: ignore[assignment]
     _sync = staticmethod(guards.sync_shop)      # type: ignore[assignment]
+    _import_sales = staticmethod(guards.import_sales)  # type: ignore[assignment]
     _db_error = psycopg.Error
 
     def __init__(self, db: Any, clock: Clock, *, lease_s: float = DEFAULT_LEASE_S, **options: Any) -> None:

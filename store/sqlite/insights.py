@@ -43,9 +43,10 @@ def sales(conn: sqlite3.Connection, since: str, until: str, item: str | None = N
 
 def on_order(conn: sqlite3.Connection, item: str | None = None) -> list[dict[str, Any]]:
     """The orders on order (store/sqlite/orders.py: from approval until received, not failed or voided), for the
-    agent's tools: proposal, item, quantity, total, when approved, unit and the supplier action's state."""
+    agent's tools: proposal, item, quantity, total, when approved, when due (approval plus the supplier's lead
+    time), unit and the supplier action's state."""
     rows = conn.execute(
-        "SELECT o.proposal_id, o.item, o.quantity, p.total_cents, o.approved_at AS decided_at, i.unit, "
+        "SELECT o.proposal_id, o.item, o.quantity, p.total_cents, o.approved_at AS decided_at, o.due_at, i.unit, "
         "a.state AS action_state FROM orders o JOIN proposals p ON p.proposal_id = o.proposal_id "
         "LEFT JOIN actions a ON a.proposal_id = o.proposal_id LEFT JOIN items i ON i.item = o.item "
         "WHERE o.state = 'on_order' AND (:item IS NULL OR o.item = :item) ORDER BY o.proposal_id",

@@ -19,6 +19,7 @@ import sqlite3
 from datetime import timedelta
 from typing import Any
 
+from .. import units
 from ..clock import from_text, to_text
 from ..errors import IllegalTransition, UnknownTarget
 
@@ -43,7 +44,8 @@ def status_text(order: dict[str, Any]) -> str:
 
 def describe(order: dict[str, Any]) -> str:
     """`on order: 6 tubs, order #2, confirmed by the supplier (their id SUP-1)`."""
-    return f"on order: {order['quantity']} {order['unit']}, order #{order['proposal_id']}, {status_text(order)}"
+    return (f"on order: {units.count(order['quantity'], order['unit'])}, order #{order['proposal_id']}, "
+            f"{status_text(order)}")
 
 
 def _row(row: sqlite3.Row) -> dict[str, Any]:

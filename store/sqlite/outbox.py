@@ -16,6 +16,7 @@ from ..errors import IllegalTransition, UnknownTarget
 from ..records import Delivery, DeliveryState, ReportDraft
 from .moves import move
 
+CAPTION_LIMIT = 1024   # Telegram: a photo's caption is at most 1,024 characters after entities parsing
 PART_LIMIT = 4000   # C7: parts of at most 4,000 UTF-16 code units of visible text (Telegram counts so; limit 4,096)
 
 
@@ -68,6 +69,11 @@ def split_parts(body: str, report_id: str, limit: int = PART_LIMIT) -> list[str]
         used += size
     if current or not chunks:
         chunks.append(current)
+    return identified(chunks, report_id)
+
+
+def identified(chunks: Sequence[str], report_id: str) -> list[str]:
+    """Each part ending with its identity: `r12.1` alone, `r12.1 (2/3)` among several."""
     total = len(chunks)
     if total == 1:
         return [f"{chunks[0].rstrip()}\n\n{report_id}"]
@@ -100,11 +106,18 @@ def insert_report(conn: sqlite3.Connection, work_ids: Sequence[int], draft: Repo
     chat_id = chat_of(draft.destination)
     if chat_id is not None:
         parts = split_parts(draft.body, report_id)
-        edit_of = draft.edit_of if len(parts) == 1 else None    # a card too long to edit goes as new messages
+        edit_of = draft.edit_of if len(parts) == 1 and draft.photo is None else None  # else new messages
+        photos: list[bytes | None] = [None] * len(parts)
+        if draft.photo is not None:      # the picture first: a part of its own, its caption ending with its identity
+            bodies = [draft.caption[:CAPTION_LIMIT - 20]] + [part.rpartition("\n\n")[0] for part in parts]
+            parts = identified(bodies, report_id)
+            photos.insert(0, draft.photo)
+        rows = list(zip(parts, photos, strict=True))
         conn.executemany(
-            "INSERT INTO deliveries (report_id, part, parts, chat_id, text, edit_of, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(report_id, i, len(parts), chat_id, text, edit_of, now, now) for i, text in enumerate(parts, start=1)])
+            "INSERT INTO deliveries (report_id, part, parts, chat_id, text, edit_of, photo, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(report_id, i, len(rows), chat_id, text, edit_of, photo, now, now)
+             for i, (text, photo) in enumerate(rows, start=1)])
     return report_id
 
 
@@ -134,7 +147,7 @@ def _delivery(row: sqlite3.Row) -> Delivery:
     return Delivery(row["delivery_id"], row["report_id"], row["part"], row["parts"], row["chat_id"], row["text"],
                     DeliveryState(row["state"]), row["attempts"], buttons,
                     _reply_to(row["sources"], row["chat_id"]) if row["part"] == 1 and edit_of is None else None,
-                    edit_of)
+                    edit_of, bytes(row["photo"]) if row["photo"] is not None else None)
 
 
 def _reply_to(sources: str | None, chat_id: int) -> int | None:

@@ -50,11 +50,13 @@ def stock_levels(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """Every item with its stock, what is on order, its position (on hand plus on order), reorder point and watch
     state (armed, episode)."""
     return [dict(r) for r in conn.execute(
-        "SELECT i.item, i.unit, i.on_hand, i.reorder_point, coalesce(w.armed, 1) AS armed, "
+        "SELECT i.item, i.unit, i.on_hand, coalesce(s.reorder_point, i.reorder_point) AS reorder_point, "
+        "coalesce(w.armed, 1) AS armed, "
         "coalesce(w.episode, 1) AS episode, "
         "(SELECT coalesce(sum(o.quantity), 0) FROM orders o WHERE o.item = i.item AND o.state = 'on_order') "
         "AS on_order, i.on_hand + (SELECT coalesce(sum(o.quantity), 0) FROM orders o WHERE o.item = i.item "
         "AND o.state = 'on_order') AS position FROM items i LEFT JOIN stock_watch w USING (item) "
+        "LEFT JOIN item_settings s ON s.item = i.item "     # an applied reorder point counts at once
         "ORDER BY i.item").fetchall()]
 
 

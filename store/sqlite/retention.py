@@ -74,7 +74,7 @@ def prune_batch(conn: sqlite3.Connection, cutoff: str, now: str, batch: int) -> 
         "LIMIT ?", (cutoff, batch)).fetchall()
     parts = 0
     for report_id, body in reports:
-        parts += conn.execute("UPDATE deliveries SET text = '', pruned_at = ? WHERE report_id = ? "
+        parts += conn.execute("UPDATE deliveries SET text = '', photo = NULL, pruned_at = ? WHERE report_id = ? "
                               "AND pruned_at IS NULL", (now, report_id)).rowcount
         conn.execute("UPDATE reports SET body = '', body_sha256 = ?, pruned_at = ? WHERE report_id = ?",
                      (content_hash(body), now, report_id))

@@ -191,6 +191,7 @@ CREATE TABLE deliveries (
     edit_of     INTEGER,                 -- a message of this chat that the delivery edits (a card); NULL: a new one
     pruned_at   TEXT,                    -- retention emptied the text of this ended part
     sender      TEXT,                    -- '<holder>/<generation>' of the relay lease that marked it sending (C16)
+    photo       BLOB,                    -- 0018: a photo part's PNG (its text is the caption); NULL for text
     UNIQUE (report_id, part),
     CHECK (part >= 1 AND part <= parts)
 );
@@ -207,10 +208,10 @@ CREATE TRIGGER delivery_insert_pending BEFORE INSERT ON deliveries WHEN NEW.stat
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery starts pending'); END;
 
 -- C7: what is sent never changes (retention may empty the text of a confirmed, failed or denied part).
-CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of ON deliveries
+CREATE TRIGGER delivery_text_fixed BEFORE UPDATE OF report_id, part, parts, chat_id, text, edit_of, photo ON deliveries
 WHEN NOT (OLD.state IN ('confirmed', 'failed', 'denied') AND OLD.pruned_at IS NULL AND NEW.pruned_at IS NOT NULL
-          AND NEW.text = '' AND NEW.report_id = OLD.report_id AND NEW.part = OLD.part AND NEW.parts = OLD.parts
-          AND NEW.chat_id = OLD.chat_id AND NEW.edit_of IS OLD.edit_of)
+          AND NEW.text = '' AND NEW.photo IS NULL AND NEW.report_id = OLD.report_id AND NEW.part = OLD.part
+          AND NEW.parts = OLD.parts AND NEW.chat_id = OLD.chat_id AND NEW.edit_of IS OLD.edit_of)
 BEGIN SELECT RAISE(ABORT, 'C7: a delivery never changes what it sends'); END;
 
 -- C7: confirmed, failed and denied are terminal (retention's emptied text aside).
@@ -288,7 +289,10 @@ CREATE TABLE items (
     target          INTEGER NOT NULL CHECK (target >= 0),
     unit_cost_cents INTEGER NOT NULL CHECK (unit_cost_cents >= 0),
     max_order       INTEGER CHECK (max_order IS NULL OR max_order > 0),
-    updated_at      TEXT NOT NULL
+    updated_at      TEXT NOT NULL,
+    pack            INTEGER CHECK (pack IS NULL OR pack >= 1),             -- 0018: the supplier's pack size
+    min_order       INTEGER CHECK (min_order IS NULL OR min_order >= 1),   -- 0018: the supplier's minimum order
+    price_cents     INTEGER CHECK (price_cents IS NULL OR price_cents >= 0)   -- 0018: the selling price
 );
 
 -- Every change of stock on hand, with where it came from: the seed, a till count, an explicit sync, a till count
@@ -546,3 +550,27 @@ CREATE TRIGGER receipt_insert_pending BEFORE INSERT ON receipts WHEN NEW.state !
 BEGIN SELECT RAISE(ABORT, 'C19: a receipt starts pending'); END;
 CREATE TRIGGER receipt_terminal_fixed BEFORE UPDATE OF state ON receipts WHEN OLD.state != 'pending'
 BEGIN SELECT RAISE(ABORT, 'C19: a set or failed receipt never changes'); END;
+
+-- Imported daily sales: one row per (item, shop-local day). The till's own days are read from stock_events (the
+-- decreases between counts); an imported day takes the place of the till's for that day, so no day counts twice.
+CREATE TABLE sales_days (
+    item        TEXT NOT NULL REFERENCES items (item),
+    day         TEXT NOT NULL CHECK (length(day) = 10),
+    quantity    INTEGER NOT NULL CHECK (quantity >= 0),
+    source      TEXT NOT NULL,
+    imported_at TEXT NOT NULL,
+    PRIMARY KEY (item, day)
+);
+CREATE TRIGGER sales_day_fixed BEFORE UPDATE ON sales_days
+BEGIN SELECT RAISE(ABORT, 'a recorded day of sales never changes (a different quantity is a conflict)'); END;
+
+-- The owner's applied reorder point and target (an Apply press, a recorded decision): they take the place of the
+-- shop file's values until `shopbot settings reset ITEM`; items keeps the file's values beside them.
+CREATE TABLE item_settings (
+    item          TEXT PRIMARY KEY REFERENCES items (item),
+    reorder_point INTEGER NOT NULL CHECK (reorder_point >= 0),
+    target        INTEGER NOT NULL CHECK (target >= reorder_point),
+    decided_by    TEXT NOT NULL,
+    decided_at    TEXT NOT NULL,
+    prompt        TEXT
+);

@@ -8,16 +8,25 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import units
 from ..errors import UnknownTarget
 from ..records import ItemSpec, Policy
 from . import orders
 
-ITEM_COLUMNS = "i.item, i.unit, i.on_hand, i.reorder_point, i.target, i.unit_cost_cents, i.max_order"
+# An applied setting (store/sqlite/sales.py, the owner's Apply) takes the place of the shop file's reorder point and
+# target; the file's values are read beside it (`file_reorder_point`, `file_target`).
+ITEM_COLUMNS = ("i.item, i.unit, i.on_hand, coalesce(s.reorder_point, i.reorder_point) AS reorder_point, "
+                "coalesce(s.target, i.target) AS target, i.unit_cost_cents, i.max_order, i.pack, i.min_order, "
+                "i.price_cents, i.reorder_point AS file_reorder_point, i.target AS file_target, "
+                "s.decided_by AS applied_by, s.decided_at AS applied_at")
 
 
 def _item(row: sqlite3.Row) -> dict[str, Any]:
     return {"item": row["item"], "unit": row["unit"], "on_hand": row["on_hand"], "reorder_point": row["reorder_point"],
             "target": row["target"], "unit_cost_cents": row["unit_cost_cents"], "max_order": row["max_order"],
+            "pack": row["pack"], "min_order": row["min_order"], "price_cents": row["price_cents"],
+            "file_reorder_point": row["file_reorder_point"], "file_target": row["file_target"],
+            "applied": None if row["applied_by"] is None else {"by": row["applied_by"], "at": row["applied_at"]},
             "open_proposal": row["open_proposal"], "on_order": row["on_order"],
             "position": row["on_hand"] + row["on_order"]}
 
@@ -25,7 +34,7 @@ def _item(row: sqlite3.Row) -> dict[str, Any]:
 _SELECT = (f"SELECT {ITEM_COLUMNS}, (SELECT p.proposal_id FROM proposals p WHERE p.item = i.item "
            "AND p.state IN ('proposed', 'awaiting_approval')) AS open_proposal, "
            "(SELECT coalesce(sum(o.quantity), 0) FROM orders o WHERE o.item = i.item AND o.state = 'on_order') "
-           "AS on_order FROM items i ")
+           "AS on_order FROM items i LEFT JOIN item_settings s ON s.item = i.item ")
 
 
 def list_items(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -57,18 +66,20 @@ def seed(conn: sqlite3.Connection, specs: Sequence[ItemSpec], source: str, now: 
 
 def _insert(conn: sqlite3.Connection, spec: ItemSpec, now: str) -> None:
     conn.execute("INSERT INTO items (item, unit, on_hand, reorder_point, target, unit_cost_cents, max_order, "
-                 "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                 "pack, min_order, price_cents, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  (spec.item, spec.unit, spec.on_hand, spec.reorder_point, spec.target, spec.unit_cost_cents,
-                  spec.max_order, now))
+                  spec.max_order, spec.pack, spec.min_order, spec.price_cents, now))
 
 
 def sync(conn: sqlite3.Connection, specs: Sequence[ItemSpec], source: str, now: str, *,
          reset_stock: bool = False) -> list[str]:
     """Apply an edited shop file explicitly: new items are added with their stock; existing items take the file's
-    reorder point, target, cost, unit and limit; counted stock is kept unless `reset_stock`. Items missing from the
-    file are reported, never deleted. Returns one line per change."""
+    reorder point, target, cost, unit and limits; counted stock is kept unless `reset_stock`. Items missing from the
+    file are reported, never deleted. A reorder point and target the owner applied stay in force (the file's value
+    is kept beside them and said). Returns one line per change."""
     changes = []
     existing = {row["item"]: row for row in conn.execute("SELECT * FROM items").fetchall()}
+    applied = {row["item"]: row for row in conn.execute("SELECT * FROM item_settings").fetchall()}
     for spec in specs:
         old = existing.get(spec.item)
         if old is None:
@@ -77,11 +88,16 @@ def sync(conn: sqlite3.Connection, specs: Sequence[ItemSpec], source: str, now: 
                          "VALUES (?, 'sync', ?, ?, ?)", (spec.item, spec.on_hand, source, now))
             changes.append(f"added {spec.item} ({spec.on_hand} {spec.unit} on hand)")
             continue
-        for column in ("unit", "reorder_point", "target", "unit_cost_cents", "max_order"):
+        for column in ("unit", "reorder_point", "target", "unit_cost_cents", "max_order", "pack", "min_order",
+                       "price_cents"):
             new = getattr(spec, column)
             if old[column] != new:
                 conn.execute(f"UPDATE items SET {column} = ?, updated_at = ? WHERE item = ?", (new, now, spec.item))
-                changes.append(f"{spec.item}: {column} {old[column]} -> {new}")
+                line = f"{spec.item}: {column} {old[column]} -> {new}"
+                if column in ("reorder_point", "target") and spec.item in applied:
+                    line += (f" in the file; the applied {applied[spec.item][column]} stays in force "
+                             f"(`shopbot settings reset {spec.item}` returns to the file's)")
+                changes.append(line)
         if reset_stock and old["on_hand"] != spec.on_hand:
             set_on_hand(conn, spec.item, spec.on_hand, "sync", source, None, now)
             changes.append(f"{spec.item}: on hand {old['on_hand']} -> {spec.on_hand} (reset from the file)")
@@ -143,14 +159,14 @@ def policy_reason(conn: sqlite3.Connection, spec: dict[str, Any], supplier: str,
     if quantity <= 0:
         return f"quantity must be positive, got {quantity}"
     if spec["max_order"] is not None and quantity > spec["max_order"]:
-        return f"{quantity} {spec['unit']} is over the limit of {spec['max_order']} per order for {item}"
+        return f"{units.count(quantity, spec['unit'])} is over the limit of {spec['max_order']} per order for {item}"
     if spec["open_proposal"] is not None:
         return f"{item} already has an open proposal (#{spec['open_proposal']})"
     open_orders = orders.open_orders(conn, item)
     if open_orders:
         return f"{item} is already {orders.describe(open_orders[0])}"
     if spec["position"] >= spec["reorder_point"]:
-        return (f"{item} has {spec['on_hand']} {spec['unit']} on hand, at or above its reorder point of "
+        return (f"{item} has {units.count(spec['on_hand'], spec['unit'])} on hand, at or above its reorder point of "
                 f"{spec['reorder_point']}: nothing to order")
     if policy is None:
         return None

@@ -12,7 +12,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,8 @@ from ..records import (
     RecoverySummary,
     ReportDraft,
     ReportView,
+    SaleLine,
+    SalesImport,
     Stats,
     Status,
     Violation,
@@ -59,6 +61,7 @@ from . import (
     receipts,
     recovery,
     retention,
+    sales,
     shop,
     stats,
 )
@@ -118,6 +121,7 @@ class SqliteStore:
     _check = staticmethod(invariants.check_connection)
     _seed = staticmethod(shop.seed)
     _sync = staticmethod(shop.sync)
+    _import_sales = staticmethod(sales.import_lines)
     _leases: Any = leadership
     _db_error: type[Exception] = sqlite3.Error
 
@@ -640,6 +644,25 @@ class SqliteStore:
         'received'), old_on_hand, new_on_hand, source, created_at. Sales are the decreases between consecutive
         events; 'restock' and 'received' events are deliveries, never negative sales."""
         return await self.db.read(shop.stock_events, item, limit)
+
+    # ---- the sales history and applied settings (store/sqlite/sales.py) -------------------------------------------
+    async def sales_days(self, first: date, last: date, timezone: str,
+                         item: str | None = None) -> list[dict[str, Any]]:
+        return await self.db.read(sales.days, first, last, timezone, item)
+
+    async def import_sales(self, lines: Sequence[SaleLine], timezone: str, source: str) -> SalesImport:
+        now = self.now()
+        return await self.db.write(lambda conn: self._import_sales(conn, lines, timezone, source, now))
+
+    async def apply_setting(self, item: str, reorder_point: int, target: int, by: str) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: sales.apply_setting(conn, item, reorder_point, target, by, now))
+        self.signals.work.notify()     # the stock watcher looks again at once
+
+    async def reset_setting(self, item: str) -> bool:
+        done = await self.db.write(lambda conn: sales.reset_setting(conn, item))
+        self.signals.work.notify()
+        return bool(done)
 
     # ---- actions (C11) ---------------------------------------------------------------------------------------
     async def due_actions(self, limit: int = 10) -> list[Action]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import from_text, to_text
 from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft, Status
-from . import actions, inbox, orders, outbox, producer_state, prompts, receipts, shop, stats
+from . import actions, inbox, orders, outbox, producer_state, prompts, receipts, sales, shop, stats
 from .status import read_status
 
 if TYPE_CHECKING:
@@ -146,3 +146,6 @@ class SqliteTransaction:
 
     def close_prompts(self, kind: str, target: str, decision: str, by: str) -> None:
         prompts.close_for_target(self._conn, kind, target, decision, by, self._now)
+
+    def apply_setting(self, item: str, reorder_point: int, target: int, by: str, prompt: str | None = None) -> None:
+        sales.apply_setting(self._conn, item, reorder_point, target, by, self._now, prompt)

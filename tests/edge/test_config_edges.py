@@ -110,9 +110,10 @@ def test_formerly_bug_an_opening_brief_beside_another_schedule_is_not_a_duplicat
     brief = '[[schedule]]\nname = "opening_brief"\ncron = "0 9 * * *"\nprompt = "brief"\n'
     pulse = '[[schedule]]\nname = "pulse"\ncron = "* * * * *"\nprompt = "stock"\n'
     assert [(s.name, s.cron) for s in parse_shop(base + brief + pulse).schedules] == [
-        ("opening_brief", "0 9 * * *"), ("pulse", "* * * * *")]
-    assert [s.name for s in parse_shop(base + pulse).schedules] == ["pulse", "opening_brief"]   # the default, once
-    assert [s.name for s in parse_shop(base).schedules] == ["opening_brief"]
+        ("opening_brief", "0 9 * * *"), ("pulse", "* * * * *"), ("weekly_review", "0 8 * * 1")]
+    assert [s.name for s in parse_shop(base + pulse).schedules] == [      # the defaults, once
+        "pulse", "opening_brief", "weekly_review"]
+    assert [s.name for s in parse_shop(base).schedules] == ["opening_brief", "weekly_review"]
     with pytest.raises(ShopFileError, match="'pulse': the name is used by two schedules"):
         parse_shop(base + pulse + pulse)
 

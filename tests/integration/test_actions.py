@@ -298,3 +298,41 @@ async def test_a_lost_reply_on_a_card_edit_is_unknown_and_resent_only_by_decisio
         assert rows(run, "SELECT resends, receipt FROM deliveries WHERE report_id = ?", unsure[0]) == [
             (1, str(shown["strawberry"].message_id))]
         assert await run.app.parts.store.check() == []
+
+
+async def test_the_vanilla_came_offers_the_orders_received_button_and_a_press_receives_it():
+    """Issue 27: "the vanilla came" (and "llegó la vainilla") offers the Received button of vanilla's open order,
+    through the offline model, the real worker and the local Bot API; the turn receives nothing; the press does."""
+    async with local_product(FAST) as run:
+        shown = await proposals_shown(run)
+        press(run, shown["vanilla"], "Approve")
+        await settled(run, "is confirmed by the supplier")
+        vanilla_id = rows(run, "SELECT proposal_id FROM proposals WHERE item = 'vanilla'")[0][0]
+        store = run.app.parts.store
+        run.api.post_message(OWNER_ID, OWNER_ID, "llegó la vainilla")
+        await settled(run, "Pulsa Received abajo")
+        run.api.post_message(OWNER_ID, OWNER_ID, "the vanilla came")
+        await settled(run, "Press Received below")
+        offer = [m for m in run.owner_messages() if "Press Received below" in m.text][-1]
+        assert f"order #{vanilla_id} (vanilla, 6 tubs, $18.00)" in offer.text
+        assert buttons_of(offer) == [f"Received #{vanilla_id}"]
+        spanish = [m for m in run.owner_messages() if "Pulsa Received abajo" in m.text][-1]
+        assert "6 tarrinas" in spanish.text and buttons_of(spanish) == [f"Received #{vanilla_id}"]
+        vanilla = await store.shop_item("vanilla")
+        assert (vanilla["on_hand"], vanilla["on_order"]) == (2, 6)          # offered, not received
+        # "anything waiting for me?" lists what /pending lists, with the buttons /pending has
+        strawberry = rows(run, "SELECT proposal_id FROM proposals WHERE item = 'strawberry'")[0][0]
+        run.api.post_message(OWNER_ID, OWNER_ID, "anything waiting for me?")
+        await settled(run, "Waiting for you:")
+        waiting = [m for m in run.owner_messages() if m.text.startswith("Waiting for you:")][-1]
+        assert f"proposal #{strawberry} (strawberry 4 tubs for $8.00) awaits your approval" in waiting.text
+        assert buttons_of(waiting) == [f"Approve #{strawberry}", f"Reject #{strawberry}", f"Received #{vanilla_id}"]
+        press(run, offer, f"Received #{vanilla_id}")
+        await settled(run, "vanilla is now 8 tubs on hand")
+        vanilla = await store.shop_item("vanilla")
+        assert (vanilla["on_hand"], vanilla["on_order"]) == (8, 0)
+        # the other offer's button is now stale: a press changes nothing
+        press(run, spanish, f"Received #{vanilla_id}")
+        await settled(run, "no longer valid")
+        assert (await store.shop_item("vanilla"))["on_hand"] == 8
+        assert await store.check() == []

@@ -364,7 +364,7 @@ async def test_the_keyboard_of_common_asks_answers_each_in_one_tap():
         for label in labels:
             run.api.post_message(OWNER_ID, OWNER_ID, label)
         expected = ("Stock: chocolate 12 tubs",                          # Stock
-                    "Low: strawberry 1 tubs (reorder point 5; proposal",  # Low
+                    "Low: strawberry 1 tub (reorder point 5; proposal",  # Low
                     "Opening brief:",                                    # Brief: the /brief command
                     "Nothing to reorder",                                # Reorder: both already proposed
                     "Proposals awaiting your decision")                  # Pending: the /pending command

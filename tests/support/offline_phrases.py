@@ -30,7 +30,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Phrase:
     text: str
-    intent: str            # stock, stock_all, low, cover, order, brief, greet, thanks, help, ambiguous, unknown
+    intent: str            # stock, stock_all, low, cover, order, brief, greet, thanks, help, ambiguous, unknown;
+                           # sales, ranking, on_order, price, pending, received (the everyday set)
     item: str | None = None
     shows: tuple[str, ...] = ()
     lang: str = "en"
@@ -148,11 +149,12 @@ def _item_word(phrase: Phrase) -> tuple[int, int] | None:
     return match.start(), match.end()
 
 
-def variants(seed: int = SEED, per_phrase: int = 4) -> list[tuple[str, Phrase]]:
+def variants(seed: int = SEED, per_phrase: int = 4, phrases: tuple[Phrase, ...] = PHRASES
+             ) -> list[tuple[str, Phrase]]:
     """(variant text, the phrase it comes from): typos in the item's word and case changes of the line."""
     rng = random.Random(seed)
     out: list[tuple[str, Phrase]] = []
-    for phrase in PHRASES:
+    for phrase in phrases:
         if phrase.intent in ("ambiguous", "unknown"):
             continue
         span = _item_word(phrase)
@@ -168,3 +170,92 @@ def variants(seed: int = SEED, per_phrase: int = 4) -> list[tuple[str, Phrase]]:
             if text != phrase.text and text not in {v for v, _ in out}:
                 out.append((text, phrase))
     return out
+
+
+# The everyday set (issue 27), written before its matcher: how fast things sell, what is on order or coming, prices
+# and costs, what waits for the owner, a delivery that came. Asked of the shop above after two more turns (see
+# tests/integration/test_offline_phrases.py `everyday`): "order more strawberry" approved at once (order #1,
+# strawberry 7 tubs for $14.00, approved Monday 2027-03-08 10:00, expected after the supplier's 3-day lead time on
+# Thursday 11 March), then "order more vanilla" left awaiting approval (proposal #2, vanilla 13 tubs for $39.00).
+#
+#     sales over the last 14 days (the records start a week and an hour ago): vanilla 13 sold, 1.85 a day;
+#     chocolate 7 sold, 0.99 a day; strawberry, mint chip, peach and pear none. This week (7 days): vanilla 13,
+#     chocolate 7. Unit costs: vanilla $3.00, chocolate $2.50, strawberry $2.00, mint chip $3.50, peach and pear $4.00.
+#
+# A reply to "the strawberry came" must also offer the Received button of order #1 (the run calls
+# `offer_received`); it never receives the order itself.
+GROUPS = {"sales": "sales", "ranking": "sales", "cover": "sales", "on_order": "on order", "price": "prices",
+          "pending": "waiting", "received": "receiving", "unknown": "off-shop"}
+EVERYDAY: tuple[Phrase, ...] = (
+    # sales: how fast, this week, best and worst, how many days it lasts
+    P("how fast does chocolate sell", "sales", "chocolate", ("0.99",)),
+    P("how fast is vanilla selling?", "sales", "vanilla", ("1.85",)),
+    P("vanilla sales", "sales", "vanilla", ("13", "1.85")),
+    P("how much vanilla did we sell this week", "sales", "vanilla", ("13",)),
+    P("how many chocolates sold this week?", "sales", "chocolate", ("7",)),
+    P("how fast do strawberries sell", "sales", "strawberry", ("no sales",)),
+    P("what sells best?", "ranking", None, ("vanilla", "1.85")),
+    P("best sellers", "ranking", None, ("vanilla", "chocolate")),
+    P("what's selling worst", "ranking", None, ("strawberry", "chocolate")),
+    P("top selling flavour this week", "ranking", None, ("vanilla",)),
+    P("how many days will the vanilla last", "cover", "vanilla", ("3.8",)),
+    P("days left of chocolate", "cover", "chocolate", ("16.1",)),
+    P("¿cuánto se vende la vainilla?", "sales", "vanilla", ("1.85",), "es"),
+    P("ventas de chocolate esta semana", "sales", "chocolate", ("7",), "es"),
+    P("¿cuánta fresa vendimos esta semana?", "sales", "strawberry", ("sin ventas",), "es"),
+    P("¿qué se vende más?", "ranking", None, ("vanilla", "1.85"), "es"),
+    P("¿qué se vende menos?", "ranking", None, ("strawberry", "chocolate"), "es"),
+    P("¿cuántos días dura la vainilla?", "cover", "vanilla", ("3.8",), "es"),
+    # on order and coming: the order and its expected date; nothing on order said, a proposal awaiting named
+    P("what's on order?", "on_order", None, ("strawberry", "7", "11 March")),
+    P("anything coming?", "on_order", None, ("strawberry", "11 March")),
+    P("what have we ordered", "on_order", None, ("strawberry", "7")),
+    P("deliveries expected?", "on_order", None, ("strawberry", "11 March")),
+    P("when is the strawberry arriving?", "on_order", "strawberry", ("7", "11 March")),
+    P("is the strawberry order coming this week?", "on_order", "strawberry", ("11 March",)),
+    P("is vanilla on order?", "on_order", "vanilla", ("not on order", "13", "$39.00", "approval")),
+    P("when does the chocolate come", "on_order", "chocolate", ("not on order",)),
+    P("¿qué está pedido?", "on_order", None, ("strawberry", "7", "11 de marzo"), "es"),
+    P("¿qué viene en camino?", "on_order", None, ("strawberry", "11 de marzo"), "es"),
+    P("¿cuándo llega la fresa?", "on_order", "strawberry", ("11 de marzo",), "es"),
+    P("¿está pedida la vainilla?", "on_order", "vanilla", ("no está pedido", "$39.00", "aprobación"), "es"),
+    P("¿cuándo llega el chocolate?", "on_order", "chocolate", ("no está pedido",), "es"),
+    # prices and costs: in the shop's money format in the reply itself
+    P("what does a tub of vanilla cost", "price", "vanilla", ("$3.00",)),
+    P("price of chocolate", "price", "chocolate", ("$2.50",)),
+    P("how much is mint chip?", "price", "mint chip", ("$3.50",)),
+    P("what do pears cost", "price", "pear", ("$4.00",)),
+    P("PRICE OF STRAWBERRY?", "price", "strawberry", ("$2.00",)),
+    P("how much would 10 vanilla cost?", "price", "vanilla", ("10", "$30.00")),
+    P("cost of 5 peaches", "price", "peach", ("5", "$20.00")),
+    P("what would an order of 12 chocolate cost", "price", "chocolate", ("12", "$30.00")),
+    P("¿cuánto cuesta la vainilla?", "price", "vanilla", ("$3.00",), "es"),
+    P("precio del chocolate", "price", "chocolate", ("$2.50",), "es"),
+    P("¿qué precio tiene la menta?", "price", "mint chip", ("$3.50",), "es"),
+    P("¿cuánto cuestan 10 fresas?", "price", "strawberry", ("10", "$20.00"), "es"),
+    P("¿cuánto costaría un pedido de 6 peras?", "price", "pear", ("6", "$24.00"), "es"),
+    # waiting for the owner: what /pending lists, in words
+    P("anything waiting for me?", "pending", None, ("vanilla", "$39.00", "strawberry")),
+    P("any proposals waiting for my approval?", "pending", None, ("vanilla", "13", "$39.00")),
+    P("what needs my approval", "pending", None, ("vanilla", "$39.00")),
+    P("what's pending?", "pending", None, ("vanilla", "strawberry")),
+    P("do I have to approve anything", "pending", None, ("vanilla",)),
+    P("Anything for me to do?", "pending", None, ("vanilla", "strawberry")),
+    P("¿hay algo pendiente?", "pending", None, ("vanilla", "$39.00", "strawberry"), "es"),
+    P("¿qué tengo que aprobar?", "pending", None, ("vanilla", "$39.00"), "es"),
+    P("¿hay propuestas esperando?", "pending", None, ("vanilla",), "es"),
+    P("¿qué tengo pendiente?", "pending", None, ("vanilla", "strawberry"), "es"),
+    # receiving: the Received button of the item's open order, offered, never pressed
+    P("the strawberry came", "received", "strawberry", ("#1", "Received")),
+    P("strawberries arrived", "received", "strawberry", ("#1", "Received")),
+    P("the strawberry order is here", "received", "strawberry", ("#1", "Received")),
+    P("we got the strawberry delivery", "received", "strawberry", ("#1", "Received")),
+    P("the vanilla came", "received", "vanilla", ("not on order",)),
+    P("llegó la fresa", "received", "strawberry", ("#1", "Received"), "es"),
+    P("ya llegaron las fresas", "received", "strawberry", ("#1", "Received"), "es"),
+    P("ha llegado el pedido de fresa", "received", "strawberry", ("#1", "Received"), "es"),
+    P("llegó la vainilla", "received", "vanilla", ("no está pedido",), "es"),
+    # still outside the shop: one line
+    P("what's the capital of France?", "unknown"),
+    P("¿qué tiempo hace mañana?", "unknown", lang="es"),
+)

@@ -87,6 +87,23 @@ def test_a_date_or_time_no_figure_holds_is_blanked(rendering, expected):
     assert scrub(f"as of {rendering}.", SHOP, fmt) == f"as of {expected}."
 
 
+@pytest.mark.parametrize("locale", ["en_GB", "es_ES"])
+def test_a_spanish_date_in_words_is_kept_and_a_wrong_one_blanked(locale):
+    """Issue 27: Spanish month names in the matcher, so a Spanish reply's date is not blanked."""
+    fmt = ShopFormat("EUR", locale, "Europe/Madrid")
+    for rendering in ("5 de diciembre", "sábado 5 de diciembre de 2026", "5 diciembre 2026"):
+        assert scrub(f"llega el {rendering}.", SHOP, fmt) == f"llega el {rendering}."
+    # negative control: another day, or another year, is blanked
+    assert scrub("llega el 6 de diciembre.", SHOP, fmt) == f"llega el {DASH} de diciembre."
+    assert scrub("llega el 5 de diciembre de 2025.", SHOP, fmt) == f"llega el {DASH} de diciembre de {DASH}."
+    # the formatter writes what the matcher reads
+    from worker.money import day_words
+    assert day_words(date(2026, 12, 5), "es") == "sábado 5 de diciembre de 2026"
+    assert ShopFormat("EUR", "es_ES").date_words(date(2026, 12, 5)) == "sábado 5 de diciembre de 2026"
+    assert scrub(f"llega el {day_words(date(2026, 12, 5), 'es', year=False)}.", SHOP, fmt) == \
+        "llega el sábado 5 de diciembre."
+
+
 def test_an_ordinal_matches_the_day_of_a_date_figure():
     assert scrub("until the 5th, not the 6th", SHOP) == f"until the 5th, not the {DASH}th"
 

@@ -50,14 +50,14 @@ async def test_item_query_forms(text):
 
 async def test_several_items_in_one_question():
     result = await ask(FakeShop(), "how much strawberry and vanilla")
-    assert result.prose == "strawberry: 1 tubs on hand.\nvanilla: 2 tubs on hand."
+    assert result.prose == "strawberry: 1 tub on hand.\nvanilla: 2 tubs on hand."
 
 
 async def test_stock_lists_every_item():
     shop = FakeShop()
     result = await ask(shop, "stock")
     assert result.prose == ("Stock: vanilla 2 tubs (below reorder point), chocolate 12 tubs, "
-                            "strawberry 1 tubs (below reorder point).")
+                            "strawberry 1 tub (below reorder point).")
     assert DASH not in result.text
     assert runs(shop) == [("list_stock", {})]
 
@@ -211,7 +211,7 @@ async def test_cover_needs_the_sales_tools_and_says_so_without_them():
 async def test_whats_low_without_an_on_order_tool_uses_the_stock_alone():
     shop = FakeShop()
     result = await ask(shop, "what's low?")
-    assert result.prose == ("Low: vanilla 2 tubs (reorder point 8), strawberry 1 tubs (reorder point 5).\n"
+    assert result.prose == ("Low: vanilla 2 tubs (reorder point 8), strawberry 1 tub (reorder point 5).\n"
                             'Send "order more vanilla" to propose an order.')
     assert runs(shop) == [("list_stock", {})] and DASH not in result.text
 

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import date
 from typing import Any
 
+from worker.models import offline_everyday as everyday
+from worker.models import offline_suggest
 from worker.models.base import Message, ModelTurn, ToolCall, ToolSpec
+from worker.models.offline_results import _count, _key, _Need, _Res, _Results, _unit
 from worker.models.offline_understand import Catalogue, Period, Understood, understand
 
 HELP = ("Ask me: stock (or stock <item>); what's low?; enough <item> for the weekend, until Friday or for a few "
@@ -50,82 +52,6 @@ THANKS = {"en": "You're welcome!", "es": "¡De nada!"}
 ACK = {"en": "Good. I'm here when you need me: ask what's low, or how much of an item we have.",
        "es": "Perfecto. Aquí estoy: pregúntame qué falta o cuánto queda de un artículo."}
 _TODAY = re.compile(r"Today is [^(\n]*\((\d{4}-\d{2}-\d{2})\)")
-
-
-class _Need(Exception):
-    def __init__(self, calls: list[tuple[str, dict[str, Any]]]) -> None:
-        super().__init__(calls)
-        self.calls = calls
-
-
-@dataclass(frozen=True)
-class _Res:
-    ok: bool
-    data: dict[str, Any]
-
-    @property
-    def error(self) -> str:
-        return str(self.data.get("error", "failed"))
-
-
-def _key(name: str, args: dict[str, Any]) -> tuple[str, str]:
-    return name, json.dumps(args, sort_keys=True)
-
-
-def _parse_args(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-class _Results:
-    """What the tools answered since the request, looked up by (tool, arguments)."""
-
-    def __init__(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> None:
-        self.specs = {t.name: t for t in tools}
-        self.available = set(self.specs)
-        self.done: dict[tuple[str, str], _Res] = {}
-        self.issued = 0
-        by_id: dict[str, tuple[str, str]] = {}
-        for message in messages:
-            if message.role == "assistant":
-                for call in message.tool_calls:
-                    by_id[call.id] = _key(call.name, _parse_args(call.arguments))
-                    self.issued += 1
-            elif message.role == "tool" and message.tool_call_id in by_id:
-                try:
-                    data = json.loads(message.text)
-                except ValueError:
-                    data = {"error": message.text}
-                if not isinstance(data, dict):
-                    data = {"error": message.text} if message.is_error else {"value": data}
-                self.done[by_id[message.tool_call_id]] = _Res(not message.is_error, data)
-
-    def optional_argument(self, tool: str, argument: str) -> bool:
-        """Whether the tool offers `argument` and may be called without it (read from its schema)."""
-        spec = self.specs.get(tool)
-        if spec is None:
-            return False
-        parameters = spec.parameters
-        return argument in parameters.get("properties", {}) and argument not in parameters.get("required", [])
-
-    def get(self, name: str, **args: Any) -> _Res:
-        return self.get_all([(name, args)])[0]
-
-    def get_all(self, calls: list[tuple[str, dict[str, Any]]]) -> list[_Res]:
-        missing = [
-            (name, args) for name, args in calls
-            if name in self.available and _key(name, args) not in self.done
-        ]
-        if missing:
-            raise _Need(missing)
-        return [
-            self.done.get(_key(name, args))
-            or _Res(False, {"error": f"the {name} tool is not available"})
-            for name, args in calls
-        ]
 
 
 def _items(stock: _Res) -> list[dict[str, Any]] | None:
@@ -148,12 +74,7 @@ def _on_order(data: dict[str, Any], lang: str = "en") -> str:
     quantity = data.get("on_order")
     if not isinstance(quantity, int) or isinstance(quantity, bool) or not quantity:
         return ""
-    return f", {quantity}{_unit(data)} " + ("pedidos" if lang == "es" else "on order")
-
-
-def _unit(data: dict[str, Any], fallback: str = "") -> str:
-    unit = data.get("unit", fallback)
-    return f" {unit}" if isinstance(unit, str) and unit else ""
+    return f", {_count(data, quantity, lang)} " + ("pedidos" if lang == "es" else "on order")
 
 
 def _stock_error(stock: _Res, lang: str = "en") -> str:
@@ -163,7 +84,7 @@ def _stock_error(stock: _Res, lang: str = "en") -> str:
 
 def _stock_summary(items: list[dict[str, Any]], lang: str = "en") -> str:
     below = " (bajo el punto de pedido)" if lang == "es" else " (below reorder point)"
-    parts = [f"{i['item']} {i.get('on_hand')}{_unit(i)}" + _on_order(i, lang).replace(",", " +", 1)
+    parts = [f"{i['item']} {_count(i, i.get('on_hand'), lang)}" + _on_order(i, lang).replace(",", " +", 1)
              + (below if _low(i) else "") for i in items]
     if lang == "es":
         return "Existencias: " + (", ".join(parts) if parts else "ningún artículo") + "."
@@ -186,7 +107,7 @@ def _one_item(name: str, answer: _Res, lang: str, asks_low: bool = False) -> str
     d = answer.data
     where = " en existencia" if lang == "es" else " on hand"
     level = _against_reorder_point(d, lang) if asks_low else ""
-    return f"{d.get('item', name)}: {d.get('on_hand')}{_unit(d)}{where}{_on_order(d, lang)}{level}."
+    return f"{d.get('item', name)}: {_count(d, d.get('on_hand'), lang)}{where}{_on_order(d, lang)}{level}."
 
 
 def _stock(u: Understood, results: _Results, names: list[str]) -> str:
@@ -232,7 +153,7 @@ def _what_is_low(lang: str, results: _Results, items: list[dict[str, Any]]) -> s
             continue
         on_order = "".join(
             (f" + {o['quantity']} pedidos" if lang == "es" else f" + {o['quantity']} on order") for o in incoming)
-        text = f"{item['item']} {item['on_hand']}{_unit(item)}{on_order}"
+        text = f"{item['item']} {_count(item, item['on_hand'], lang)}{on_order}"
         if below:
             rp = (f" (punto de pedido {item['reorder_point']})" if lang == "es"
                   else f" (reorder point {item['reorder_point']})")
@@ -298,20 +219,22 @@ def _verdict(row: dict[str, Any], period: Period | None, lang: str) -> str:
 
 
 def _cover_line(row: dict[str, Any], window: object, period: Period | None, lang: str) -> str:
-    item, unit = row.get("item"), _unit(row)
-    head = f"{item}: {row.get('on_hand')}{unit}" + (" en existencia" if lang == "es" else " on hand")
+    item = row.get("item")
+    head = f"{item}: {_count(row, row.get('on_hand'), lang)}" + (" en existencia" if lang == "es" else " on hand")
     incoming = row.get("on_order") if isinstance(row.get("on_order"), int) else 0
     if isinstance(row.get("days_of_cover"), (int, float)):
         since = f", desde {row['since']}" if lang == "es" and row.get("since") else (
             f", since {row['since']}" if row.get("since") else "")
         if lang == "es":
-            text = (f"{head}, se venden {row.get('sold_per_day')}{unit} al día (en los últimos {row.get('basis_days')} "
+            rate = _count(row, row.get("sold_per_day"), lang)
+            text = (f"{head}, se venden {rate} al día (en los últimos {row.get('basis_days')} "
                     f"días{since}): unos {row['days_of_cover']} días de cobertura, se acaba hacia el "
                     f"{row.get('runs_out_on')}.")
             if incoming:
                 text += (f" Con los {incoming} pedidos: {row.get('days_of_cover_with_on_order')} días.")
         else:
-            text = (f"{head}, selling {row.get('sold_per_day')}{unit} a day (over the last {row.get('basis_days')} "
+            rate = _count(row, row.get("sold_per_day"))
+            text = (f"{head}, selling {rate} a day (over the last {row.get('basis_days')} "
                     f"days{since}): about {row['days_of_cover']} days of cover, running out around "
                     f"{row.get('runs_out_on')}.")
             if incoming:
@@ -374,12 +297,12 @@ def _brief_for_all(results: _Results, lang: str) -> str:
     if lang == "es":
         if not needs:
             return "Resumen de apertura: todo está en su punto de pedido o por encima."
-        parts = [f"{n['item']} necesita {n.get('quantity')}{_unit(n)}" for n in needs]
+        parts = [f"{n['item']} necesita {_count(n, n.get('quantity'), lang)}" for n in needs]
         total = f"; total {answer.data['total']}" if "total" in answer.data else ""
         return "Resumen de apertura: " + ", ".join(parts) + total + "."
     if not needs:
         return "Opening brief: every item is at or above its reorder point."
-    parts = [f"{n['item']} needs {n.get('quantity')}{_unit(n)}" for n in needs]
+    parts = [f"{n['item']} needs {_count(n, n.get('quantity'), lang)}" for n in needs]
     total = f"; total {answer.data['total']}" if "total" in answer.data else ""
     return "Opening brief: " + ", ".join(parts) + total + "."
 
@@ -407,7 +330,7 @@ def _brief(results: _Results, lang: str = "en") -> str:
         d = need.data
         cost = f" ({d['cost']})" if "cost" in d else ""
         verb = "necesita" if lang == "es" else "needs"
-        parts.append(f"{d.get('item', item['item'])} {verb} {d.get('quantity')}{_unit(d, item.get('unit', ''))}"
+        parts.append(f"{d.get('item', item['item'])} {verb} {_count(d, d.get('quantity'), lang, item.get('unit', ''))}"
                      + cost)
     return head + ", ".join(parts) + "."
 
@@ -426,7 +349,7 @@ def _propose(results: _Results, to_draft: list[tuple[dict[str, Any], int]], lang
     proposals = results.get_all([("propose_order", {"item": i["item"], "quantity": q}) for i, q in to_propose])
     for (item, _), proposal in zip(to_propose, proposals):
         p = proposal.data
-        unit = _unit(item)
+        unit = _unit(item, p.get("quantity"), lang)
         if not proposal.ok:
             lines.append(f"No pude proponer el pedido de {item['item']}: {proposal.error}." if lang == "es"
                          else f"I could not propose an order for {item['item']}: {proposal.error}.")
@@ -495,11 +418,11 @@ def _order(u: Understood, results: _Results, items: list[dict[str, Any]]) -> str
                 counting = (" contando lo pedido" if lang_es(u) else " counting what is on order") \
                     if item.get("on_order") else ""
                 if lang_es(u):
-                    lines.append(f"{item['item']} no necesita pedido: {position}{_unit(item)}{counting}, punto de "
-                                 f"pedido {item.get('reorder_point')}. Escribe «pide <cantidad> {item['item']}» para "
-                                 "una cantidad.")
+                    lines.append(f"{item['item']} no necesita pedido: {_count(item, position, 'es')}{counting}, "
+                                 f"punto de pedido {item.get('reorder_point')}. Escribe «pide <cantidad> "
+                                 f"{item['item']}» para una cantidad.")
                 else:
-                    lines.append(f"{item['item']} needs no order: {position}{_unit(item)}{counting}, reorder point "
+                    lines.append(f"{item['item']} needs no order: {_count(item, position)}{counting}, reorder point "
                                  f"{item.get('reorder_point')}. Send \"order <quantity> {item['item']}\" for a set "
                                  "amount.")
     lines += _propose(results, to_draft, u.lang)
@@ -511,7 +434,10 @@ def lang_es(u: Understood) -> bool:
     return u.lang == "es"
 
 
-def _answer(u: Understood, results: _Results) -> str:
+def _answer(u: Understood, results: _Results, day_first: bool = True) -> str:
+    if u.intent == "suggest":          # worker/models/offline_suggest.py
+        found = results.get("reorder_suggestions")
+        return offline_suggest.answer(found.data, found.ok, u.lang)
     if u.intent == "brief":
         return _brief(results, u.lang)
     if u.intent == "greet":
@@ -541,7 +467,21 @@ def _answer(u: Understood, results: _Results) -> str:
         return _order(u, results, items)
     if u.intent == "reorder":
         return _reorder(results, items, u.items, u.lang)
+    if u.intent in EVERYDAY:
+        return EVERYDAY[u.intent](u, results, day_first)
     return NOT_UNDERSTOOD_ES if u.lang == "es" else NOT_UNDERSTOOD
+
+
+EVERYDAY: dict[str, Callable[[Understood, _Results, bool], str]] = {
+    "sales": lambda u, r, _: everyday.sales(u, r), "ranking": lambda u, r, _: everyday.ranking(u, r),
+    "on_order": everyday.on_order, "price": lambda u, r, _: everyday.price(u, r), "pending": everyday.pending,
+    "received": everyday.received}
+
+
+def _day_first(system: str) -> bool:
+    """Whether the shop writes the day before the month: read from the system prompt's date (`8 March 2027`)."""
+    match = re.search(r"Today is ([^(\n]*)\(", str(system))
+    return not match or bool(re.search(r"\b\d{1,2}\.? [^\W\d_]", match.group(1)))
 
 
 def _today(system: str) -> date | None:
@@ -560,6 +500,11 @@ def read_request(text: str, results: _Results, today: date | None) -> tuple[list
     waiting = False
     for raw in text.splitlines() or [""]:
         if not raw.strip():
+            continue
+        suggest_lang = offline_suggest.asks(raw)
+        if suggest_lang is not None:
+            if Understood("suggest", lang=suggest_lang) not in out:
+                out.append(Understood("suggest", lang=suggest_lang))
             continue
         u = understand(raw, None, today)
         if u.needs_items:
@@ -596,7 +541,7 @@ class OfflineModel:
         needed: list[tuple[str, dict[str, Any]]] = [("list_stock", {})] if waiting else []
         for u in known:
             try:
-                answers.append(_answer(u, results))
+                answers.append(_answer(u, results, _day_first(system)))
             except _Need as need:
                 for call in need.calls:
                     if _key(*call) not in {_key(*c) for c in needed}:

@@ -20,7 +20,15 @@ from datetime import date, timedelta
 from typing import Any
 
 INTENTS = ("stock", "stock_all", "low", "cover", "order", "reorder", "brief", "greet", "thanks", "ack", "help",
-           "ambiguous", "unknown")
+           "ambiguous", "unknown", "sales", "ranking", "on_order", "price", "pending", "received")
+# the everyday questions' Spanish words: never items, and they make a line Spanish
+_SPANISH_EVERYDAY = {
+    "vende", "venden", "vendimos", "vendio", "vendido", "vendidos", "ventas", "venta", "menos", "mejor", "peor",
+    "pedida", "pedidos", "pedidas", "viene", "vienen", "camino", "llega", "llegan", "llegara", "cuando", "esta",
+    "cuesta", "cuestan", "costaria", "costarian", "cuestas", "precio", "precios", "un", "una", "del", "de",
+    "pendiente", "pendientes", "aprobar", "aprobacion", "propuestas", "propuesta", "esperando", "espera",
+    "llego", "llegaron", "ha", "han", "llegado", "ya", "recibimos", "tiempo", "tengo", "cuantos",
+}
 
 _SPANISH = {
     "hola", "gracias", "buenos", "buenas", "dias", "tardes", "noches", "cuanto", "cuanta", "cuantos", "cuantas",
@@ -42,7 +50,12 @@ _STOP = {
     "those", "would", "could", "should", "days", "hours", "reorder", "low", "out", "any", "the", "and", "for",
     "opening", "prepare", "is", "are", "do", "we", "our", "of", "in", "on", "to", "it", "a", "an", "me", "my",
     "nice", "weather", "buy", "get", "else", "again", "also", "just", "okay",
-} | _SPANISH
+    "sell", "sells", "selling", "sold", "sales", "seller", "sellers", "best", "worst", "least", "most", "fast",
+    "slow", "slowest", "fastest", "top", "flavour", "flavor", "ordered", "coming", "come", "comes", "came",
+    "arrive", "arrives", "arriving", "arrived", "delivery", "deliveries", "expected", "due", "here", "cost",
+    "costs", "price", "prices", "pending", "waiting", "approve", "approval", "needs", "proposals", "proposal",
+    "when", "capital",
+} | _SPANISH | _SPANISH_EVERYDAY
 _GREET = {"hi", "hello", "hey", "hiya", "morning", "hola", "buenas", "buenos", "yo", "howdy", "evening",
           "afternoon", "good"}
 _THANKS = {"thanks", "thank", "thx", "ty", "cheers", "gracias", "ta", "merci"}
@@ -154,7 +167,9 @@ class Understood:
     lang: str = "en"
     period: Period | None = None
     word: str = ""                          # an unknown word after a stock question (the tool says it is unknown)
-    quantity: int | None = None             # "order 10 vanilla"
+    quantity: int | None = None             # "order 10 vanilla", "how much would 10 vanilla cost"
+    days: int | None = None                 # a sales window: "this week" is 7 days
+    worst: bool = False                     # a ranking from the slowest
     needs_items: bool = False               # understood only once the item names are known
     asks_low: bool = False                  # "is vanilla low?": the answer says how it stands to its reorder point
 
@@ -251,7 +266,22 @@ _LOW = re.compile(r"\b(low|running out|run out|runs out|short|se esta acabando|a
                   r"need to (re)?order|should i (re)?order|what to (re)?order|"
                   r"hay que pedir|tengo que pedir)\b")
 _COVER = re.compile(r"\b(enough|last|lasts|how long|run out|runs out|running out|suficiente|suficientes|alcanza|"
-                    r"alcanzara|dura|durara|hasta cuando)\b")
+                    r"alcanzara|dura|durara|hasta cuando|days left|how many days|cuantos dias)\b")
+# the everyday questions (issue 27): a delivery that came, what waits for the owner, prices, what is on order,
+# how fast things sell; checked in this order, before an order ("the strawberry order is here" came)
+_RECEIVED = re.compile(r"\b(came|arrived|has arrived|have arrived|is here|are here|got here|turned up|"
+                       r"got the \w+( \w+)? delivery|llego|llegaron|ha llegado|han llegado|recibimos|ya esta aqui)\b")
+_PENDING = re.compile(r"\b(pending|waiting for (me|my|you)|awaiting|approve|approval|for me to do|needs? my|"
+                      r"pendiente|pendientes|aprobar|aprobacion|propuestas esperando|me espera)\b")
+_PRICE = re.compile(r"\b(cost|costs|price|prices|priced|cuesta|cuestan|costaria|costarian|precio|precios)\b"
+                    r"|\bhow much (is|are) (a |an |the )?(?!there\b|left\b)")
+_ON_ORDER = re.compile(r"\b(on order|ordered|coming|arriving|arrive|arrives|come|comes|due|expected|expecting|"
+                       r"deliveries|delivery|on (its|their|the) way|en camino|llega|llegan|llegara|viene|vienen|"
+                       r"pedido|pedida|pedidos|pedidas)\b")
+_SALES = re.compile(r"\b(sell|sells|selling|sold|sales|seller|sellers|vende|venden|vendimos|vendio|vendido|"
+                    r"vendidos|ventas)\b")
+_RANK = re.compile(r"\b(best|worst|top|most|least|slowest|fastest|mas|menos|mejor|peor)\b")
+_WORST = re.compile(r"\b(worst|least|slowest|menos|peor)\b")
 _STOCK = re.compile(r"\b(stock|how much|how many|count|left|have|got|any|cuanto|cuanta|cuantos|cuantas|hay|queda|"
                     r"quedan|tenemos|inventario|existencias|inventory|everything)\b")
 _STOCK_ALL = re.compile(r"^\W*(stock|inventory|inventario|existencias|everything|all stock|what do we have|"
@@ -268,7 +298,8 @@ def understand(line: str, catalogue: Catalogue | None, today: date | None = None
     lang = "es" if spanish and (spanish >= 2 or set(words) & {
         "hola", "gracias", "cuanto", "cuanta", "cuantos", "cuantas", "hay", "pide", "ayuda", "resumen",
         "inventario", "existencias", "falta", "faltan", "suficiente", "alcanza", "tenemos", "queda", "quedan",
-        "acabando", "buenos", "buenas", "mas", "vale", "perfecto", "genial", "entendido", "acuerdo"}) else "en"
+        "acabando", "buenos", "buenas", "mas", "vale", "perfecto", "genial", "entendido", "acuerdo"} | (
+        _SPANISH_EVERYDAY - {"de", "un", "una", "ha", "ya", "esta", "menos"})) else "en"
     if not words:
         return Understood("unknown", lang=lang)
     if re.search(r"\b(brief|briefing|resumen|summary)\b", text):
@@ -298,6 +329,9 @@ def understand(line: str, catalogue: Catalogue | None, today: date | None = None
     number = re.search(r"\b(\d{1,6})\b(?!\s*(day|dia|week|semana|hour|hora))", text)
     if number:
         quantity = int(number.group(1))
+    everyday = _everyday(text, items, lang, quantity)
+    if everyday is not None:
+        return everyday
     if items and (_ORDER.search(text) or re.search(r"\b(need|want|get|necesito|necesitamos) (more|mas)\b", text)):
         return Understood("order", items, lang=lang, quantity=quantity if quantity and quantity > 0 else None)
     if items and _COVER.search(text):
@@ -319,3 +353,31 @@ def understand(line: str, catalogue: Catalogue | None, today: date | None = None
             return Understood("stock", lang=lang, word=after[0])
         return Understood("stock_all", lang=lang)
     return Understood("unknown", lang=lang)
+
+
+def _sales_days(text: str) -> int | None:
+    """The sales window a line names: `this week` is 7 days, `N days` N; None for the tool's default."""
+    number = re.search(r"(\d+)\s*(day|dia)", text)
+    if number:
+        return max(1, min(365, int(number.group(1))))
+    return 7 if re.search(r"\b(week|semana)\b", text) else None
+
+
+def _everyday(text: str, items: tuple[str, ...], lang: str, quantity: int | None) -> Understood | None:
+    """A delivery that came, what waits for the owner, a price, what is on order, how fast things sell; None when
+    the line asks none of these."""
+    if _RECEIVED.search(text) and not re.search(r"\b(when|cuando)\b", text):
+        return Understood("received", items, lang=lang)
+    if _PENDING.search(text) and not _PRICE.search(text):
+        return Understood("pending", lang=lang)
+    if items and _PRICE.search(text):
+        return Understood("price", items, lang=lang, quantity=quantity if quantity and quantity > 0 else None)
+    if _ON_ORDER.search(text) and not _SALES.search(text) and not re.search(r"\bwhat (do|should) i\b", text):
+        return Understood("on_order", items, lang=lang)
+    if _SALES.search(text) or (not items and _RANK.search(text) and re.search(r"\b(flavou?r|item|sabor)s?\b", text)):
+        days = _sales_days(text)
+        if not items and _RANK.search(text):
+            return Understood("ranking", lang=lang, days=days, worst=bool(_WORST.search(text)))
+        if items:
+            return Understood("sales", items, lang=lang, days=days)
+    return None

@@ -9,13 +9,14 @@ recorded"), never an infinite one. Every number of a result becomes a figure thr
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from store import from_text
+from worker.suggestions import suggestions
 from worker.tools.registry import Tool, ToolError
 from worker.tools.shop import TurnContext
 
@@ -42,6 +43,17 @@ class CountsArgs(BaseModel):
 
 class NoArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class CostArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str = Field(description="item name")
+    quantity: int = Field(default=1, ge=1, le=100000, description="how many units")
+
+
+class ItemArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item: str = Field(description="item name")
 
 
 async def _item_name(ctx: TurnContext, name: str | None) -> str | None:
@@ -118,11 +130,57 @@ async def days_of_cover(args: WindowArgs, ctx: TurnContext) -> dict[str, Any]:
     return {"window_days": args.days, "items": out}
 
 
+def _expected(ctx: TurnContext, due_at: str) -> date:
+    """The day an order is expected (its approval plus the supplier's lead time), in the shop's time zone."""
+    return from_text(due_at).astimezone(ZoneInfo(ctx.timezone)).date()
+
+
+def _order_row(ctx: TurnContext, o: dict[str, Any]) -> dict[str, Any]:
+    now = ctx.store.clock.now()
+    return {"proposal_id": o["proposal_id"], "item": o["item"], "unit": o["unit"] or "",
+            "quantity": o["quantity"], "total_cents": o["total_cents"], "approved_at": o["decided_at"],
+            "expected_on": _expected(ctx, o["due_at"]), "late": from_text(o["due_at"]) <= now,
+            "delivery": o["action_state"] or "waiting for the supplier"}
+
+
 async def on_order(args: ItemFilter, ctx: TurnContext) -> dict[str, Any]:
     orders = await ctx.store.on_order(await _item_name(ctx, args.item))
-    return {"orders": [{"proposal_id": o["proposal_id"], "item": o["item"], "unit": o["unit"] or "",
-                        "quantity": o["quantity"], "total_cents": o["total_cents"], "approved_at": o["decided_at"],
-                        "delivery": o["action_state"] or "waiting for the supplier"} for o in orders]}
+    return {"orders": [_order_row(ctx, o) for o in orders]}
+
+
+async def order_cost(args: CostArgs, ctx: TurnContext) -> dict[str, Any]:
+    name = await _item_name(ctx, args.item)
+    item = await ctx.store.shop_item(name or "")
+    if item is None:     # pragma: no cover - _item_name refused it already
+        raise ToolError(f"unknown item {args.item!r}")
+    return {"item": item["item"], "unit": item["unit"], "quantity": args.quantity,
+            "unit_cost_cents": item["unit_cost_cents"], "total_cents": args.quantity * item["unit_cost_cents"]}
+
+
+async def offer_received(args: ItemArgs, ctx: TurnContext) -> dict[str, Any]:
+    """The item's orders on order, each offered with its Received button under the reply (nothing is received)."""
+    name = await _item_name(ctx, args.item)
+    orders = [_order_row(ctx, o) for o in await ctx.store.on_order(name)]
+    for order in orders:
+        ctx.offer("order", str(order["proposal_id"]))
+    return {"item": name, "orders": orders,
+            "open_proposals": [p["proposal_id"] for p in await ctx.store.open_proposals() if p["item"] == name]}
+
+
+async def waiting_for_owner(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
+    """What /pending lists: proposals awaiting approval, orders to receive, replies that may not have arrived in
+    this chat; each offered with the buttons /pending has."""
+    proposals = (await open_proposals(NoArgs(), ctx))["proposals"]
+    orders = [_order_row(ctx, o) for o in await ctx.store.on_order()]
+    unknown = sorted({u.report_id for u in (await ctx.store.status()).unknown
+                      if ctx.chat_id is None or u.chat_id == ctx.chat_id})
+    for p in proposals:
+        ctx.offer("proposal", str(p["proposal_id"]))
+    for o in orders:
+        ctx.offer("order", str(o["proposal_id"]))
+    for report in unknown:
+        ctx.offer("unknown", report)
+    return {"proposals": proposals, "orders": orders, "unsure_replies": unknown}
 
 
 async def recent_counts(args: CountsArgs, ctx: TurnContext) -> dict[str, Any]:
@@ -138,14 +196,36 @@ async def open_proposals(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
                            "expires_at": p["expires_at"]} for p in rows]}
 
 
+async def reorder_suggestions(args: ItemFilter, ctx: TurnContext) -> dict[str, Any]:
+    """Suggested reorder points and targets from each item's sales history (worker/ordering.py has the method)."""
+    rows = await suggestions(ctx.store, now=ctx.store.clock.now(), timezone=ctx.timezone,
+                             lead_days=ctx.lead_time_days, settings=ctx.ordering,
+                             item=await _item_name(ctx, args.item))
+    return {"history_days": ctx.ordering.history_days, "service_level": ctx.ordering.service_level,
+            "review_days": ctx.ordering.review_days, "lead_time_days": ctx.lead_time_days,
+            "items": [row.to_json() for row in rows]}
+
+
 def insight_tools() -> list[Tool]:
     return [
         Tool("sales_rate", "Units sold per day of an item (or every item) over the last N days (default 14), from the "
              "till counts: sold, restocked, the rate and the date its basis starts.", WindowArgs, sales_rate, "read"),
         Tool("days_of_cover", "How many days the stock on hand lasts at the recent sales rate, the date it runs out, "
              "and what is on order.", WindowArgs, days_of_cover, "read"),
-        Tool("on_order", "Approved supplier orders not yet received.", ItemFilter, on_order, "read"),
+        Tool("on_order", "Approved supplier orders not yet received, with the day each is expected (approval plus "
+             "the supplier's lead time).", ItemFilter, on_order, "read"),
+        Tool("order_cost", "What an item costs: its unit cost, and the total for a quantity.", CostArgs, order_cost,
+             "read"),
         Tool("recent_counts", "The latest till counts, newest first: stock before and counted.", CountsArgs,
              recent_counts, "read"),
         Tool("open_proposals", "Order proposals awaiting the owner's approval.", NoArgs, open_proposals, "read"),
+        Tool("waiting_for_owner", "Everything waiting for the owner (what /pending lists): proposals awaiting "
+             "approval, orders to receive, replies that may not have arrived; the reply carries their buttons.",
+             NoArgs, waiting_for_owner, "read"),
+        Tool("offer_received", "When the owner says an item's delivery came: its orders on order, with their "
+             "Received button under the reply. It receives nothing: the owner's press does.", ItemArgs,
+             offer_received, "read"),
+        Tool("reorder_suggestions", "Reorder points and targets suggested from each item's daily sales over the "
+             "last weeks, the supplier's lead time and the shop's service level, beside the current ones; no "
+             "suggestion (and why) with too little history.", ItemFilter, reorder_suggestions, "read"),
     ]

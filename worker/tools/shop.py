@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from store import Policy, Store, UnknownTarget
+from worker.ordering import Fitted, OrderingSettings, fit_order
 from worker.tools.registry import Tool, ToolError, ToolRegistry
 
 
@@ -28,6 +29,16 @@ class TurnContext:
     policy: Policy | None = None                              # the shop's rules, checked before the owner sees it
     timezone: str = "UTC"                                     # the shop's time zone (dates the tools give)
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)   # item -> the shop file's other names
+    lead_time_days: int = 3                                   # the supplier's lead time (suggestions)
+    ordering: OrderingSettings = field(default_factory=OrderingSettings)   # the shop file's [ordering]
+    # buttons the reply offers (("order", proposal_id), ("proposal", proposal_id), ("unknown", report_id)): the
+    # worker makes them in the finish transaction; a press, never the turn, decides
+    offers: list[tuple[str, str]] = field(default_factory=list)
+    chat_id: int | None = None                                # the owner's chat the turn answers, when it is one
+
+    def offer(self, kind: str, target: str) -> None:
+        if (kind, target) not in self.offers:
+            self.offers.append((kind, target))
 
     def resolve(self, name: str) -> str:
         """An item's name from a name or one of its aliases (lowercase, trimmed); other text as it is."""
@@ -68,6 +79,8 @@ def _public(item: dict[str, Any], ctx: TurnContext, orders: list[dict[str, Any]]
                         for o in (orders or []) if o["item"] == item["item"]]
     if ctx.aliases.get(item["item"]):
         public["aliases"] = list(ctx.aliases[item["item"]])
+    if item.get("applied"):        # the owner applied a suggestion: the shop file's values beside it
+        public["shop_file_reorder_point"], public["shop_file_target"] = item["file_reorder_point"], item["file_target"]
     return public
 
 
@@ -79,15 +92,25 @@ async def _item(ctx: TurnContext, name: str) -> dict[str, Any]:
     return item
 
 
+def _fit(item: dict[str, Any], quantity: int) -> Fitted:
+    """The quantity fitted to the supplier's minimum order and packs within the item's limit (worker/ordering.py)."""
+    return fit_order(quantity, pack=item.get("pack"), min_order=item.get("min_order"),
+                     max_order=item.get("max_order"), unit=item["unit"])
+
+
 def _need(item: dict[str, Any]) -> dict[str, Any]:
-    """What brings the item's position (on hand plus on order) to its target; nothing while its position is at or
-    above the reorder point (an order on order is never proposed twice)."""
+    """What brings the item's position (on hand plus on order) to its target, in whole packs and at least the
+    minimum order, never over the limit per order; nothing while its position is at or above the reorder point (an
+    order on order is never proposed twice)."""
     low = item["position"] < item["reorder_point"]
-    quantity = max(0, item["target"] - item["position"]) if low else 0
-    return {"item": item["item"], "on_hand": item["on_hand"], "on_order": item["on_order"],
-            "position": item["position"], "target": item["target"], "quantity": quantity,
-            "unit_cost_cents": item["unit_cost_cents"], "cost_cents": quantity * item["unit_cost_cents"],
+    fitted = _fit(item, max(0, item["target"] - item["position"]) if low else 0)
+    need = {"item": item["item"], "on_hand": item["on_hand"], "on_order": item["on_order"],
+            "position": item["position"], "target": item["target"], "quantity": fitted.quantity,
+            "unit_cost_cents": item["unit_cost_cents"], "cost_cents": fitted.quantity * item["unit_cost_cents"],
             "below_reorder_point": low, "unit": item["unit"]}
+    if fitted.note:
+        need["note"] = fitted.note
+    return need
 
 
 async def list_stock(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
@@ -113,23 +136,36 @@ def _check_allowed(ctx: TurnContext, item: str) -> None:
                         f"it cannot order {item}")
 
 
+def _noted(result: dict[str, Any], fitted: Fitted) -> dict[str, Any]:
+    if fitted.note:
+        result["note"] = fitted.note
+    return result
+
+
 async def draft_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
-    item = (await _item(ctx, args.item))["item"]
-    _check_allowed(ctx, item)
-    return await ctx.store.record_draft(ctx.run_id, item, args.quantity)
+    spec = await _item(ctx, args.item)
+    _check_allowed(ctx, spec["item"])
+    fitted = _fit(spec, args.quantity)          # whole packs, the minimum order, within the limit (said)
+    if fitted.quantity <= 0:
+        raise ToolError(fitted.note or f"nothing to order: {args.quantity}")
+    return _noted(await ctx.store.record_draft(ctx.run_id, spec["item"], fitted.quantity), fitted)
 
 
 async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
-    item = (await _item(ctx, args.item))["item"]
+    spec = await _item(ctx, args.item)
+    item = spec["item"]
     _check_allowed(ctx, item)
     assert ctx.current_call is not None
+    fitted = _fit(spec, args.quantity)          # the same fitting as reorder_need and drafts
+    if fitted.quantity <= 0:
+        raise ToolError(fitted.note or f"nothing to order: {args.quantity}")
     try:
-        result = await ctx.store.record_proposal(ctx.run_id, ctx.current_call, ctx.supplier, item, args.quantity,
-                                                 ctx.policy)
+        result = await ctx.store.record_proposal(ctx.run_id, ctx.current_call, ctx.supplier, item,
+                                                 fitted.quantity, ctx.policy)
     except UnknownTarget as exc:
         raise ToolError(str(exc)) from None
     ctx.completed_calls.add(ctx.current_call)
-    return result
+    return _noted(result, fitted)
 
 
 def shop_registry() -> ToolRegistry:

@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl
 from telegram.constants import ReactionEmoji
 
 from bot.sandbox.bot_api.entities import HtmlRefused, parse_html
+from bot.sandbox.bot_api.photos import MAX_CAPTION, Upload, image_size, parse_multipart, photo_problem
 from bot.sandbox.bot_api.state import CALLER, ApiState, Poll, SentMessage
 from bot.sandbox.mini_http import Response as _Response
 
@@ -86,8 +87,10 @@ def _parse_params(query: str, content_type: str, body: bytes) -> dict[str, Any]:
             params.update({k: v for k, v in obj.items() if v is not None})
         elif ctype in ("application/x-www-form-urlencoded", ""):
             pairs += parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
-        elif ctype == "multipart/form-data":
-            raise ValueError("multipart uploads are not supported by the local fake")
+        elif ctype == "multipart/form-data":      # sendPhoto's upload (bot/sandbox/bot_api/photos.py)
+            fields, files = parse_multipart(content_type, body)
+            pairs += fields
+            params.update(files)
         else:
             raise ValueError(f"unsupported content type {ctype}")
     for name, value in pairs:
@@ -288,6 +291,50 @@ async def send_message(st: ApiState, params: dict) -> _Response:
         result["entities"] = entities
     if markup and markup.get("inline_keyboard"):
         result["reply_markup"] = markup
+    return _ok(result)
+
+
+async def send_photo(st: ApiState, params: dict) -> _Response:
+    """sendPhoto with an uploaded file, checked as Telegram checks it (bot/sandbox/bot_api/photos.py); the caption
+    parsed like a message's text (at most 1,024 characters). Recorded as a sent message whose text is the caption,
+    with the picture beside it (`SentMessage.photo`)."""
+    chat_id = _as_int(params.get("chat_id"))
+    if chat_id in (None, ""):
+        return _err(400, "Bad Request: chat_id is empty")
+    problem = photo_problem(params.get("photo"))
+    if problem:
+        return _err(400, problem)
+    caption, entities, html = "", [], None
+    if params.get("caption"):
+        parsed = _text({"text": params["caption"], "parse_mode": params.get("parse_mode")})
+        if isinstance(parsed, _Response):
+            return parsed
+        caption, entities, html = parsed
+        if _utf16_len(caption) > MAX_CAPTION:
+            return _err(400, "Bad Request: message caption is too long")
+    markup = _checked_markup(params)
+    if isinstance(markup, _Response):
+        return markup
+    photo: Upload = params["photo"]
+    message_id = st._next_message_id(chat_id)
+    date = int(time.time())
+    sent = SentMessage(chat_id=chat_id, text=caption, reply_markup=markup, message_id=message_id, date=date,
+                       entities=tuple(entities), html=html, client=CALLER.get().client, photo=photo.data)
+    st._store.add_sent(sent)
+    st.sent.append(sent)
+    st.timeline.append(("sent", sent))
+    st._messages[(json.dumps(chat_id), message_id)] = {"date": date, "text": caption, "markup": markup, "bot": True,
+                                                       "html": html}
+    width, height = image_size(photo.data) or (0, 0)
+    result: dict[str, Any] = {
+        "message_id": message_id, "from": st.bot_user, "chat": st._chat_obj(chat_id), "date": date,
+        "photo": [{"file_id": f"photo-{message_id}", "file_unique_id": f"p{message_id}", "width": width,
+                   "height": height, "file_size": len(photo.data)}],
+    }
+    if caption:
+        result["caption"] = caption
+        if entities:
+            result["caption_entities"] = entities
     return _ok(result)
 
 
@@ -520,6 +567,7 @@ HANDLERS: dict[str, Callable[[ApiState, dict], Awaitable[_Response]]] = {
     "getme": get_me,
     "getupdates": get_updates,
     "sendmessage": send_message,
+    "sendphoto": send_photo,
     "sendchataction": send_chat_action,
     "setmessagereaction": set_message_reaction,
     "sendmessagedraft": send_message_draft,

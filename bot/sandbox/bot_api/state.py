@@ -58,6 +58,7 @@ class SentMessage:
     reply_to: int | None = None    # the message it quotes
     html: str | None = None        # the text as sent in HTML parse mode
     client: str = ""               # the caller's label (`/<label>/bot...`, url_for), "" without one; not persisted
+    photo: bytes | None = None     # a sendPhoto's picture (its caption is `text`); not persisted
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 C11), and the shop and change-notification ports, for every store."""
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from store import (
     Store,
     Transaction,
     WorkKind,
+    from_text,
 )
 
 from .conftest import opened
@@ -212,3 +214,18 @@ async def test_a_change_committed_by_another_connection_is_noticed(kind: str, tm
     finally:
         await other.close()
         await store.close()
+
+
+async def test_on_order_gives_each_order_its_due_time_after_the_lead_time(store: Store, clock):
+    """Issue 27: `Insights.on_order` names when each order is due (approval plus the supplier's lead time), on both
+    stores, so the agent can say when it is expected."""
+    proposal_id, _ = await proposed(store)
+    assert await store.on_order() == []                    # awaiting approval is not on order
+    assert (await store.atomic(lambda tx: tx.approve_proposal(proposal_id, "owner 1", day="2027-03-01",
+                                                              day_max_cents=5000, destination="supplier:dairy",
+                                                              lead_time_days=4))).ok
+    [order] = await store.on_order("vanilla")
+    assert order["proposal_id"] == proposal_id and order["quantity"] == 6 and order["unit"] == "tubs"
+    approved_at, due_at = from_text(order["decided_at"]), from_text(order["due_at"])
+    assert due_at - approved_at == timedelta(days=4) and approved_at == clock.now()
+    assert await store.on_order("chocolate") == []

@@ -123,3 +123,14 @@ def test_migration_7_counts_orders_approved_before_it_as_on_order_newest_per_ite
                     (3, "cancelled", "2027-02-27T09:00:00.000000Z")]
     conn.close()
     assert [v for v in check(path) if v.rule.startswith("O")] == []     # the on-order rules hold
+
+
+async def test_a_photo_part_never_changes_what_it_sends(store, raw):
+    """Negative control of migration 0018's trigger: a photo is as fixed as a text (C7)."""
+    from store import Occurrence, ReportDraft, WorkKind
+    await store.admit(Occurrence("clock:weekly_review:k", "clock:weekly_review", "r", WorkKind.AGENT, "tg:7"))
+    claim = await store.claim("w1")
+    await store.finish(claim, ReportDraft("text", destination="tg:7", photo=b"\x89PNG one", caption="c"))
+    with pytest.raises(sqlite3.IntegrityError, match="C7: a delivery never changes what it sends"):
+        raw.execute("UPDATE deliveries SET photo = x'00' WHERE part = 1")
+    assert raw.execute("SELECT photo FROM deliveries WHERE part = 1").fetchone()[0] == b"\x89PNG one"
