@@ -31,24 +31,29 @@ WORKING = "working"
 # tool -> the step it is, in words; a tool not named here is "working"
 STEP_OF_TOOL = {"list_stock": "stock", "get_item": "stock", "reorder_need": "reorder", "draft_order": "order",
                 "propose_order": "order", "sales_rate": "sales", "days_of_cover": "cover", "on_order": "on_order",
-                "recent_counts": "counts", "open_proposals": "proposals"}
+                "recent_counts": "counts", "open_proposals": "proposals", "order_cost": "prices",
+                "waiting_for_owner": "pending", "offer_received": "on_order", "reorder_suggestions": "reorder"}
 PHRASES: dict[str, dict[str, str]] = {
     "en": {WORKING: "Working on it…", "stock": "Checking stock…", "reorder": "Working out what to reorder…",
            "order": "Preparing an order for your approval…", "sales": "Reading two weeks of sales…",
            "cover": "Working out how long the stock lasts…", "on_order": "Checking what is on order…",
-           "counts": "Reading the latest till counts…", "proposals": "Checking open proposals…"},
+           "counts": "Reading the latest till counts…", "proposals": "Checking open proposals…",
+           "prices": "Working out the cost…", "pending": "Checking what waits for you…"},
     "de": {WORKING: "Einen Moment…", "stock": "Prüfe den Bestand…", "reorder": "Prüfe, was nachzubestellen ist…",
            "order": "Bereite eine Bestellung zur Freigabe vor…", "sales": "Lese die Verkäufe der letzten zwei Wochen…",
            "cover": "Rechne aus, wie lange der Bestand reicht…", "on_order": "Prüfe offene Bestellungen…",
-           "counts": "Lese die letzten Kassenzählungen…", "proposals": "Prüfe offene Vorschläge…"},
+           "counts": "Lese die letzten Kassenzählungen…", "proposals": "Prüfe offene Vorschläge…",
+           "prices": "Rechne die Kosten aus…", "pending": "Prüfe, was auf dich wartet…"},
     "fr": {WORKING: "Je m'en occupe…", "stock": "Je vérifie le stock…", "reorder": "Je regarde quoi recommander…",
            "order": "Je prépare une commande à valider…", "sales": "Je lis deux semaines de ventes…",
            "cover": "Je calcule combien de temps dure le stock…", "on_order": "Je vérifie les commandes en cours…",
-           "counts": "Je lis les derniers comptages de caisse…", "proposals": "Je vérifie les propositions ouvertes…"},
+           "counts": "Je lis les derniers comptages de caisse…", "proposals": "Je vérifie les propositions ouvertes…",
+           "prices": "Je calcule le coût…", "pending": "Je regarde ce qui vous attend…"},
     "es": {WORKING: "Estoy en ello…", "stock": "Revisando el stock…", "reorder": "Viendo qué hay que reponer…",
            "order": "Preparando un pedido para tu aprobación…", "sales": "Leyendo dos semanas de ventas…",
            "cover": "Calculando cuánto dura el stock…", "on_order": "Revisando lo que está pedido…",
-           "counts": "Leyendo los últimos recuentos de caja…", "proposals": "Revisando las propuestas abiertas…"},
+           "counts": "Leyendo los últimos recuentos de caja…", "proposals": "Revisando las propuestas abiertas…",
+           "prices": "Calculando el coste…", "pending": "Revisando lo que te espera…"},
 }
 _DIGIT = re.compile(r"\d")
 

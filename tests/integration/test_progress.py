@@ -90,3 +90,11 @@ async def test_with_0_the_first_draft_comes_before_the_reply_and_a_failed_one_ch
         else:
             assert run.api.drafts == [] and run.api.calls.get("sendMessageDraft", 0) >= 1
         assert len(run.owner_messages()) == 1                               # the answer, once, through the outbox
+
+
+def test_every_offered_tool_has_its_step_in_every_language():
+    """A tool added without a phrase would show only "Working on it…": each one the registry offers is named."""
+    from bot.relays.progress import STEP_OF_TOOL
+    from worker.tools.shop import shop_registry
+    assert set(shop_registry().names()) <= set(STEP_OF_TOOL)
+    assert all(set(words) == set(PHRASES["en"]) for words in PHRASES.values())
