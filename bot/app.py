@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC
@@ -102,6 +102,26 @@ async def _side_by_side(*bodies: Coroutine[Any, Any, None] | None) -> None:
     for task in done:
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
+
+
+async def supervise(name: str, start: Callable[[], Awaitable[None]], health: Health, stopping: asyncio.Event, *,
+                    first_delay: float = 1.0) -> None:
+    """C21: a part that crashes on a bug is reported in /healthz, restarted with backoff, and never ends the
+    process (its work is in the database: an action left `sending` becomes unknown and is reconciled)."""
+    crashes = 0
+    while not stopping.is_set():
+        try:
+            await start()
+            return
+        except Exception as exc:
+            crashes += 1
+            delay = min(60.0, first_delay * 2 ** min(crashes - 1, 6))
+            log.critical("%s crashed (%s: %s); restarting in %.1f s", name, type(exc).__name__, str(exc)[:300],
+                         delay, exc_info=crashes == 1)
+            health.fail(name, f"the {name} part crashed ({type(exc).__name__}) and is restarting")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), delay)
+        health.clear(name)
 
 
 class StartAborted(Exception):
@@ -198,9 +218,10 @@ class App:
         supplier_destination = f"supplier:{shop.supplier}"
         actions = None
         if cfg.supplier_url:
-            adapter = SupplierAdapter(cfg.supplier_url, str(cfg.supplier_token))
+            adapter = SupplierAdapter(cfg.supplier_url, str(cfg.supplier_token), deadline=cfg.supplier_timeout_s)
             self._stack.push_async_callback(adapter.aclose)
-            actions = ActionRelay(store, adapter, {supplier_destination}, owner_chat, lease=leaders["actions"])
+            actions = ActionRelay(store, adapter, {supplier_destination}, owner_chat, lease=leaders["actions"],
+                                  attempt_cap=cfg.attempt_cap)
         else:
             log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
         rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination, shop.lead_time_days,
@@ -212,13 +233,14 @@ class App:
         receipts = ReceiptRelay(store, sender, self.allowed_chat) if sender else None
         ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules,
                           lease=leaders["poller"], receipt=cfg.receipt_reaction) if bot and sender else None
-        routes = [health_route(store, health), metrics_route(store, metrics)]
+        routes = [health_route(store, health), metrics_route(store, metrics, str(cfg.metrics_token))]
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
         routes += TillApi(store, parse_till_tokens(str(cfg.till_tokens))).routes() + [openapi_route()]
         if cfg.ops_token:
             routes += OpsPage(store, str(cfg.ops_token)).routes()
-        http = HttpServer(routes, cfg.http_host, cfg.http_port) if cfg.http_port >= 0 else None
+        http = (HttpServer(routes, cfg.http_host, cfg.http_port, allowed_hosts=cfg.http_hosts)
+                if cfg.http_port >= 0 else None)
         self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler, typing,
                            leaders, presence, receipts, progress)
         return self
@@ -325,6 +347,10 @@ class App:
                 await self.parts.store.notice("config", f"{name}:{day}",
                                               f"I had to stop my {name}: {exc}", f"tg:{self.cfg.owner_chat_id}")
 
+    async def _restarting(self, name: str, start: Any) -> None:
+        assert self.parts
+        await supervise(name, start, self.parts.health, self._stopping)
+
     async def _retention(self, days: int) -> None:
         """SHOPBOT_RETENTION_DAYS: prune once at start and then once a day (short transactions; see store/retention.py).
         A failure is logged and tried again the next day."""
@@ -395,7 +421,8 @@ class App:
                     lambda: (relay.stop(), receipts.stop() if receipts else None))))
             if p.actions:
                 actions = p.actions
-                tasks.create_task(lead["actions"].run(lambda fence: actions.run(), actions.stop))
+                tasks.create_task(self._restarting(
+                    "actions", lambda: lead["actions"].run(lambda fence: actions.run(), actions.stop)))
             if p.http:
                 tasks.create_task(p.http.serve())
             if p.producers:

@@ -53,6 +53,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_SHOP_FILE": ("shop.example.toml", "the shop description (TOML): time zone, items, schedules, limits"),
     "SHOPBOT_SUPPLIER_URL": ("", "supplier API root (POST <url>/orders); empty: approved orders wait, none is sent"),
     "SHOPBOT_SUPPLIER_TOKEN": ("", "bearer token for the supplier API (secret)"),
+    "SHOPBOT_SUPPLIER_TIMEOUT_S": ("10", "seconds one supplier request may take in all (connect, send, read); past "
+                                         "it the order is reconciled by its key"),
     "SHOPBOT_PROPOSAL_EXPIRY_HOURS": ("24", "an order proposal not approved within this many hours expires"),
     "SHOPBOT_TILL_TOKENS": ("", "till credentials as till_id:token pairs, comma-separated (secret)"),
     "TELEGRAM_BOT_TOKEN": ("", "the bot token from @BotFather (secret); empty runs without Telegram"),
@@ -69,6 +71,11 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_HTTP_PORT": ("8080", "port of the HTTP server; 0 picks a free port; -1 disables the server"),
     "SHOPBOT_OPS_TOKEN": ("", "the operator page /ops is served only when this is set: at least 24 characters "
                               "(secret), typed into the page's login form"),
+    "SHOPBOT_HTTP_HOSTS": ("", "comma-separated host names the HTTP server answers (the Host header; *.example.com "
+                               "allowed); empty: 127.0.0.1, localhost and the host of SHOPBOT_WEBHOOK_URL. Add the "
+                               "name or address your till uses"),
+    "SHOPBOT_METRICS_TOKEN": ("", "when set, /metrics answers only with `Authorization: Bearer <token>` (secret, at "
+                                  "least 16 characters); empty: open, as /healthz"),
     "SHOPBOT_CHAT_PACE_MS": ("1000", "a chat's bucket refills one message per this many ms once its burst is spent "
                                      "(Telegram allows about 1/s); 0: no per-chat pacing"),
     "SHOPBOT_CHAT_BURST": ("3", "messages one chat may get at once (a reply in parts) before its pace applies"),
@@ -114,8 +121,25 @@ def environment(cwd: Path | None = None) -> dict[str, str]:
     return merged
 
 
+def supplier_url_problem(url: str) -> str | None:
+    """Why a supplier URL is refused: it must be https unless its host is a loopback address."""
+    from ipaddress import ip_address
+    from urllib.parse import urlsplit
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return None
+    host = parts.hostname or ""
+    try:
+        loopback = host == "localhost" or ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    return None if loopback else "an https URL (http only for a loopback address such as 127.0.0.1)"
+
+
 _WHOLE = re.compile(r"-?[0-9]+")          # ASCII digits only: no "1_000", no full-width digits, no spaces
 _ID = re.compile(r"[0-9]+")
+_TOKEN_CHARS = re.compile(r"[\x21-\x7e]{16,256}")
+_HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9.-]{0,252}[a-z0-9])?|\*")
 _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 MAX_ID = 2**53                            # Telegram ids fit in 52 bits; SQLite integers are 64-bit
 
@@ -213,6 +237,7 @@ class Config:
     shop_file: Path
     supplier_url: str
     supplier_token: Secret
+    supplier_timeout_s: float
     proposal_expiry_hours: int
     till_tokens: Secret
     telegram_token: Secret
@@ -225,6 +250,8 @@ class Config:
     http_host: str
     http_port: int
     ops_token: Secret
+    http_hosts: tuple[str, ...]
+    metrics_token: Secret
     chat_pace_ms: int
     chat_burst: int
     global_pace_per_s: int
@@ -243,7 +270,7 @@ class Config:
     def secrets(self) -> list[str]:
         """Every secret value, for log redaction (each till token on its own)."""
         values = [str(v) for v in (self.model_api_key, self.telegram_token, self.webhook_secret, self.supplier_token,
-                                   self.ops_token)]
+                                   self.ops_token, self.metrics_token)]
         values += [pair.partition(":")[2] for pair in str(self.till_tokens).split(",")]
         values.append(_url_password(self.db))
         return [v for v in values if v]
@@ -309,7 +336,11 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     if model != "offline" and not (sep and provider in ("openai", "anthropic") and model_name.strip()):
         c.fail("SHOPBOT_MODEL", model, "offline, openai:<model> or anthropic:<model>")
     model_base_url = c.url("SHOPBOT_MODEL_BASE_URL")
+    before = len(c.errors)
     supplier_url = c.url("SHOPBOT_SUPPLIER_URL").rstrip("/")
+    if supplier_url and len(c.errors) == before and (why := supplier_url_problem(supplier_url)):
+        c.fail("SHOPBOT_SUPPLIER_URL", supplier_url, why)       # C21: orders and their token never go in the clear
+    supplier_timeout_s = c.seconds("SHOPBOT_SUPPLIER_TIMEOUT_S", 60)
     telegram_base = c.url("TELEGRAM_API_BASE_URL").rstrip("/")
     webhook_url = c.url("SHOPBOT_WEBHOOK_URL", https_only=True)
 
@@ -346,6 +377,17 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     ops_token = env.get("SHOPBOT_OPS_TOKEN", "")
     if ops_token and len(ops_token) < 24:
         c.fail("SHOPBOT_OPS_TOKEN", ops_token, "at least 24 characters (it guards the operator page)", secret=True)
+    metrics_token = env.get("SHOPBOT_METRICS_TOKEN", "")
+    if metrics_token and not _TOKEN_CHARS.fullmatch(metrics_token):
+        c.fail("SHOPBOT_METRICS_TOKEN", metrics_token, "at least 16 printable ASCII characters without spaces",
+               secret=True)
+    http_hosts = tuple(h.strip().lower() for h in c.raw("SHOPBOT_HTTP_HOSTS").split(",") if h.strip())
+    if not all(_HOST.fullmatch(h) for h in http_hosts):
+        c.fail("SHOPBOT_HTTP_HOSTS", c.raw("SHOPBOT_HTTP_HOSTS"),
+               "comma-separated host names or addresses (no port, no scheme), e.g. shop.example.com,192.168.1.5")
+    if not http_hosts:                 # the loopback names, and the name Telegram posts the webhook to
+        from urllib.parse import urlsplit
+        http_hosts = ("127.0.0.1", "localhost") + ((urlsplit(webhook_url).hostname or "",) if webhook_url else ())
     log_format = text("SHOPBOT_LOG_FORMAT").lower()
     if log_format not in ("text", "json"):
         c.fail("SHOPBOT_LOG_FORMAT", text("SHOPBOT_LOG_FORMAT"), "text or json")
@@ -399,6 +441,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         shop_file=Path(text("SHOPBOT_SHOP_FILE")),
         supplier_url=supplier_url,
         supplier_token=Secret(env.get("SHOPBOT_SUPPLIER_TOKEN", "")),
+        supplier_timeout_s=supplier_timeout_s,
         proposal_expiry_hours=expiry,
         till_tokens=Secret(till_tokens),
         telegram_token=Secret(token),
@@ -410,6 +453,8 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         retention_days=retention_days,
         http_host=text("SHOPBOT_HTTP_HOST"),
         http_port=http_port,
+        http_hosts=http_hosts,
+        metrics_token=Secret(metrics_token),
         ops_token=Secret(ops_token),
         chat_pace_ms=chat_pace,
         chat_burst=chat_burst,

@@ -24,6 +24,7 @@ EVENTS: dict[str, tuple[str, str]] = {
                                   "and press Start once; until then briefs and notices wait in the outbox"),
     "app.no_owners": ("shopbot.app", "SHOPBOT_OWNER_IDS is empty: every Telegram sender will be refused"),
     "app.part_stopped": ("shopbot.app", "%s stopped: %s"),
+    "app.part_crashed": ("shopbot.app", "%s crashed (%s: %s); restarting in %.1f s"),
     "app.running": ("shopbot.app", "shopbot running: model=%s telegram=%s http=%s"),
     "app.stopped": ("shopbot.app", "shopbot stopped"),
     "app.lease_sweep": ("shopbot.app", "lease sweep: %d released, %d failed, %d deliveries now unknown"),
@@ -32,8 +33,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "app.retention_failed": ("shopbot.app", "retention failed (%s); the next daily run tries again"),
     # the HTTP server and the webhook
     "http.listening": ("shopbot.http", "http server listening on %s:%d"),
-    "webhook.bad_secret": ("shopbot.http", "webhook call with a wrong or missing secret from %s"),
-    "ops.login_refused": ("shopbot.http", "operator page: login refused from %s"),
+    "webhook.bad_secret": ("shopbot.http", "webhook call with a wrong or missing secret from %s%s"),
+    "ops.login_refused": ("shopbot.http", "operator page: login refused from %s%s"),
     "webhook.admission_failed": ("shopbot.http", "webhook admission failed, answering 500 so Telegram retries: %s"),
     # Telegram ingestion (producers/telegram)
     "ingress.admission_failed": ("shopbot.ingress", "admission failed, batch not acknowledged (%s); retrying"),
@@ -126,6 +127,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "actions.still_unknown": ("shopbot.actions", "action still unknown action_id=%s: %s"),
     "actions.unknown": ("shopbot.actions",
                         "action unknown action_id=%s: %s (reconciling by key, never resent blindly)"),
+    "actions.held": ("shopbot.actions", "action held for the operator action_id=%s: %s"),
+    "actions.handling_failed": ("shopbot.actions", "action handling failed action_id=%s (%d of %d): %s: %s"),
     # the PostgreSQL store: the LISTEN connection, commit outcomes read back (store/postgres)
     "listen.lost": ("shopbot.listen", "listen connection lost (%s); reconnecting in %.1f s, scanning meanwhile"),
     "listen.back": ("shopbot.listen", "listen connection back after a loss; full scan"),

@@ -1,15 +1,15 @@
 """Logging setup with secret redaction (docs/contracts.md, "Facts at the edges").
 
-Every handler `setup_logging` installs carries a `RedactingFilter` and a redacting formatter, so a secret never
-reaches stderr or the log file, whichever logger wrote it:
+Every handler `setup_logging` installs carries a `RedactingFilter`, so a secret never reaches stderr or the log
+file, whichever logger wrote it. The rules are the one set in store/redaction.py (the same for the store and the
+Telegram texts): each registered secret (at least 4 characters; also URL-encoded), `user:password@` in a URL,
+anything shaped like a Telegram bot token, an `sk-` key, a `Bearer` token or an `api_key=` pair becomes `****`.
 
-- each registered secret (non-empty, at least 4 characters; also in its URL-encoded form) becomes `****`;
-- any `user:password@` in a URL becomes `****@`;
-- anything shaped like a Telegram bot token (`123456:AA…`) becomes `****`, even if nobody registered it.
-
-The filter rewrites the record (message with its args merged, exception text, stack text), and the formatter
-redacts the final formatted line again, so secrets in `%(asctime)s`-adjacent fields, tracebacks or args are
-covered. Secrets learned later (a till token read from the store, say) are added with `add_secret`.
+The filter rewrites the record once (message with its args merged, exception text, stack text) and marks it, so
+the formatters and a second handler do not redact it again. The message becomes one line (control characters and
+forged line breaks become spaces) of at most `MESSAGE_LIMIT` characters, cut before it is redacted (C21: a
+megabyte from an outside server never reaches the patterns or the file whole); a traceback is cut likewise.
+Secrets learned later (a till token read from the store, say) are added with `add_secret`.
 
 Formats: `text` (default) writes `<UTC time with offset> LEVEL logger message`; `json` (SHOPBOT_LOG_FORMAT=json)
 writes one JSON object a line with `ts` (UTC, ISO 8601 with `+00:00`), `level`, `logger`, `event` (a stable name from
@@ -30,52 +30,32 @@ import logging
 import logging.handlers
 import re
 import sys
-import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import quote
 
 from bot.log_events import BY_TEMPLATE, ID_KEYS
+from store import redaction
+from store.redaction import redact
 
 __all__ = ["FORMAT", "FORMATS", "JsonFormatter", "RedactingFilter", "add_secret", "redact", "setup_logging"]
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 FORMATS = ("text", "json")
 _ID_RE = re.compile(r"\b(" + "|".join(ID_KEYS) + r")=([^\s,;()]+)")
-MASK = "****"
-_MIN_SECRET = 4
-
-_lock = threading.Lock()
-_secrets: tuple[str, ...] = ()  # longest first, replaced atomically as a tuple
-_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@:]+:[^/\s@]*@")
-_BOT_TOKEN_RE = re.compile(r"\d{3,}:[A-Za-z0-9_-]{30,}")
+MESSAGE_LIMIT = 4_000          # characters of a message, and of a traceback: a JSON line stays under 10,000
+LINE_LIMIT = 10_000           # one JSON line at most (escaped newlines can double a traceback's length)
+_DONE = "_shopbot_redacted"
 
 
 def add_secret(secret: str | None) -> None:
-    """Redact `secret` from now on in every handler `setup_logging` installed (ignored if shorter than 4)."""
-    global _secrets
-    if not secret or len(secret) < _MIN_SECRET:
-        return
-    variants = {secret, quote(secret, safe=""), quote(secret, safe="/:")}
-    with _lock:
-        current = set(_secrets) | {v for v in variants if len(v) >= _MIN_SECRET}
-        _secrets = tuple(sorted(current, key=len, reverse=True))
+    """Redact `secret` from now on in every log line (and the store's texts); ignored if shorter than 4."""
+    if secret:
+        redaction.register([secret])
 
 
 def _reset_secrets() -> None:
-    global _secrets
-    with _lock:
-        _secrets = ()
-
-
-def redact(text: str) -> str:
-    """Apply every redaction rule to `text`."""
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    text = _USERINFO_RE.sub(rf"\g<scheme>{MASK}@", text)
-    return _BOT_TOKEN_RE.sub(MASK, text)
+    redaction.forget_all()
 
 
 class RedactingFilter(logging.Filter):
@@ -85,20 +65,23 @@ class RedactingFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, _DONE, False):    # another handler's filter did it: once per record
+            return True
         if not hasattr(record, "event"):     # named before the template is merged with its args
             record.event = event_of(record)
         try:
             message = record.getMessage()
         except Exception:  # a malformed format/args pair: keep both visible, redacted
             message = f"{record.msg!r} % {record.args!r}"
-        record.msg = redact(message)
+        record.msg = redaction.outside(message, MESSAGE_LIMIT)
         record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = redact(record.exc_text)
+            record.exc_text = redact(redaction.cut(record.exc_text, MESSAGE_LIMIT))
         if record.stack_info:
-            record.stack_info = redact(record.stack_info)
+            record.stack_info = redact(redaction.cut(record.stack_info, MESSAGE_LIMIT))
+        setattr(record, _DONE, True)
         return True
 
 
@@ -121,30 +104,62 @@ class _RedactingFormatter(logging.Formatter):
         return utc_time(record)
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        line = super().format(record)
+        return line if getattr(record, _DONE, False) else redact(line)
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object a line (see the module docstring); every value redacted, then the whole line again."""
 
     def format(self, record: logging.LogRecord) -> str:
-        message = redact(record.getMessage())
+        done = getattr(record, _DONE, False)
+        message = record.getMessage() if done else redaction.outside(record.getMessage(), MESSAGE_LIMIT)
         line: dict[str, object] = {"ts": utc_time(record), "level": record.levelname, "logger": record.name,
                                    "event": getattr(record, "event", None) or event_of(record), "message": message}
         for key, value in _ID_RE.findall(message):
             line.setdefault(key, value.rstrip(":."))
         for key in ID_KEYS:
             if key in record.__dict__ and record.__dict__[key] is not None:
-                line[key] = redact(str(record.__dict__[key]))
+                line[key] = redaction.outside(str(record.__dict__[key]), 200)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
-            line["exc"] = redact(record.exc_text)
+            line["exc"] = record.exc_text if done else redact(redaction.cut(record.exc_text, MESSAGE_LIMIT))
         if record.stack_info:
-            line["stack"] = redact(record.stack_info)
-        return redact(json.dumps(line, ensure_ascii=False, default=str))
+            line["stack"] = record.stack_info if done else redact(redaction.cut(record.stack_info, MESSAGE_LIMIT))
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        while len(text) > LINE_LIMIT and isinstance(line.get("exc") or line.get("stack"), str):
+            key = "exc" if isinstance(line.get("exc"), str) and line["exc"] else "stack"
+            line[key] = str(line[key])[:len(str(line[key])) // 2] + "…"     # escaping grew it: the trace gives way
+            text = json.dumps(line, ensure_ascii=False, default=str)
+        return text
 
 
+class OncePerSecond(logging.Filter):
+    """Lets a record whose message starts with `prefix` through at most once per `every_s`, saying how many were
+    held back. asyncio logs "socket.accept() out of system resource" at every retry of a listening socket whose
+    process ran out of descriptors (61,382 lines, 28 MB in 7 s under a flood): one line a second tells as much."""
+
+    def __init__(self, prefix: str, every_s: float = 1.0) -> None:
+        super().__init__()
+        self.prefix, self.every_s = prefix, every_s
+        self._last = float("-inf")
+        self.held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(self.prefix):
+            return True
+        if record.created - self._last < self.every_s:
+            self.held += 1
+            return False
+        if self.held:
+            record.msg = f"{record.msg} ({self.held} more like it in the last {record.created - self._last:.0f} s)"
+            record.exc_info, record.exc_text = None, None      # the same traceback every time: once is enough
+        self._last, self.held = record.created, 0
+        return True
+
+
+ACCEPT_FLOOD = "socket.accept() out of system resource"
 _OWN_HANDLER = "_shopbot_handler"
 
 
@@ -178,6 +193,9 @@ def setup_logging(level: str, secrets: Iterable[str], log_file: Path | None = No
     logging.captureWarnings(False)     # re-installed every time: something may have replaced showwarning since
     logging.captureWarnings(True)
 
+    asyncio_log = logging.getLogger("asyncio")
+    if not any(isinstance(f, OncePerSecond) for f in asyncio_log.filters):
+        asyncio_log.addFilter(OncePerSecond(ACCEPT_FLOOD))
     logging.getLogger("httpx").setLevel(max(logging.WARNING, numeric))
     logging.getLogger("httpcore").setLevel(max(logging.WARNING, numeric))
     logging.getLogger("telegram").setLevel(max(logging.INFO, numeric))

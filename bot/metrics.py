@@ -15,6 +15,7 @@ lists every metric with what to alert on (tests/test_metrics.py keeps that list 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -167,8 +168,15 @@ class _StoreCollector:
         return []
 
 
-def metrics_route(store: Store, metrics: Metrics) -> Route:
+def metrics_route(store: Store, metrics: Metrics, token: str = "") -> Route:
+    """`GET /metrics`; with `token` (SHOPBOT_METRICS_TOKEN) only for `Authorization: Bearer <token>` (compared in
+    constant time), else 401."""
+    expected = f"Bearer {token}".encode()
+
     async def page(request: Request) -> Response:
+        if token and not hmac.compare_digest(request.headers.get("authorization", "").encode(), expected):
+            return Response("unauthorized\n", status_code=401, media_type="text/plain",
+                            headers={"WWW-Authenticate": "Bearer", "Cache-Control": "no-store"})
         await metrics.refresh(store)
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
     return Route("/metrics", page, methods=["GET"])

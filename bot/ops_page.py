@@ -1,12 +1,15 @@
 """`/ops`: a read-only operator page rendered by the server itself (no build step, no script, no external asset).
 
-Only when `SHOPBOT_OPS_TOKEN` is set (at least 24 characters, a secret: redacted from every log line). The token
-never travels in a URL: `GET /ops` without a valid session answers 401 with a login form, the form POSTs the token
-to `/ops/login`, which compares it in constant time and sets a random session cookie (HttpOnly, SameSite=Strict,
+Only when `SHOPBOT_OPS_TOKEN` is set (at least 24 characters, a secret: redacted from every log line). The token never
+travels in a URL: `GET /ops` without a valid session answers 401 with a login form, the form POSTs the token to
+`/ops/login`, which compares it in constant time and sets a random session cookie (HttpOnly, SameSite=Strict,
 Path=/ops, Secure when the request came over HTTPS; 12 hours; the sessions live in this process, so a restart logs
-everyone out). Every response carries `Content-Security-Policy: default-src 'self'; frame-ancestors 'none'`,
-`X-Frame-Options: DENY`, `Cache-Control: no-store`, `X-Content-Type-Options: nosniff` and `Referrer-Policy:
-no-referrer`. Every value taken from the records (report bodies, sources, reasons, item names) is HTML-escaped.
+everyone out). Every response carries `Content-Security-Policy: default-src 'self'; frame-ancestors 'none'`, `X-Frame-
+Options: DENY`, `Cache-Control: no-store`, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`. A
+wrong token is counted and logged at most once a second (producers/refusals.py); each address that sent one must then
+wait before its next try is even compared (0.5 s, doubling per failure up to 60 s: 429 with Retry-After), so guessing
+runs at a few tries a minute, not hundreds a second. A form that is not one small `token` field answers 400 (with the
+same headers). Every value taken from the records (report bodies, sources, reasons, item names) is HTML-escaped.
 
 The page shows the status figures, the unknown deliveries and failed items, the open and quarantined actions, the
 stock, the last reports, and an inline SVG chart of λ, W and L per hour over the last day.
@@ -25,11 +28,15 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from producers.refusals import Refusals
 from store import Store
 
 log = logging.getLogger("shopbot.http")
 
 COOKIE = "shopbot_ops"
+FIRST_WAIT_S = 0.5        # after an address's first wrong token; doubled per further failure
+MAX_WAIT_S = 60.0
+MAX_ADDRESSES = 10_000    # failing addresses remembered (the oldest forgotten first)
 SESSION_S = 12 * 3600
 MIN_TOKEN = 24
 HEADERS = {
@@ -50,10 +57,11 @@ pre { white-space: pre-wrap; margin: 0; max-width: 60em; } svg { background: #ff
 """
 
 
-def _page(title: str, body: str, status: int = 200) -> Response:
+def _page(title: str, body: str, status: int = 200, extra: dict[str, str] | None = None) -> Response:
     html = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f'<link rel="stylesheet" href="/ops/style.css"></head><body>{body}</body></html>')
-    return Response(html, status_code=status, media_type="text/html; charset=utf-8", headers=HEADERS)
+    return Response(html, status_code=status, media_type="text/html; charset=utf-8",
+                    headers={**HEADERS, **(extra or {})})
 
 
 def _login_form(message: str = "") -> str:
@@ -102,6 +110,8 @@ class OpsPage:
         self._token = token.encode("utf-8")
         self._sessions: dict[str, float] = {}
         self._tallies: dict = {}          # the store's counts of ended rows, advanced at each view (as /metrics)
+        self._failed: dict[str, tuple[int, float]] = {}   # address -> (wrong tokens in a row, not before)
+        self._refusals = Refusals()
 
     def routes(self) -> list[Route]:
         return [Route("/ops", self.page, methods=["GET"]), Route("/ops/login", self.login, methods=["POST"]),
@@ -127,12 +137,27 @@ class OpsPage:
             body += chunk
             if len(body) > 4096:
                 return _page("shopbot: log in", _login_form("That request is too large."), 413)
-        form = parse_qs(body.decode("utf-8", "replace"), max_num_fields=5)
+        address = request.client.host if request.client else "?"
+        now = time.monotonic()
+        failures, not_before = self._failed.get(address, (0, 0.0))
+        if now < not_before:                       # this address guessed wrong: it waits before the next try
+            wait = max(1, round(not_before - now + 0.5))
+            return _page("shopbot: log in", _login_form("Too many wrong tokens: wait a moment and try again."), 429,
+                         {"Retry-After": str(wait)})
+        try:
+            form = parse_qs(body.decode("utf-8", "replace"), max_num_fields=5, strict_parsing=True)
+        except ValueError:                          # more fields than a login form has, or no form at all
+            return _page("shopbot: log in", _login_form("That is not a login form."), 400)
         given = (form.get("token") or [""])[0].encode("utf-8")
         if not hmac.compare_digest(given, self._token):
-            log.warning("operator page: login refused from %s", request.client.host if request.client else "?")
+            if (more := self._refusals.refused()) is not None:
+                log.warning("operator page: login refused from %s%s", address, more)
+            self.store.tally("ops_login_refused")  # in memory: a flood of guesses costs no commit (C1)
+            if len(self._failed) >= MAX_ADDRESSES and address not in self._failed:
+                self._failed.pop(next(iter(self._failed)))
+            self._failed[address] = (failures + 1, now + min(MAX_WAIT_S, FIRST_WAIT_S * 2 ** failures))
             return _page("shopbot: log in", _login_form("That token is not the operator token."), 401)
-        now = time.monotonic()
+        self._failed.pop(address, None)
         self._sessions = {s: t for s, t in self._sessions.items() if t > now}
         session = secrets.token_urlsafe(32)
         self._sessions[session] = now + SESSION_S

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hmac
 import logging
 import re
-import time
 from collections.abc import Mapping
 
 from starlette.requests import Request
@@ -21,6 +20,7 @@ from starlette.routing import Route
 
 from store import Admission, Occurrence, Store, StoreError, WorkKind
 
+from .refusals import Refusals
 from .till_request import MAX_BODY_BYTES, TillCounts, TillError, parse_counts_body, request_id_error
 
 log = logging.getLogger("shopbot.till")
@@ -65,8 +65,7 @@ class TillApi:
         self.store = store
         self._tokens = [(till_id, token.encode()) for till_id, token in tokens.items()]
         self.retry_after_s = retry_after_s
-        self._refused_logged_at = float("-inf")
-        self._refused_unlogged = 0
+        self._refused = Refusals()
         if not self._tokens:
             log.warning("no till tokens configured (SHOPBOT_TILL_TOKENS): every till request is answered 401")
 
@@ -91,13 +90,9 @@ class TillApi:
     async def _unauthorized(self, request: Request) -> Response:
         """401, counted in memory and logged at most once a second (a flood of bad tokens costs no commit and no
         log line per request)."""
-        now = time.monotonic()
-        self._refused_unlogged += 1
-        if now - self._refused_logged_at >= 1.0:
-            more = self._refused_unlogged - 1
+        if (more := self._refused.refused()) is not None:
             log.warning("till request without a valid token from %s%s", request.client.host if request.client else "?",
-                        f" ({more} more in the last {now - self._refused_logged_at:.0f} s)" if more else "")
-            self._refused_logged_at, self._refused_unlogged = now, 0
+                        more)
         self.store.tally("till_unauthorized")   # in memory: a flood of bad tokens costs no commit (C1)
         return _error(UNAUTHORIZED, {"WWW-Authenticate": "Bearer"})
 

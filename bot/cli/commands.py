@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -217,7 +218,7 @@ def cmd_actions(args: argparse.Namespace) -> int:
     import getpass
     if args.decision:
         if args.action_id is None:
-            raise StoreError("give the action id: shopbot actions release|void ID")
+            raise StoreError("give the action id: shopbot actions release|void|delivered|resend ID")
         state = with_store(args, lambda s: s.decide_action(args.action_id, args.decision,
                                                            f"operator:{getpass.getuser()}"))
         print(f"action {args.action_id}: recorded '{args.decision}', now {state}")
@@ -444,7 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("forget", "delete a conversation's agent history and cancel its waiting work (C12)")
     p.add_argument("--session", required=True, help="e.g. tg:42")
     p = add("actions", "list supplier actions with their state; release or void a quarantined one")
-    p.add_argument("decision", nargs="?", choices=["release", "void"], help="a recorded operator decision")
+    p.add_argument("decision", nargs="?", choices=["release", "void", "delivered", "resend"],
+                   help="a recorded operator decision: release or void a quarantined action; an unknown one the "
+                        "supplier has is delivered, one it does not have is sent again with its key (resend)")
     p.add_argument("action_id", nargs="?", type=int)
     p.add_argument("--quarantined", action="store_true", help="only the quarantined ones")
     p = add("run", "run the whole product: Telegram ingress, worker, relay, HTTP server, producers")
@@ -489,6 +492,9 @@ def _refused(args: argparse.Namespace, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Private files (C21): the database, its WAL, the log file and backups hold the shop's records and messages;
+    # whatever umask the process was started with (outside systemd: often 022, world-readable), they are 0600.
+    os.umask(0o077)
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

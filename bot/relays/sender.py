@@ -35,11 +35,17 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import re
 from dataclasses import dataclass
 
 import httpx
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReplyKeyboardMarkup, ReplyParameters
+from telegram import (
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    ReplyKeyboardMarkup,
+    ReplyParameters,
+)
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
@@ -53,6 +59,7 @@ from telegram.error import (
 
 from producers.telegram.client import retry_after_seconds
 from producers.telegram.owner import KEYBOARD
+from store import redaction
 
 __all__ = ["NOT_SENT_CAUSES", "OutcomeKind", "SendOutcome", "TelegramSender", "classify"]
 
@@ -78,8 +85,6 @@ NOT_SENT_CAUSES: tuple[type[BaseException], ...] = (
     httpx.UnsupportedProtocol,
 )
 
-_TOKEN_RE = re.compile(r"\d{3,}:[A-Za-z0-9_-]{20,}")
-_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@:]+:[^/\s@]*@")
 _MAX_REASON = 200
 
 
@@ -95,10 +100,10 @@ class SendOutcome:
 
 
 def _clean(text: str, token: str | None = None) -> str:
+    """A failed send's reason: outside text (Telegram's words), cut, one line, redacted (store/redaction.py)."""
+    text = redaction.outside(text, 4 * _MAX_REASON)
     if token:
         text = text.replace(token, "****")
-    text = _TOKEN_RE.sub("****", text)
-    text = _USERINFO_RE.sub(r"\g<scheme>****@", text)
     text = " ".join(text.split())
     return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 1] + "…"
 
@@ -162,6 +167,9 @@ def _cut_utf16(text: str, limit: int) -> str:
 
 # The common asks under the chat (Stock, Low, Brief, Reorder, Pending), sent with every message that carries no
 # inline buttons (a message holds one keyboard or the other), so the keyboard stays even after a chat is cleared.
+# Every text may carry outside content (the model's words, a supplier's reason, an item name), and a link preview
+# would fetch and show what such a link points to: previews are off for every message and edit (C21).
+NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 ASKS = ReplyKeyboardMarkup([list(row) for row in KEYBOARD], is_persistent=True, resize_keyboard=True)
 
 
@@ -198,7 +206,8 @@ class TelegramSender:
                  if reply_to is not None else None)
         try:
             message = await self._bot.send_message(chat_id=chat_id, text=text, parse_mode=ParseMode.HTML,
-                                                   reply_markup=_keyboard(buttons) or ASKS, reply_parameters=reply)
+                                                   reply_markup=_keyboard(buttons) or ASKS, reply_parameters=reply,
+                                                   link_preview_options=NO_PREVIEW)
         except Exception as exc:  # CancelledError is a BaseException and propagates
             outcome = classify(exc)
             outcome = SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
@@ -217,7 +226,8 @@ class TelegramSender:
         `confirmed`. Exactly one HTTP request."""
         try:
             await self._bot.edit_message_text(text=text, chat_id=chat_id, message_id=message_id,
-                                              parse_mode=ParseMode.HTML, reply_markup=_keyboard(buttons))
+                                              parse_mode=ParseMode.HTML, reply_markup=_keyboard(buttons),
+                                              link_preview_options=NO_PREVIEW)
         except Exception as exc:  # CancelledError is a BaseException and propagates
             if isinstance(exc, BadRequest) and "message is not modified" in exc.message.lower():
                 return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id), reason="already as requested")

@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from store import StoreError, faults
 
+from ..refusals import Refusals
 from .polling import Ingress
 
 log = logging.getLogger("shopbot.http")
@@ -26,12 +27,15 @@ MAX_WEBHOOK_BYTES = 1 << 20
 
 def webhook_route(ingress: Ingress, secret: str) -> Route:
     expected = secret.encode()
+    refusals = Refusals()          # a flood of wrong secrets: one log line a second at most
 
     async def webhook(request: Request) -> Response:
         given = request.headers.get("x-telegram-bot-api-secret-token", "").encode()
         if not hmac.compare_digest(given, expected):       # constant time (C3)
-            log.warning("webhook call with a wrong or missing secret from %s",
-                        request.client.host if request.client else "?")
+            if (more := refusals.refused()) is not None:
+                log.warning("webhook call with a wrong or missing secret from %s%s",
+                            request.client.host if request.client else "?", more)
+            ingress.store.tally("webhook_unauthorized")    # in memory: a flood costs no commit (C1)
             return JSONResponse({"ok": False, "error": "unauthorized"}, status_code=401)
         body = await request.body()
         try:

@@ -47,6 +47,7 @@ def test_the_unit_has_what_an_operator_expects():
                       "RestrictAddressFamilies", "SystemCallFilter", "CapabilityBoundingSet"):
         assert hardening in unit, hardening
     assert unit["ProtectSystem"] == ["strict"] and unit["StateDirectory"] == ["shopbot"]
+    assert int(unit["LimitNOFILE"][0]) >= 4 * 256 and unit["UMask"] == ["0077"]     # above bot/http.py's cap
 
 
 @pytest.mark.skipif(ANALYZE is None, reason=NO_ANALYZE)
@@ -80,3 +81,43 @@ def test_the_logrotate_rule_needs_no_copytruncate():
     rule = text[text.index("{"):]
     assert "copytruncate" not in rule and "rotate 14" in rule
     assert "WatchedFileHandler" in (ROOT / "bot" / "logs.py").read_text()
+
+
+def locked() -> dict[str, str]:
+    """requirements.lock as {name: version} (names normalised as pip does)."""
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.split(";")[0].strip().partition("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def test_every_dependency_has_an_upper_bound_and_an_exact_locked_version():
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = project["project"]["optional-dependencies"]
+    requirements = project["project"]["dependencies"] + extras["test"] + extras["models"] + extras["postgres"]
+    pins = locked()
+    for requirement in requirements + extras["bench"] + project["build-system"]["requires"]:
+        assert "<" in requirement, f"{requirement} has no upper bound"
+    for requirement in requirements:
+        name = re.sub(r"[-_.]+", "-", re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0]).lower()
+        assert name in pins and re.fullmatch(r"\d+(\.\w+)*", pins[name]), f"{name} is not locked"
+
+
+def test_the_image_and_the_test_path_install_from_the_lock_and_the_image_has_tzdata():
+    text = CONTAINERFILE.read_text()
+    assert "pip install -c requirements.lock ." in text and "tzdata" in text
+    assert "-c requirements.lock -e '.[test]'" in (ROOT / "Makefile").read_text()
+
+
+def test_the_lock_is_the_environment_the_tests_run_in():
+    """The versions installed here (by `make`, from the lock) are the locked ones."""
+    from importlib import metadata
+    for name, version in locked().items():
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue                        # another platform's or Python's package (markers)
+        assert installed == version, f"{name} {installed} installed, {version} locked"

@@ -66,6 +66,18 @@ def test_a_webhook_url_must_be_https():
     assert len(lines) == 1 and lines[0].startswith("SHOPBOT_WEBHOOK_URL=") and "https" in lines[0]
 
 
+@pytest.mark.parametrize("url", ["http://supplier.example/api", "http://10.0.0.5:8082", "http://[::ffff:8.8.8.8]"])
+def test_an_http_supplier_url_is_refused_at_start_unless_loopback(url):
+    lines = problems({"SHOPBOT_SUPPLIER_URL": url})
+    assert len(lines) == 1 and lines[0].startswith("SHOPBOT_SUPPLIER_URL=") and "https" in lines[0]
+
+
+@pytest.mark.parametrize("url", ["https://supplier.example/api", "http://127.0.0.1:8082", "http://localhost:1",
+                                 "http://[::1]:8082", "http://127.9.9.9"])
+def test_an_https_or_loopback_supplier_url_is_accepted(url):    # the control: the guard refuses only the others
+    assert config.load({**TOKEN, "SHOPBOT_OWNER_IDS": "1001", "SHOPBOT_SUPPLIER_URL": url}).supplier_url == url
+
+
 def test_every_problem_is_reported_at_once_and_a_secret_is_never_shown():
     lines = problems({"SHOPBOT_CAPACITY": "0", "SHOPBOT_HTTP_PORT": "99999", "SHOPBOT_WEBHOOK_SECRET": "bad secret!",
                       "SHOPBOT_WEBHOOK_URL": "https://bot.example/telegram/webhook",

@@ -76,7 +76,7 @@ async def test_the_page_refuses_without_the_cookie_and_logs_in_by_a_posted_token
             assert forged.status_code == 401
             wrong = await client.post("/ops/login", data={"token": TOKEN[:-1] + "x"})
             assert wrong.status_code == 401 and "shopbot_ops" not in wrong.headers.get("set-cookie", "")
-            ok = await client.post("/ops/login", data={"token": TOKEN})
+            ok = await login_after_the_wait(client, TOKEN)
             assert ok.status_code == 303 and ok.headers["location"] == "/ops"
             cookie = ok.headers["set-cookie"].lower()
             assert "httponly" in cookie and "samesite=strict" in cookie and "path=/ops" in cookie
@@ -92,6 +92,44 @@ async def test_the_page_refuses_without_the_cookie_and_logs_in_by_a_posted_token
             assert (await client.get("/ops")).status_code == 401
     assert any("login refused" in r.getMessage() for r in caplog.records)
     assert not any(TOKEN in r.getMessage() for r in caplog.records)
+
+
+async def login_after_the_wait(client: httpx.AsyncClient, token: str) -> httpx.Response:
+    """A login from an address that just guessed wrong: answered 429 until its wait is over (polled, deadline)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while (answer := await client.post("/ops/login", data={"token": token})).status_code == 429:
+        assert loop.time() < deadline and int(answer.headers["retry-after"]) >= 1
+        await asyncio.sleep(0.1)
+    return answer
+
+
+async def test_wrong_logins_slow_down_per_address_and_a_malformed_form_is_400(caplog):
+    caplog.set_level(logging.INFO)
+    async with local_product(OPS) as run:
+        async with httpx.AsyncClient(base_url=await base_url(run)) as client:
+            first = await client.post("/ops/login", data={"token": "wrong-" * 5})
+            assert first.status_code == 401                      # compared: the control for what follows
+            again = await client.post("/ops/login", data={"token": TOKEN})
+            assert again.status_code == 429 and int(again.headers["retry-after"]) >= 1   # not even compared
+            secure_headers(again)
+            second = await login_after_the_wait(client, "wrong-" * 5)
+            assert second.status_code == 401
+            third = await client.post("/ops/login", data={"token": TOKEN})
+            assert third.status_code == 429                      # the wait doubled; the right token waits too
+            assert (await login_after_the_wait(client, TOKEN)).status_code == 303
+            # a login form with six fields (parse_qs raised: 500 and a traceback before)
+            six = await client.post("/ops/login", data={f"f{i}": "x" for i in range(5)} | {"token": TOKEN})
+            assert six.status_code == 400 and "not a login form" in six.text
+            secure_headers(six)
+            garbage = await client.post("/ops/login", content=b"token", headers={
+                "content-type": "application/x-www-form-urlencoded"})
+            assert garbage.status_code == 400
+            one = await client.post("/ops/login", data={"token": TOKEN})
+            assert one.status_code == 303                        # the control: a one-field form logs in
+    refused = [r for r in caplog.records if "login refused" in r.getMessage()]
+    assert 1 <= len(refused) <= 2                                # two wrong tokens, summarised once a second
+    assert not any(r.levelno >= logging.ERROR for r in caplog.records if r.name.startswith("uvicorn"))
 
 
 def browse(base: str, profile: Path, shots: Path) -> dict:

@@ -107,6 +107,17 @@ def _parse_params(query: str, content_type: str, body: bytes) -> dict[str, Any]:
 _UNPARSABLE = object()
 
 
+def _preview(params: dict) -> bool:
+    """Whether Telegram would show a link preview: unless `link_preview_options.is_disabled` (JSON-encoded by PTB)."""
+    options = params.get("link_preview_options")
+    if isinstance(options, str):
+        try:
+            options = json.loads(options)
+        except ValueError:
+            options = None
+    return not (isinstance(options, dict) and options.get("is_disabled") is True)
+
+
 def _checked_markup(params: dict) -> Any:
     """`reply_markup` read and checked as Telegram does: a dict or None, or the 400 answer saying what is wrong."""
     markup = _markup(params)
@@ -274,7 +285,8 @@ async def send_message(st: ApiState, params: dict) -> _Response:
     message_id = st._next_message_id(chat_id)
     date = int(time.time())
     sent = SentMessage(chat_id=chat_id, text=text, reply_markup=markup, message_id=message_id, date=date,
-                       entities=tuple(entities), reply_to=reply_to, html=html, client=CALLER.get().client)
+                       entities=tuple(entities), reply_to=reply_to, html=html, client=CALLER.get().client,
+                       preview=_preview(params))
     st._store.add_sent(sent)
     st.sent.append(sent)
     st.timeline.append(("sent", sent))
@@ -364,7 +376,7 @@ async def edit_message_text(st: ApiState, params: dict) -> _Response:
                          "exactly the same as a current content and reply markup of the message")
     known.update(text=text, markup=markup, html=html)
     entry = {"chat_id": chat_id, "message_id": message_id, "text": text, "html": html, "reply_markup": markup,
-             "entities": entities}
+             "entities": entities, "preview": _preview(params)}
     st._store.log("edited_text", entry)
     st.edited_texts.append(entry)
     st.timeline.append(("edited", entry))

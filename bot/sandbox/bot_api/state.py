@@ -59,6 +59,7 @@ class SentMessage:
     html: str | None = None        # the text as sent in HTML parse mode
     client: str = ""               # the caller's label (`/<label>/bot...`, url_for), "" without one; not persisted
     photo: bytes | None = None     # a sendPhoto's picture (its caption is `text`); not persisted
+    preview: bool = True           # a link preview would show (no `link_preview_options.is_disabled`); not persisted
 
 
 @dataclass(frozen=True)
