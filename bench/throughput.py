@@ -178,8 +178,9 @@ def main() -> None:
             rates.append(rate)
             commit_counts.append(per_item)
             http.append(asyncio.run(over_http(directory, min(args.items, 1000), paced=False)))
-            saturated.append(asyncio.run(over_http(directory, args.saturate, paced=True)))
-            h, p = http[-1], saturated[-1]
+            if args.saturate > 0:     # --saturate 0: no saturation run
+                saturated.append(asyncio.run(over_http(directory, args.saturate, paced=True)))
+            h, p = http[-1], (saturated[-1] if saturated else {"rate": float("nan"), "refused": 0, "calls": 0})
             print(f"run {repeat + 1}: floor {floors[-1]:,.0f} commits/s | pacing off: in-process {rate:,.0f} "
                   f"reports/s, {per_item:.2f} commits/item; PTB over HTTP {h['rate']:,.0f} reports/s, CPU bot "
                   f"{h['bot_cpu']:.0%} server {h['server_cpu']:.0%} of one core | default pacing, {args.saturate} "
@@ -191,11 +192,12 @@ def main() -> None:
           f"(= {m(rates) * m(commit_counts) / m(floors):.0%} of the floor's commit rate); PTB over HTTP "
           f"{m([h['rate'] for h in http]):,.0f} reports/s, CPU: bot {m([h['bot_cpu'] for h in http]):.0%}, local "
           f"Bot API server {m([h['server_cpu'] for h in http]):.0%}")
-    print(f"median of {args.repeats}: Telegram's limit saturated (default pacing, {args.saturate} chats, the fake "
-          f"refusing above 30/s with {FLOOD_BURST:g} at once): {m([p['rate'] for p in saturated]):.1f} reports/s "
-          f"overall, {m([p.get('steady', float('nan')) for p in saturated]):.2f} reports/s after the burst (global "
-          f"rate 30), 429s: {sum(p['refused'] for p in saturated)} in all runs")
-    if args.strict:
+    if saturated:
+        print(f"median of {args.repeats}: Telegram's limit saturated (default pacing, {args.saturate} chats, the "
+              f"fake refusing above 30/s with {FLOOD_BURST:g} at once): {m([p['rate'] for p in saturated]):.1f} "
+              f"reports/s overall, {m([p.get('steady', float('nan')) for p in saturated]):.2f} reports/s after the "
+              f"burst (global rate 30), 429s: {sum(p['refused'] for p in saturated)} in all runs")
+    if args.strict and args.saturate > 0:
         with tempfile.TemporaryDirectory(prefix="shopbot-bench-") as tmp:
             p = asyncio.run(over_http(Path(tmp), args.saturate, paced=True, flood_burst=30.0))
         print(f"strict fake (30 at once, no jitter tolerance): {p['rate']:.1f} reports/s overall, "
