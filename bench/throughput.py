@@ -3,7 +3,11 @@ message (one message in flight per chat, so coalescing cannot inflate it), throu
 report -> sending -> confirmed, on a real SQLite file with synchronous=FULL, with the offline model answering
 without tools.
 
-Three figures:
+Figures:
+- the anchor, when huey is installed (the `bench` extra): huey's SqliteHuey (WAL, fsync=True: synchronous=FULL) cycle
+  in the same run, `items` no-op tasks enqueued (one commit each), then each `dequeue()`d (one commit) and
+  `execute()`d in this process with no result stored; rate = items / total seconds, and the ratio of the pipeline's
+  rate to it (issue 31's target: >= 0.5x, with every durable state of the pipeline kept);
 - the pipeline, pacing off (no per-chat and no global bucket), with an in-process transport (a Transport whose send
   confirms at once: the network seam only); commits per item are counted and the disk's floor (single-row commits
   per second, WAL, synchronous=FULL) is measured in the same run;
@@ -57,6 +61,32 @@ class InstantTransport:
 
     async def edit(self, chat_id, message_id, text, buttons=None) -> SendOutcome:  # type: ignore[no-untyped-def]
         return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id))
+
+
+def huey_cycle(directory: Path, items: int) -> float | None:
+    """huey's SqliteHuey cycle (see the module's docstring): tasks per second, or None when huey is not installed."""
+    try:
+        from huey import SqliteHuey
+    except ImportError:
+        return None
+    queue = SqliteHuey("bench", filename=str(directory / f"huey-{time.monotonic_ns()}.sqlite3"), results=False,
+                       fsync=True, journal_mode="wal")
+    done = 0
+
+    @queue.task()
+    def noop() -> None:
+        nonlocal done
+        done += 1
+
+    start = time.perf_counter()
+    for _ in range(items):
+        noop()
+    while (task := queue.dequeue()) is not None:
+        queue.execute(task)
+    elapsed = time.perf_counter() - start
+    assert done == items, (done, items)
+    queue.storage.close()
+    return items / elapsed
 
 
 def disk_floor(directory: Path, commits: int = 1000) -> float:
@@ -172,11 +202,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="shopbot-bench-") as tmp:
         directory = Path(tmp)
         floors, rates, commit_counts, http, saturated = [], [], [], [], []
+        hueys: list[float] = []
         for repeat in range(args.repeats):
             floors.append(disk_floor(directory))
+            anchor = huey_cycle(directory, args.items)        # interleaved with the pipeline, same disk, same minute
             rate, per_item = asyncio.run(in_process(directory, args.items))
             rates.append(rate)
             commit_counts.append(per_item)
+            if anchor is None:
+                print("huey is not installed (pip install -e '.[bench]'): no SqliteHuey anchor in this run")
+            else:
+                hueys.append(anchor)
+                print(f"run {repeat + 1}: huey SqliteHuey cycle (WAL, fsync=True) {anchor:,.0f} tasks/s; the "
+                      f"pipeline in-process {rate:,.0f} reports/s = {rate / anchor:.2f}x huey (target >= 0.5x)")
             http.append(asyncio.run(over_http(directory, min(args.items, 1000), paced=False)))
             if args.saturate > 0:     # --saturate 0: no saturation run
                 saturated.append(asyncio.run(over_http(directory, args.saturate, paced=True)))
@@ -192,6 +230,10 @@ def main() -> None:
           f"(= {m(rates) * m(commit_counts) / m(floors):.0%} of the floor's commit rate); PTB over HTTP "
           f"{m([h['rate'] for h in http]):,.0f} reports/s, CPU: bot {m([h['bot_cpu'] for h in http]):.0%}, local "
           f"Bot API server {m([h['server_cpu'] for h in http]):.0%}")
+    if hueys:
+        ratios = [r / h for r, h in zip(rates, hueys, strict=True)]
+        print(f"median of {args.repeats}: huey SqliteHuey cycle {m(hueys):,.0f} tasks/s; pipeline / huey "
+              f"{m(ratios):.2f}x (median of the runs' ratios; target >= 0.5x)")
     if saturated:
         print(f"median of {args.repeats}: Telegram's limit saturated (default pacing, {args.saturate} chats, the "
               f"fake refusing above 30/s with {FLOOD_BURST:g} at once): {m([p['rate'] for p in saturated]):.1f} "
