@@ -17,7 +17,10 @@ Figures:
   message in each of `--saturate` chats at once, against the local Bot API with its flood limit on (429 above a
   bucket of 30 draining at 30/s): the steady rate after the burst should equal the global rate, with no 429.
 
-    python -m bench.throughput [--items 2000] [--saturate 300] [--repeats 3]
+- with `--postgres [URL]`, the in-process pipeline once more on a scratch PostgreSQL database, interleaved, with its
+  ratio to SQLite.
+
+    python -m bench.throughput [--items 2000] [--saturate 300] [--repeats 3] [--postgres [URL]]
 """
 from __future__ import annotations
 
@@ -98,6 +101,16 @@ async def in_process(directory: Path, items: int) -> tuple[float, float]:
     store = await SqliteStore.open(directory / f"inproc-{time.monotonic_ns()}.sqlite3", SystemClock(),
                                    capacity=items + 10, debounce_ms=0)
     return await pipeline(store, items)
+
+
+async def on_postgres(server: str | None, items: int) -> tuple[float, float]:
+    """The same pipeline on a fresh scratch PostgreSQL database (the server's own durability settings)."""
+    from store.postgres.store import PostgresStore
+
+    from .common import scratch_pg_database
+    with scratch_pg_database(server, "throughput") as url:
+        store = await PostgresStore.open(url, SystemClock(), capacity=items + 10, debounce_ms=0)
+        return await pipeline(store, items)
 
 
 async def pipeline(store, items: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
@@ -196,6 +209,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--strict", action="store_true", help="also one saturation run against a fake taking 30 "
                         "at once (no jitter tolerance)")
+    parser.add_argument("--postgres", nargs="?", const="default", default=None, metavar="URL",
+                        help="also the in-process pipeline on a scratch PostgreSQL database (default: "
+                        "$SHOPBOT_TEST_PG_DSN or the local server)")
     args = parser.parse_args()
     for key, value in machine().items():
         print(f"{key}: {value}")
@@ -203,12 +219,17 @@ def main() -> None:
         directory = Path(tmp)
         floors, rates, commit_counts, http, saturated = [], [], [], [], []
         hueys: list[float] = []
+        pg: list[tuple[float, float]] = []
         for repeat in range(args.repeats):
             floors.append(disk_floor(directory))
             anchor = huey_cycle(directory, args.items)        # interleaved with the pipeline, same disk, same minute
             rate, per_item = asyncio.run(in_process(directory, args.items))
             rates.append(rate)
             commit_counts.append(per_item)
+            if args.postgres:
+                pg.append(asyncio.run(on_postgres(None if args.postgres == "default" else args.postgres, args.items)))
+                print(f"run {repeat + 1}: postgres in-process {pg[-1][0]:,.0f} reports/s, {pg[-1][1]:.2f} commits/item"
+                      f" = {pg[-1][0] / rate:.2f}x sqlite's run just before")
             if anchor is None:
                 print("huey is not installed (pip install -e '.[bench]'): no SqliteHuey anchor in this run")
             else:
@@ -230,6 +251,10 @@ def main() -> None:
           f"(= {m(rates) * m(commit_counts) / m(floors):.0%} of the floor's commit rate); PTB over HTTP "
           f"{m([h['rate'] for h in http]):,.0f} reports/s, CPU: bot {m([h['bot_cpu'] for h in http]):.0%}, local "
           f"Bot API server {m([h['server_cpu'] for h in http]):.0%}")
+    if pg:
+        print(f"median of {args.repeats}: postgres in-process {m([r for r, _ in pg]):,.0f} reports/s, "
+              f"{m([c for _, c in pg]):.2f} commits per item; postgres / sqlite "
+              f"{m([r / s for (r, _), s in zip(pg, rates, strict=True)]):.2f}x (median of the runs' ratios)")
     if hueys:
         ratios = [r / h for r, h in zip(rates, hueys, strict=True)]
         print(f"median of {args.repeats}: huey SqliteHuey cycle {m(hueys):,.0f} tasks/s; pipeline / huey "
