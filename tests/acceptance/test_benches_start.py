@@ -19,6 +19,7 @@ BENCH = ROOT / "bench"
 
 # the smallest arguments at which each bench still does all of its steps (about 60 s for all of them together)
 SMALLEST: dict[str, tuple[str, ...]] = {
+    "admission_backlog": ("--backlog", "100", "--admits", "20", "--rounds", "1"),
     "agent_eval": (),
     "burst_admission": ("--runs", "1", "--updates", "200", "--no-profile"),
     "burst_ingress": ("--updates", "200", "--repeats", "1"),
