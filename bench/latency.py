@@ -370,7 +370,8 @@ def main() -> None:
     if "postgres" in results:
         print(f"median of {args.repeats} runs, postgres: p50 {m(p('postgres', 50)):.2f} ms  p99 "
               f"{m(p('postgres', 99)):.2f} ms  "
-              f"{m([r['commits_per_message'] for r in results['postgres']]):.2f} write transactions per owner message | "
+              f"{m([r['commits_per_message'] for r in results['postgres']]):.2f} write transactions per owner "
+              "message | "
               f"postgres / sqlite: p50 {ratio('postgres', 'sqlite', 50):.2f}x  "
               f"p99 {ratio('postgres', 'sqlite', 99):.2f}x")
         print(f"stages, all postgres runs: "
