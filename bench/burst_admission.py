@@ -105,7 +105,7 @@ async def one_run(path: Path, items: list[Occurrence], batch: int, capacity: int
         batches = [items[b:b + batch] for b in range(0, len(items), batch)]
         outcomes: dict[str, int] = {}
         if variant == "e2":
-            inbox.open_agent_work = lambda conn: conn.execute(
+            inbox.open_agent_work = lambda conn, cap=None: conn.execute(
                 "SELECT n FROM bench_open_agent WHERE id = 1").fetchone()[0]
         start = time.perf_counter()
         for chunk in batches:
@@ -151,10 +151,10 @@ async def instrumented(path: Path, items: list[Occurrence], batch: int, capacity
     profiler = cProfile.Profile() if profile else None
     tick = time.perf_counter
 
-    def timed_count(conn: sqlite3.Connection) -> int:
+    def timed_count(conn: sqlite3.Connection, cap: int | None = None) -> int:
         t = tick()
         try:
-            return original(conn)
+            return original(conn, cap)
         finally:
             phases["open-work count"] += tick() - t
             counts[0] += 1

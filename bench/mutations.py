@@ -38,8 +38,14 @@ MUTATIONS: list[Mutation] = [
     # C1 admission
     M("C1", "store/shared/inbox.py", "if open_count[0] >= capacity:", "if open_count[0] > capacity:",
       ("tests/integration/sqlite/test_inbox.py",), "capacity refuses one item too late"),
-    M("C1", "store/shared/inbox.py", "        same = existing[\"session\"] == occurrence.session and existing[\"payload\"] == "
-      "occurrence.payload", "        same = True", ("tests/integration/sqlite/test_inbox.py",), "a conflict is taken for a duplicate"),
+    M("C1", "store/sqlite/migrations/0019_open_agent_tally.sql",
+      "    UPDATE open_agent_tally SET n = n - 1 WHERE slot = 1 + NEW.work_id % 16;",
+      "    UPDATE open_agent_tally SET n = n WHERE slot = 1 + NEW.work_id % 16;",
+      ("tests/contract/store/test_inbox_contract.py::"
+       "test_capacity_is_exact_under_concurrent_admissions_and_the_kept_count_follows_every_move",),
+      "a finished item never gives its place back (the kept open-work count)"),
+    M("C1", "store/shared/inbox.py", "        same = existing[\"session\"] == occurrence.session and "
+      "retention.payload_matches(existing, occurrence.payload)", "        same = True", ("tests/integration/sqlite/test_inbox.py",), "a conflict is taken for a duplicate"),
     M("C1", "producers/till.py", '        self.store.tally("till_unauthorized")',
       '        await self.store.count("till_unauthorized")', ("tests/integration/test_refusal_counts.py",),
       "a refused till request is a commit again"),

@@ -423,6 +423,8 @@ def main() -> None:
     parser.add_argument("--no-condition", dest="condition", action="store_false",
                         help="skip the runs conditioned on the book's offered load")
     args = parser.parse_args()
+    if args.ticks <= MID:      # the mid-run window [MID, ticks] would be empty (a division by zero in its table)
+        parser.error(f"--ticks must exceed {MID}, the start of the mid-run window")
     scratch = scratch_dir(args.dir)
     print_machine(scratch)
     began = time.perf_counter()

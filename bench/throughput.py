@@ -3,7 +3,11 @@ message (one message in flight per chat, so coalescing cannot inflate it), throu
 report -> sending -> confirmed, on a real SQLite file with synchronous=FULL, with the offline model answering
 without tools.
 
-Three figures:
+Figures:
+- the anchor, when huey is installed (the `bench` extra): huey's SqliteHuey (WAL, fsync=True: synchronous=FULL) cycle
+  in the same run, `items` no-op tasks enqueued (one commit each), then each `dequeue()`d (one commit) and
+  `execute()`d in this process with no result stored; rate = items / total seconds, and the ratio of the pipeline's
+  rate to it (issue 31's target: >= 0.5x, with every durable state of the pipeline kept);
 - the pipeline, pacing off (no per-chat and no global bucket), with an in-process transport (a Transport whose send
   confirms at once: the network seam only); commits per item are counted and the disk's floor (single-row commits
   per second, WAL, synchronous=FULL) is measured in the same run;
@@ -13,7 +17,10 @@ Three figures:
   message in each of `--saturate` chats at once, against the local Bot API with its flood limit on (429 above a
   bucket of 30 draining at 30/s): the steady rate after the burst should equal the global rate, with no 429.
 
-    python -m bench.throughput [--items 2000] [--saturate 300] [--repeats 3]
+- with `--postgres [URL]`, the in-process pipeline once more on a scratch PostgreSQL database, interleaved, with its
+  ratio to SQLite.
+
+    python -m bench.throughput [--items 2000] [--saturate 300] [--repeats 3] [--postgres [URL]]
 """
 from __future__ import annotations
 
@@ -59,6 +66,32 @@ class InstantTransport:
         return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id))
 
 
+def huey_cycle(directory: Path, items: int) -> float | None:
+    """huey's SqliteHuey cycle (see the module's docstring): tasks per second, or None when huey is not installed."""
+    try:
+        from huey import SqliteHuey
+    except ImportError:
+        return None
+    queue = SqliteHuey("bench", filename=str(directory / f"huey-{time.monotonic_ns()}.sqlite3"), results=False,
+                       fsync=True, journal_mode="wal")
+    done = 0
+
+    @queue.task()
+    def noop() -> None:
+        nonlocal done
+        done += 1
+
+    start = time.perf_counter()
+    for _ in range(items):
+        noop()
+    while (task := queue.dequeue()) is not None:
+        queue.execute(task)
+    elapsed = time.perf_counter() - start
+    assert done == items, (done, items)
+    queue.storage.close()
+    return items / elapsed
+
+
 def disk_floor(directory: Path, commits: int = 1000) -> float:
     """Single-row commits per second with WAL and synchronous=FULL (bench/disk_floor.py's measure)."""
     return commits_per_second(directory / f"floor-{time.monotonic_ns()}.sqlite3", commits, "FULL")
@@ -68,6 +101,16 @@ async def in_process(directory: Path, items: int) -> tuple[float, float]:
     store = await SqliteStore.open(directory / f"inproc-{time.monotonic_ns()}.sqlite3", SystemClock(),
                                    capacity=items + 10, debounce_ms=0)
     return await pipeline(store, items)
+
+
+async def on_postgres(server: str | None, items: int) -> tuple[float, float]:
+    """The same pipeline on a fresh scratch PostgreSQL database (the server's own durability settings)."""
+    from store.postgres.store import PostgresStore
+
+    from .common import scratch_pg_database
+    with scratch_pg_database(server, "throughput") as url:
+        store = await PostgresStore.open(url, SystemClock(), capacity=items + 10, debounce_ms=0)
+        return await pipeline(store, items)
 
 
 async def pipeline(store, items: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
@@ -166,20 +209,37 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--strict", action="store_true", help="also one saturation run against a fake taking 30 "
                         "at once (no jitter tolerance)")
+    parser.add_argument("--postgres", nargs="?", const="default", default=None, metavar="URL",
+                        help="also the in-process pipeline on a scratch PostgreSQL database (default: "
+                        "$SHOPBOT_TEST_PG_DSN or the local server)")
     args = parser.parse_args()
     for key, value in machine().items():
         print(f"{key}: {value}")
     with tempfile.TemporaryDirectory(prefix="shopbot-bench-") as tmp:
         directory = Path(tmp)
         floors, rates, commit_counts, http, saturated = [], [], [], [], []
+        hueys: list[float] = []
+        pg: list[tuple[float, float]] = []
         for repeat in range(args.repeats):
             floors.append(disk_floor(directory))
+            anchor = huey_cycle(directory, args.items)        # interleaved with the pipeline, same disk, same minute
             rate, per_item = asyncio.run(in_process(directory, args.items))
             rates.append(rate)
             commit_counts.append(per_item)
+            if args.postgres:
+                pg.append(asyncio.run(on_postgres(None if args.postgres == "default" else args.postgres, args.items)))
+                print(f"run {repeat + 1}: postgres in-process {pg[-1][0]:,.0f} reports/s, {pg[-1][1]:.2f} commits/item"
+                      f" = {pg[-1][0] / rate:.2f}x sqlite's run just before")
+            if anchor is None:
+                print("huey is not installed (pip install -e '.[bench]'): no SqliteHuey anchor in this run")
+            else:
+                hueys.append(anchor)
+                print(f"run {repeat + 1}: huey SqliteHuey cycle (WAL, fsync=True) {anchor:,.0f} tasks/s; the "
+                      f"pipeline in-process {rate:,.0f} reports/s = {rate / anchor:.2f}x huey (target >= 0.5x)")
             http.append(asyncio.run(over_http(directory, min(args.items, 1000), paced=False)))
-            saturated.append(asyncio.run(over_http(directory, args.saturate, paced=True)))
-            h, p = http[-1], saturated[-1]
+            if args.saturate > 0:     # --saturate 0: no saturation run
+                saturated.append(asyncio.run(over_http(directory, args.saturate, paced=True)))
+            h, p = http[-1], (saturated[-1] if saturated else {"rate": float("nan"), "refused": 0, "calls": 0})
             print(f"run {repeat + 1}: floor {floors[-1]:,.0f} commits/s | pacing off: in-process {rate:,.0f} "
                   f"reports/s, {per_item:.2f} commits/item; PTB over HTTP {h['rate']:,.0f} reports/s, CPU bot "
                   f"{h['bot_cpu']:.0%} server {h['server_cpu']:.0%} of one core | default pacing, {args.saturate} "
@@ -191,11 +251,20 @@ def main() -> None:
           f"(= {m(rates) * m(commit_counts) / m(floors):.0%} of the floor's commit rate); PTB over HTTP "
           f"{m([h['rate'] for h in http]):,.0f} reports/s, CPU: bot {m([h['bot_cpu'] for h in http]):.0%}, local "
           f"Bot API server {m([h['server_cpu'] for h in http]):.0%}")
-    print(f"median of {args.repeats}: Telegram's limit saturated (default pacing, {args.saturate} chats, the fake "
-          f"refusing above 30/s with {FLOOD_BURST:g} at once): {m([p['rate'] for p in saturated]):.1f} reports/s "
-          f"overall, {m([p.get('steady', float('nan')) for p in saturated]):.2f} reports/s after the burst (global "
-          f"rate 30), 429s: {sum(p['refused'] for p in saturated)} in all runs")
-    if args.strict:
+    if pg:
+        print(f"median of {args.repeats}: postgres in-process {m([r for r, _ in pg]):,.0f} reports/s, "
+              f"{m([c for _, c in pg]):.2f} commits per item; postgres / sqlite "
+              f"{m([r / s for (r, _), s in zip(pg, rates, strict=True)]):.2f}x (median of the runs' ratios)")
+    if hueys:
+        ratios = [r / h for r, h in zip(rates, hueys, strict=True)]
+        print(f"median of {args.repeats}: huey SqliteHuey cycle {m(hueys):,.0f} tasks/s; pipeline / huey "
+              f"{m(ratios):.2f}x (median of the runs' ratios; target >= 0.5x)")
+    if saturated:
+        print(f"median of {args.repeats}: Telegram's limit saturated (default pacing, {args.saturate} chats, the "
+              f"fake refusing above 30/s with {FLOOD_BURST:g} at once): {m([p['rate'] for p in saturated]):.1f} "
+              f"reports/s overall, {m([p.get('steady', float('nan')) for p in saturated]):.2f} reports/s after the "
+              f"burst (global rate 30), 429s: {sum(p['refused'] for p in saturated)} in all runs")
+    if args.strict and args.saturate > 0:
         with tempfile.TemporaryDirectory(prefix="shopbot-bench-") as tmp:
             p = asyncio.run(over_http(Path(tmp), args.saturate, paced=True, flood_burst=30.0))
         print(f"strict fake (30 at once, no jitter tolerance): {p['rate']:.1f} reports/s overall, "

@@ -15,8 +15,8 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -32,6 +32,8 @@ from bot.logs import add_secret
 from bot.metrics import MeteredModel, MeteredSender, Metrics, metrics_route
 from bot.ops_page import OpsPage
 from bot.relays.notices import announce_unknowns
+from bot.relays.progress import ProgressDrafts
+from bot.relays.receipts import ReceiptRelay
 from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
@@ -61,6 +63,7 @@ from store import (
     units,
 )
 from worker.models import ModelConfigFault, load_model
+from worker.money import ShopFormat, language
 from worker.worker import Worker, WorkerSettings
 
 log = logging.getLogger("shopbot.app")
@@ -82,6 +85,23 @@ class Parts:
     typing: TypingIndicator | None = None
     leaders: dict[str, Leader] | None = None
     presence: Presence | None = None
+    receipts: ReceiptRelay | None = None
+    progress: ProgressDrafts | None = None
+
+
+async def _side_by_side(*bodies: Coroutine[Any, Any, None] | None) -> None:
+    """The report relay and the receipt relay (C19) under one leader lease, each in its own task so that a reply
+    never waits behind a receipt; the first failure (a lost lease) ends both and is raised as it is."""
+    tasks = [asyncio.create_task(body) for body in bodies if body is not None]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
 
 
 async def supervise(name: str, start: Callable[[], Awaitable[None]], health: Health, stopping: asyncio.Event, *,
@@ -158,7 +178,7 @@ class App:
         owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
         health = Health()
         metrics = Metrics(lambda: self._parts_up(health), start_mark=store.now())   # turns count from here
-        sender = bot = typing = None
+        sender = bot = typing = progress = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
             await self._initialize(bot)
@@ -166,6 +186,9 @@ class App:
             sender = MeteredSender(bot, metrics)
             typing = TypingIndicator(sender.typing)
             self._stack.push_async_callback(typing.aclose)     # before the Bot's client closes
+            progress = ProgressDrafts(sender.draft, store.run_steps, after_s=cfg.progress_after_ms / 1000,
+                                      language=language(shop.locale))
+            self._stack.push_async_callback(progress.aclose)
         try:
             model = MeteredModel(load_model(cfg.model, base_url=cfg.model_base_url or None,
                                             api_key=str(cfg.model_api_key) or None, timeout=cfg.model_timeout_s,
@@ -201,12 +224,15 @@ class App:
                                   attempt_cap=cfg.attempt_cap)
         else:
             log.warning("SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent")
-        rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination, shop.lead_time_days)
+        rules = ApprovalRules(shop.timezone, shop.day_max_cents, supplier_destination, shop.lead_time_days,
+                              money=ShopFormat(shop.currency, shop.locale, shop.timezone).cents)
         relay = Relay(store, sender, self.allowed_chat, RelaySettings(
             chat_pace_s=cfg.chat_pace_ms / 1000, global_per_s=cfg.global_pace_per_s, chat_burst=cfg.chat_burst,
             global_burst=cfg.global_burst), lease=leaders["relay"]) if sender else None
+        # always run where the relay runs: receipts stored before SHOPBOT_RECEIPT_REACTION was emptied are still set
+        receipts = ReceiptRelay(store, sender, self.allowed_chat) if sender else None
         ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules,
-                          lease=leaders["poller"]) if bot and sender else None
+                          lease=leaders["poller"], receipt=cfg.receipt_reaction) if bot and sender else None
         routes = [health_route(store, health), metrics_route(store, metrics, str(cfg.metrics_token))]
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))
@@ -216,7 +242,7 @@ class App:
         http = (HttpServer(routes, cfg.http_host, cfg.http_port, allowed_hosts=cfg.http_hosts)
                 if cfg.http_port >= 0 else None)
         self.parts = Parts(store, shop, worker, relay, ingress, sender, http, health, actions, scheduler, typing,
-                           leaders, presence)
+                           leaders, presence, receipts, progress)
         return self
 
     async def _initialize(self, bot: Any) -> None:
@@ -259,11 +285,19 @@ class App:
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()
 
-    def _typing(self, claim: Claim) -> AbstractAsyncContextManager[object]:
-        """"typing…" in the reply's chat while the model runs, never awaited on the reply's path (relays/typing.py)."""
-        if self.parts and self.parts.typing and claim.destination and claim.destination.startswith("tg:"):
-            return self.parts.typing.during(int(claim.destination[3:]))
-        return contextlib.nullcontext()
+    @contextlib.asynccontextmanager
+    async def _typing(self, claim: Claim) -> AsyncIterator[None]:
+        """"typing…" in the reply's chat while the model runs, never awaited on the reply's path (relays/typing.py),
+        and the progress drafts naming the run's steps (relays/progress.py, C20)."""
+        p = self.parts
+        async with contextlib.AsyncExitStack() as stack:
+            if p and claim.destination and claim.destination.startswith("tg:"):
+                chat_id = int(claim.destination[3:])
+                if p.typing:
+                    await stack.enter_async_context(p.typing.during(chat_id))
+                if p.progress and chat_id > 0:          # drafts are for private chats only (an owner's is)
+                    await stack.enter_async_context(p.progress.during(chat_id, claim.run_id))
+            yield
 
     async def _telegram_setup(self) -> None:
         p = self.parts
@@ -381,8 +415,10 @@ class App:
                 cancel_on_stop.append(tasks.create_task(self._supervised(
                     "ingress", lead["poller"].run(lambda fence: ingress.poll()))))
             if p.relay:
-                relay = p.relay
-                tasks.create_task(self._supervised("relay", lead["relay"].run(lambda fence: relay.run(), relay.stop)))
+                relay, receipts = p.relay, p.receipts
+                tasks.create_task(self._supervised("relay", lead["relay"].run(
+                    lambda fence: _side_by_side(relay.run(), receipts.run() if receipts else None),
+                    lambda: (relay.stop(), receipts.stop() if receipts else None))))
             if p.actions:
                 actions = p.actions
                 tasks.create_task(self._restarting(
@@ -440,8 +476,9 @@ class App:
                 await p.ingress.poll(drain=True)
             if p.store.lease_s is not None:
                 await self._sweep(p.store)       # expired leases of other processes, as `run` sweeps them
+            sent = await p.receipts.drain() if p.receipts else 0
             turns = await p.worker.drain()
-            sent = await p.relay.drain() if p.relay else 0
+            sent += await p.relay.drain() if p.relay else 0
             acted = await p.actions.drain() if p.actions else 0
             if acted:
                 sent += await p.relay.drain() if p.relay else 0

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from telegram.constants import ReactionEmoji
+
 
 class ConfigError(ValueError):
     """One or more configuration problems; `lines` holds one line per problem (the message joins them)."""
@@ -27,6 +29,9 @@ class Secret(str):
     def __repr__(self) -> str:
         return "Secret('****')" if self else "Secret('')"
 
+
+# The emoji a bot may set as a reaction (Bot API `ReactionTypeEmoji`), as python-telegram-bot lists them.
+REACTIONS: tuple[str, ...] = tuple(e.value for e in ReactionEmoji)
 
 # key -> (default, help). The order is the order of .env.example.
 KEYS: dict[str, tuple[str, str]] = {
@@ -77,6 +82,10 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_GLOBAL_PACE_PER_S": ("30", "messages per second over all chats once the global burst is spent "
                                         "(Telegram allows about 30); 0: no limit"),
     "SHOPBOT_GLOBAL_BURST": ("30", "messages over all chats at once before the global rate applies"),
+    "SHOPBOT_RECEIPT_REACTION": ("👀", "the reaction set on each owner message once it is stored (C19): one of the "
+                                      "emoji Telegram allows for reactions; empty: no receipts"),
+    "SHOPBOT_PROGRESS_AFTER_MS": ("1500", "a turn still running after this many ms shows the owner a draft naming "
+                                          "its steps (C20); 0: at once"),
     "SHOPBOT_LOG_LEVEL": ("INFO", "DEBUG | INFO | WARNING | ERROR"),
     "SHOPBOT_LOG_FILE": ("", "also write the log to this file (reopened when logrotate moves it)"),
     "SHOPBOT_LOG_FORMAT": ("text", "text | json (one JSON object a line: ts, level, logger, event, ids)"),
@@ -247,6 +256,8 @@ class Config:
     chat_burst: int
     global_pace_per_s: int
     global_burst: int
+    receipt_reaction: str
+    progress_after_ms: int
     log_level: str
     log_file: Path | None
     log_format: str
@@ -313,6 +324,12 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     global_pace = c.whole("SHOPBOT_GLOBAL_PACE_PER_S", 0, 10_000, " (0: no limit)")
     chat_burst = c.whole("SHOPBOT_CHAT_BURST", 1, 1_000)
     global_burst = c.whole("SHOPBOT_GLOBAL_BURST", 1, 10_000)
+    progress_after_ms = c.whole("SHOPBOT_PROGRESS_AFTER_MS", 0, 600_000, " (0: at once)")
+    # unset: the default; set and empty: receipts off (so not `text`, which gives the default for empty)
+    reaction = env.get("SHOPBOT_RECEIPT_REACTION", KEYS["SHOPBOT_RECEIPT_REACTION"][0]).strip()
+    if reaction and reaction not in REACTIONS:
+        c.fail("SHOPBOT_RECEIPT_REACTION", reaction, "one of the emoji Telegram allows for reactions ("
+               + " ".join(REACTIONS[:12]) + " ...), or empty for no receipts")
 
     model = text("SHOPBOT_MODEL").strip()
     provider, sep, model_name = model.partition(":")
@@ -443,6 +460,8 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         chat_burst=chat_burst,
         global_pace_per_s=global_pace,
         global_burst=global_burst,
+        receipt_reaction=reaction,
+        progress_after_ms=progress_after_ms,
         log_level=level,
         log_file=log_file,
         log_format=log_format,

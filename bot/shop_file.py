@@ -18,7 +18,7 @@ from producers.schedule import (
 )
 from store import ItemSpec
 from store.units import UnitWords, singular
-from worker.money import LOCALES
+from worker.money import LOCALES, formattable
 from worker.ordering import OrderingSettings
 
 
@@ -155,6 +155,9 @@ def _currency(data: dict) -> str:
     currency = data.get("currency", "USD")
     if not isinstance(currency, str) or not re.fullmatch(r"[A-Z]{3}", currency):
         raise ShopFileError(f"currency must be a three-letter code such as USD, got {currency!r}"[:300])
+    if not formattable(currency):     # refused at start, never shown wrong (money reads through Babel, CLDR)
+        raise ShopFileError(f"currency {currency!r} is not one Babel (CLDR) can format; use an ISO 4217 code such "
+                            "as USD, EUR, GBP, JPY or KWD")
     return currency
 
 

@@ -34,6 +34,7 @@ from .ports import (
     Leadership,
     Outbox,
     ProducerRecords,
+    Receipts,
     ShopRecords,
     Store,
     Transaction,
@@ -45,6 +46,7 @@ from .records import (
     AdmitResult,
     Claim,
     Decision,
+    DecisionKind,
     Delivery,
     DeliveryState,
     Fence,
@@ -56,6 +58,7 @@ from .records import (
     Policy,
     ProcessView,
     Prompt,
+    Receipt,
     RecoverySummary,
     ReportDraft,
     ReportView,
@@ -106,7 +109,7 @@ async def open_store(location: Path | str, clock: Clock, *, capacity: int = DEFA
 
 __all__ = [
     # the ports and the way to open an implementation
-    "Store", "Transaction", "Inbox", "Journal", "Outbox", "ActionOutbox", "ShopRecords", "Insights",
+    "Store", "Transaction", "Inbox", "Journal", "Outbox", "Receipts", "ActionOutbox", "ShopRecords", "Insights",
     "ChangeNotification", "Admin", "Leadership", "ProducerRecords", "open_store", "is_database_url",
     "describe_location",
     # the SQLite implementation's own operator moves (the instance lock, restore of a backup file, the backup
@@ -123,8 +126,9 @@ __all__ = [
     "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
     "StoreUnavailable", "UnknownTarget",
     # records
-    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "Delivery", "DeliveryState", "Fence",
+    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "DecisionKind", "Delivery",
+    "DeliveryState", "Fence",
     "FinishOutcome", "ItemSpec", "LeaderView", "MetricsSnapshot", "Occurrence", "Policy", "ProcessView", "Prompt",
-    "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status", "Violation",
-    "WorkItem", "WorkKind", "WorkState",
+    "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
+    "Violation", "WorkItem", "WorkKind", "WorkState",
 ]

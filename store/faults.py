@@ -24,6 +24,7 @@ POINTS = {
     "K8": "after Telegram accepted the message, before `confirmed` commits",
     "K9": "after an approval commits, before the action relay sends",
     "K10": "after the supplier accepted an action, before it is marked delivered",
+    "K19": "after an owner message's admission (and its receipt) committed, before the receipt is set",
     "K20": "after Telegram accepted a photo part, before `confirmed` commits",
     "finish-writes": "inside the finish transaction, after the items are finished, before the report is written",
     "clock-cursor": "inside a clock catch-up, after its admissions, before its cursor moves",

@@ -27,6 +27,7 @@ from .records import (
     Occurrence,
     Policy,
     Prompt,
+    Receipt,
     RecoverySummary,
     ReportDraft,
     ReportView,
@@ -101,6 +102,10 @@ class Transaction(Protocol):
                        answer: Callable[[Transaction, int], ReportDraft]) -> AdmitResult:
         """A control or notice item: admitted, moved to running and finished with the report `answer(tx, work_id)`
         builds, all in this transaction (C4's path for these kinds only). A duplicate writes nothing."""
+
+    def add_receipt(self, chat_id: int, message_id: int, emoji: str) -> bool:
+        """C19: a receipt (`emoji` as a reaction) for the owner's message `message_id` of `chat_id`, pending, in this
+        transaction (the message's admission). One per message: False when it already has one (a redelivery)."""
 
     def unknown_reports(self) -> list[dict[str, Any]]:
         """Reports with a part in `unknown` (report_id, chat_id, kind, preview, resends); notices' own reports are
@@ -295,6 +300,9 @@ class Journal(Protocol):
                           acted_outside: bool = False) -> None:
         """Journal a tool call's result after it acted."""
 
+    async def run_steps(self, run_id: str) -> list[str]:
+        """The tool names a run has journaled so far, in the order they started; a read (C20's progress drafts)."""
+
     async def record_draft(self, run_id: str, item: str, quantity: int) -> dict[str, Any]:
         """An order draft of an open run (an internal effect): item, quantity, cost."""
 
@@ -338,6 +346,30 @@ class Outbox(Protocol):
 
     async def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
         """`Transaction.resolve` in a transaction of its own."""
+
+
+@runtime_checkable
+class Receipts(Protocol):
+    """C19: the receipts the receipt relay sets (reactions on admitted owner messages), written by `add_receipt` in
+    the admission's transaction. Setting a reaction is idempotent: an unknown outcome leaves a receipt pending."""
+
+    async def due_receipts(self, limit: int = 20) -> list[Receipt]:
+        """Pending receipts whose not-before time has passed, oldest first."""
+
+    async def next_receipt_time(self) -> datetime | None:
+        """The earliest not-before time of a pending receipt, or None."""
+
+    async def receipt_set(self, receipt_id: int) -> None:
+        """pending -> set: Telegram answered True."""
+
+    async def receipt_retry(self, receipt_id: int, reason: str, retry_after: float) -> None:
+        """Stays pending, due again `retry_after` seconds from now (not sent, 429, or an unknown outcome)."""
+
+    async def receipt_failed(self, receipt_id: int, reason: str) -> None:
+        """pending -> failed: a definite refusal (400, 403) or the attempt cap; never set again."""
+
+    async def receipts(self, chat_id: int | None = None, limit: int = 100) -> list[Receipt]:
+        """The newest receipts (of one chat), newest first; a read."""
 
 
 @runtime_checkable
@@ -580,10 +612,10 @@ class Leadership(Protocol):
 
 
 @runtime_checkable
-class Store(Inbox, Journal, Outbox, ActionOutbox, ShopRecords, Insights, ChangeNotification, Admin, Leadership,
-            Protocol):
+class Store(Inbox, Journal, Outbox, Receipts, ActionOutbox, ShopRecords, Insights, ChangeNotification, Admin,
+            Leadership, Protocol):
     """Every port: what the composition root hands to each part (each part annotates the port it uses)."""
 
 
-PORTS: tuple[type, ...] = (Inbox, Journal, Outbox, ActionOutbox, ShopRecords, Insights, ChangeNotification, Admin,
-                           Leadership)
+PORTS: tuple[type, ...] = (Inbox, Journal, Outbox, Receipts, ActionOutbox, ShopRecords, Insights, ChangeNotification,
+                           Admin, Leadership)

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -115,6 +115,20 @@ class Delivery:
 
 
 @dataclass(frozen=True)
+class Receipt:
+    """C19: the reaction that tells the owner one admitted message was stored, set by the receipt relay.
+    `state` is `pending` (to set, again after an unknown outcome: setting a reaction is idempotent), `set` or
+    `failed` (a definite refusal, or the attempt cap)."""
+    receipt_id: int
+    chat_id: int
+    message_id: int
+    emoji: str
+    state: str
+    attempts: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class FinishOutcome:
     report_id: str
     discarded: bool = False   # C12: the session was forgotten during the run; the result was not stored
@@ -170,12 +184,37 @@ class Action:
     attempts: int
 
 
+class DecisionKind(enum.StrEnum):
+    """What an approve/reject press did to a proposal; the owner's words for it are the renderer's
+    (producers/telegram/wording.py), never the store's."""
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    NOT_FOUND = "not_found"            # no such proposal
+    NOT_AWAITING = "not_awaiting"      # decided, expired or void already (`state` says which)
+    EXPIRED = "expired"                # it expired just now, before this approval
+    OVER_DAY_LIMIT = "over_day_limit"  # approving it would go over the day's spending limit: it stays awaiting
+
+
 @dataclass(frozen=True)
 class Decision:
-    """The outcome of an approve/reject press, in words the owner reads."""
-    ok: bool
-    text: str
+    """The typed outcome of an approve/reject press: amounts in the shop's minor units, as the records keep them."""
+    kind: DecisionKind
+    proposal_id: int
     action_id: int | None = None
+    item: str = ""
+    quantity: int = 0
+    unit: str = ""
+    total_cents: int = 0
+    state: str = ""                    # the proposal's state, for NOT_AWAITING
+    day_max_cents: int | None = None   # for OVER_DAY_LIMIT: the limit and what the day already holds
+    reserved_cents: int = 0
+
+    def __post_init__(self) -> None:   # a kind given as its text becomes the member, so `is` holds
+        object.__setattr__(self, "kind", DecisionKind(self.kind))
+
+    @property
+    def ok(self) -> bool:
+        return self.kind in (DecisionKind.APPROVED, DecisionKind.REJECTED)
 
 
 Buttons = Sequence[Sequence[tuple[str, str]]]
@@ -257,6 +296,12 @@ class Policy:
     day_max_cents: int | None = None
     day: str = ""                    # the shop's local date now, for the per-day limit
     expires_at: str | None = None    # approvals after this change nothing
+    # how a limit's amounts read in a refusal the owner sees (the worker passes ShopFormat.cents): the store never
+    # words money itself; without one, amounts read as plain decimals of two places
+    money: Callable[[int], str] | None = field(default=None, compare=False, repr=False)
+
+    def amount(self, cents: int) -> str:
+        return self.money(cents) if self.money is not None else f"{cents / 100:.2f}"
 
 
 # ---- the readers of status, reports and metrics: typed here, JSON only at the edge (`to_json`) -----------------

@@ -30,3 +30,4 @@ class Signals:
         self.work = Pulse()         # new agent work, or work released
         self.deliveries = Pulse()   # new reports, or deliveries back to pending
         self.actions = Pulse()      # approved actions, or actions back to pending
+        self.receipts = Pulse()     # receipts to set (C19): admitted owner messages

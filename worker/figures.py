@@ -40,6 +40,7 @@ from store import units
 from worker.money import MONTHS, Money, ShopFormat
 
 DASH = "—"
+FIGURES_HEADER = "Figures:"   # the block's first line; the renderer folds the block into an expandable quote
 
 Value = int | float | Money | date | datetime | time
 
@@ -50,6 +51,7 @@ class Figure:
     value: Value
     unit: str = ""
     subject: str | None = None    # the item the figure is about, when it is about one
+    is_id: bool = False           # a record number (draft, proposal, order, report): never listed as a figure
 
 
 _MONTH_NUMBER: dict[str, int] = {}
@@ -346,10 +348,19 @@ def render_report(prose: str, figures: Sequence[Figure], *, question: str = "", 
     else:
         asked = items_named(question, figures)
         chosen, labels = [], set()
+        cited: set[tuple[str | None, str]] = set()
         for f in figures:   # of an asked item's figures that repeat a label (one per till count), the first only
-            if f in checked.cited or (f.subject in asked and f.label not in labels):
+            if f.is_id:     # ids are no figures (C13): written #2 in the prose where it needs them
+                continue
+            if f.subject in asked and f.label not in labels:
                 chosen.append(f)
                 labels.add(f.label)
+            elif f in checked.cited and (f.subject is None or (f.subject, repr(f.value)) not in cited):
+                # a cited number that several figures of one item share (on hand = position = target): the first,
+                # the tool's own order putting the plainest first
+                chosen.append(f)
+                labels.add(f.label)
+                cited.add((f.subject, repr(f.value)))
     lines: list[str] = []
     for figure in chosen:
         line = figure_line(figure, fmt)
@@ -357,5 +368,5 @@ def render_report(prose: str, figures: Sequence[Figure], *, question: str = "", 
             lines.append(line)
     if not lines:
         return body
-    block = "Figures:\n" + "\n".join(lines)
+    block = FIGURES_HEADER + "\n" + "\n".join(lines)
     return f"{body}\n\n{block}" if body else block

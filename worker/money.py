@@ -1,19 +1,21 @@
 """Money as a typed value in the shop's currency, and how the owner reads it (docs/contracts.md C13).
 
-`Money(cents, currency)` holds an amount in minor units (cents for USD, pence for GBP; yen have none). Records keep
-integers; the model and the owner see `ShopFormat.money(...)`: `$3.00` for an `en` shop, `3,00 €` for a `de` or
-`fr` shop. No locale database is needed: a shop's locale picks the decimal mark, the grouping mark and where the
-symbol goes, which is all a price needs.
+`Money(cents, currency)` holds an amount in minor units (cents for USD, pence for GBP, fils for KWD; yen have none),
+as many places as CLDR gives the currency (KWD 3, JPY 0). Records keep integers; the model and the owner see
+`ShopFormat.money(...)`, formatted by Babel from CLDR for the shop's locale: `$3.00` for `en_US`, `3,00 €` for
+`de_DE`, `KWD1.000` for 1000 fils. A currency Babel cannot format is refused when the shop is loaded (never shown
+as `10.00` of something); the owner never reads an amount in minor units.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime
+from decimal import Decimal
+from functools import cache
 from zoneinfo import ZoneInfo
 
-SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥", "CHF": "CHF", "CAD": "CA$", "AUD": "A$", "NZD": "NZ$",
-           "SEK": "kr", "NOK": "kr", "DKK": "kr", "PLN": "zł", "INR": "₹", "CNY": "CN¥", "BRL": "R$", "MXN": "MX$"}
-ZERO_DECIMAL = {"JPY", "KRW", "ISK", "CLP", "VND"}
+from babel.numbers import format_currency, get_currency_precision, get_currency_symbol, list_currencies
+
 # language -> (decimal mark, grouping mark, symbol after the number)
 _LANGUAGES = {"en": (".", ",", False), "de": (",", ".", True), "fr": (",", "\u202f", True), "es": (",", ".", True),
               "it": (",", ".", True), "nl": (",", ".", False), "pt": (",", ".", True), "sv": (",", "\u00a0", True),
@@ -58,11 +60,27 @@ class Money:
 
     @property
     def exponent(self) -> int:
-        return 0 if self.currency in ZERO_DECIMAL else 2
+        """The currency's minor-unit places (CLDR): 2 for USD, 0 for JPY, 3 for KWD."""
+        return _places(self.currency)
 
     @property
     def major(self) -> float:
         return float(self.cents / 10 ** self.exponent)
+
+
+@cache
+def _places(currency: str) -> int:
+    return int(get_currency_precision(currency))
+
+
+def formattable(currency: str) -> bool:
+    """Whether Babel (CLDR) knows the currency: only those are accepted in a shop file."""
+    return currency in _currencies()
+
+
+@cache
+def _currencies() -> frozenset[str]:
+    return frozenset(list_currencies())
 
 
 def language(locale: str) -> str:
@@ -79,6 +97,9 @@ class ShopFormat:
     def __post_init__(self) -> None:
         if language(self.locale) not in _LANGUAGES:
             raise ValueError(f"unknown locale {self.locale!r}: the language must be one of {', '.join(LOCALES)}")
+        if not formattable(self.currency):
+            raise ValueError(f"unknown currency {self.currency!r}: Babel (CLDR) cannot format it; use an ISO 4217 "
+                             "code such as USD, EUR, GBP, JPY or KWD")
         ZoneInfo(self.timezone)
 
     @property
@@ -93,16 +114,18 @@ class ShopFormat:
         return Money(cents, self.currency)
 
     def money(self, amount: Money) -> str:
-        """`$3.00`, `-$1,800.50`, `3,00 €`, `¥300`: the amount as the owner reads it."""
-        point, group, after = _LANGUAGES[language(self.locale)]
-        places = amount.exponent
-        whole, part = divmod(abs(amount.cents), 10 ** places)
-        digits = f"{whole:,}".replace(",", group) + (f"{point}{part:0{places}d}" if places else "")
-        symbol = SYMBOLS.get(amount.currency, amount.currency)
-        sign = "-" if amount.cents < 0 else ""
-        if after:
-            return f"{sign}{digits}\u00a0{symbol}"
-        return f"{sign}{symbol}{digits}" if len(symbol) <= 3 and not symbol.isalpha() else f"{sign}{symbol} {digits}"
+        """`$3.00`, `-$1,800.50`, `3,00 €`, `¥300`, `KWD1.000`: the amount as the owner reads it (Babel, CLDR)."""
+        return str(format_currency(Decimal(amount.cents).scaleb(-amount.exponent), amount.currency,
+                                   locale=self.locale.replace("-", "_")))
+
+    def cents(self, cents: int) -> str:
+        """An amount in the shop's minor units as the owner reads it: `fmt.cents(1800)` is `$18.00`."""
+        return self.money(self.money_of(cents))
+
+    @property
+    def symbol(self) -> str:
+        """The currency's symbol in the shop's locale (`$`, `€`, `CA$`)."""
+        return str(get_currency_symbol(self.currency, self.locale.replace("-", "_")))
 
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)

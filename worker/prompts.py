@@ -16,7 +16,7 @@ from typing import Any
 
 from worker.figures import Figure
 from worker.models.base import Message, SystemPrompt
-from worker.money import SYMBOLS, ShopFormat
+from worker.money import ShopFormat
 
 CHARS_PER_TOKEN = 4      # the estimate: about four characters of English text a token
 
@@ -35,7 +35,7 @@ def _items_line(items: Iterable[dict[str, Any]]) -> str:
 
 def system_text(shop: ShopContext, items: Iterable[dict[str, Any]]) -> str:
     fmt = shop.fmt
-    symbol = SYMBOLS.get(fmt.currency, fmt.currency)
+    symbol = fmt.symbol
     lines = [
         f"You are the assistant of {shop.name}, a small shop, talking with its owner in a chat.",
         f"Items and their units: {_items_line(items)}.",

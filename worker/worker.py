@@ -111,7 +111,7 @@ class WorkerSettings:
     def policy(self, now: datetime) -> Policy:
         return Policy(self.supplier, self.order_max_cents, self.day_max_cents,
                       day=now.astimezone(ZoneInfo(self.shop_timezone)).date().isoformat(),
-                      expires_at=to_text(now + timedelta(seconds=self.proposal_expiry_s)))
+                      expires_at=to_text(now + timedelta(seconds=self.proposal_expiry_s)), money=self.fmt().cents)
 
 
 class Worker:
@@ -131,6 +131,8 @@ class Worker:
         self._paused_until: float | None = None
         self._stop = asyncio.Event()
         self._lost: set[str] = set()       # run ids whose lease was lost (C15): nothing more of them is written
+        self._looked: set[str] = set()     # run ids whose finish looked for the next turn in its commit, found none
+        self._polled_at = float("-inf")    # when poll_changes last ran (loop time)
 
     def stop(self) -> None:
         self._stop.set()
@@ -140,7 +142,7 @@ class Worker:
     async def run(self) -> None:
         """Run until `stop()`; raises PartStopped on a configuration fault."""
         loop = asyncio.get_running_loop()
-        active: dict[int, asyncio.Task[None]] = {}      # slot -> its chain of turns
+        active: dict[int, asyncio.Task[bool]] = {}      # slot -> its chain of turns
         look = True                               # claim only when something may have changed
         failures = 0
         try:
@@ -170,13 +172,16 @@ class Worker:
         except TimeoutError:
             pass
 
-    async def _step(self, loop: asyncio.AbstractEventLoop, active: dict[int, asyncio.Task[None]],
+    async def _step(self, loop: asyncio.AbstractEventLoop, active: dict[int, asyncio.Task[bool]],
                     look: bool) -> bool:
         """One pass of the worker loop: collect finished chains, claim while there is room, wait for a reason to
         look again (an admission, a finished turn, a due time, another process's commit)."""
+        looked = False                     # a chain ended by a finish that found no next turn in its own commit
         for slot in [s for s, t in active.items() if t.done()]:
-            active.pop(slot).result()      # re-raises PartStopped and bugs: loud, never silent
-            look = True
+            if active.pop(slot).result():  # re-raises PartStopped and bugs: loud, never silent
+                looked = True              # nothing was claimable then; what came since signals: no claim to redo
+            else:
+                look = True
         paused = self._paused_until is not None and loop.time() < self._paused_until
         if self._paused_until is not None and not paused:
             self._paused_until, look = None, True
@@ -189,27 +194,38 @@ class Worker:
             slot = next(i for i in range(self.settings.concurrency) if i not in active)
             active[slot] = asyncio.create_task(self._chain(claim))
         timeout = 1.0
-        due = await self.store.next_claim_time() if exhausted else None
+        due = await self.store.next_claim_time() if exhausted or (looked and not look) else None
         if due is not None:
             timeout = min(timeout, max(0.0, (due - self.store.clock.now()).total_seconds()))
         signal = asyncio.ensure_future(self.store.signals.work.wait())
         done, _ = await asyncio.wait([signal, *active.values()], timeout=timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         signal.cancel()
-        changed = await self.store.poll_changes()   # another process committed (admit, resolve, forget)
-        return bool(done) or changed or due is not None
+        changed = False
+        if not done or loop.time() - self._polled_at >= 1.0:
+            # another process committed (admit, resolve, forget): looked for once a second, not at every in-process
+            # wake-up, which claims anyway (one database round trip less between an admission and its claim)
+            self._polled_at = loop.time()
+            changed = await self.store.poll_changes()
+        return signal in done or changed or due is not None   # a finished chain is looked at above, on the next pass
 
-    async def _chain(self, claim: Claim | None) -> None:
-        """Run turns one after another: each finish claims the next due turn in its own commit."""
+    async def _chain(self, claim: Claim | None) -> bool:
+        """Run turns one after another: each finish claims the next due turn in its own commit. True when the chain
+        ended because its last finish found no next turn (the worker need not look again at once)."""
+        looked = False
         while claim is not None and not self._stop.is_set() and self._paused_until is None:
             current = claim
             try:
                 claim = await self.run_turn(current)
             except StoreError as exc:
                 await self._give_back(current, exc)
-                return
+                return False
+            looked = current.run_id in self._looked
+            self._looked.discard(current.run_id)
         if claim is not None:   # claimed by the last finish, but we stop or pause: give it back, attempt not counted
             await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="worker stopping", refund=True))
+            return False
+        return looked
 
     async def _give_back(self, claim: Claim, exc: StoreError) -> None:
         """The database failed during a turn: its result could not be stored. The turn goes back to pending (the
@@ -383,6 +399,8 @@ class Worker:
             stop_reason=result.stop_reason, usage=(result.model_calls, result.input_tokens, result.output_tokens),
             after=self._announce_proposals(claim), claim_next=self.settings.worker_id)
         log.info("turn finished run_id=%s report_id=%s stop=%s", claim.run_id, outcome.report_id, result.stop_reason)
+        if outcome.next_claim is None:
+            self._looked.add(claim.run_id)
         return outcome.next_claim
 
     def _card(self, claim: Claim, text: str, offers: Sequence[tuple[str, str]] = ()):  # type: ignore[no-untyped-def]

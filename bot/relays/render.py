@@ -13,6 +13,10 @@ Rules:
   such as `a<b>`) or the model (`<`, `&`, `"`) is shown as typed, and no tag or URL is ever taken from it;
 - the only markup is made here from what the store added itself: the part's identity on its last line
   (`r12.1` or `r12.1 (2/3)`, appended by `split_parts`) becomes `<code>r12.1 (2/3)</code>`, small and last;
+- the Figures block C13 appends (worker/figures.py `render_report`: a `Figures:` line then `- label: value` lines,
+  last in the body) is folded into one `<blockquote expandable>`, so on a phone the answer stays on the screen
+  and the figures open with a tap; its text is escaped like the rest. A part holding only the block's tail (a long
+  report split inside it) is left unfolded, never guessed at;
 - a lone surrogate (not a character, Telegram refuses it as bad UTF-8) becomes U+FFFD.
 """
 from __future__ import annotations
@@ -22,6 +26,7 @@ import re
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _IDENTITY = re.compile(r"\n\n(r\d+\.\d+(?: \(\d+/\d+\))?)\Z")
+_FIGURES = re.compile(r"(?:\A|\n\n)(Figures:(?:\n- [^\n]*)+)\Z")
 
 
 def render_part(text: str, report_id: str | None = None) -> str:
@@ -31,8 +36,18 @@ def render_part(text: str, report_id: str | None = None) -> str:
     match = _IDENTITY.search(text)
     if match and report_id and (match.group(1) == report_id or match.group(1).startswith(f"{report_id} (")):
         body = text[:match.start()]
-        return f"{escape(body)}\n\n<code>{escape(match.group(1))}</code>"
-    return escape(text)
+        return f"{fold_figures(body)}\n\n<code>{escape(match.group(1))}</code>"
+    return fold_figures(text)
+
+
+def fold_figures(body: str) -> str:
+    """The body escaped, its trailing Figures block (if any) in one expandable blockquote."""
+    figures = _FIGURES.search(body)
+    if figures is None:
+        return escape(body)
+    prose = body[:figures.start()]
+    quote = f"<blockquote expandable>{escape(figures.group(1))}</blockquote>"
+    return f"{escape(prose)}\n\n{quote}" if prose else quote
 
 
 def escape(text: str) -> str:

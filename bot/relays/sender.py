@@ -239,6 +239,27 @@ class TelegramSender:
             return outcome
         return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id))
 
+    async def react(self, chat_id: int, message_id: int, emoji: str) -> SendOutcome:
+        """Set `emoji` as the bot's reaction on the owner's message (a receipt, C19): exactly one HTTP request, the
+        outcomes of a send. Setting the same reaction again changes nothing, so the caller may retry any outcome but
+        a definite refusal."""
+        try:
+            await self._bot.set_message_reaction(chat_id=chat_id, message_id=message_id, reaction=emoji)
+        except Exception as exc:  # CancelledError is a BaseException and propagates
+            outcome = classify(exc)
+            return SendOutcome(outcome.kind, outcome.receipt, outcome.retry_after,
+                               _clean(outcome.reason, self._bot.token))
+        return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id))
+
+    async def draft(self, chat_id: int, draft_id: int, text: str) -> bool:
+        """Best effort progress draft (C20, `sendMessageDraft`, private chats): True when Telegram took it; a failure
+        is logged at debug and changes nothing."""
+        try:
+            return bool(await self._bot.send_message_draft(chat_id=chat_id, draft_id=draft_id, text=text))
+        except Exception as exc:
+            self._best_effort_failed("sendMessageDraft", exc)
+            return False
+
     async def send_photo(self, chat_id: int, photo: bytes, caption: str) -> SendOutcome:
         """Send a picture (a report's photo part) with its caption, HTML made by bot/relays/render.py: one multipart
         request, never a retry, the same outcomes as a send (C7); the receipt is the photo message's id."""

@@ -1,7 +1,9 @@
 """`shopbot chat`: type as the owner in the terminal against the local setup. Buttons are shown numbered; type
 `/press N` to press one, `/quit` (or Ctrl-D) to leave.
 
-Every message the bot sends, and every card it edits in place, is shown as it arrives, in the order the Bot API
+Every message the bot sends, and every card it edits in place, is shown as it arrives (its Figures folded as the
+phone folds them, behind ┃ bars), with the receipt on each of the owner's messages (👀: stored) and the progress
+drafts of a turn (… Checking stock… (draft)), in the order the Bot API
 received it, with its buttons, including messages nobody asked for (a stock check's proposal, a notice). After each
 line typed, the chat waits until what it caused is settled (the update admitted, no request waiting or running, no
 reply waiting to be sent) before it reads the next line, so an answer is never shown one message late.
@@ -13,7 +15,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TextIO
 
-from bot.sandbox.demo import Transcript
+from bot.sandbox.demo import SANDBOX, Transcript, as_seen
 from bot.sandbox.local_setup import OWNER_ID, LocalRun, local_product
 
 SETTLE_TIMEOUT_S = 15.0
@@ -52,10 +54,14 @@ class ChatView:
             kind, item = timeline[self.shown]
             self.shown += 1
             if kind == "sent" and item.chat_id == OWNER_ID:
-                self.t.bot(item.text, self._labels(item.reply_markup, item.message_id))
+                self.t.bot(as_seen(item.text, item.html), self._labels(item.reply_markup, item.message_id))
             elif kind == "edited" and item["chat_id"] == OWNER_ID:
                 self.t.note(f"the bot edited its message {item['message_id']}; it now reads:")
-                self.t.bot(item["text"], self._labels(item["reply_markup"], item["message_id"]))
+                self.t.bot(as_seen(item["text"], item["html"]), self._labels(item["reply_markup"], item["message_id"]))
+            elif kind == "reaction" and item["chat_id"] == OWNER_ID and item["emoji"]:
+                self.t.receipt(item["emoji"])
+            elif kind == "draft" and item["chat_id"] == OWNER_ID:
+                self.t.draft(item["text"])
 
     async def follow(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -96,7 +102,7 @@ async def chat(lines: AsyncIterator[str] | None = None, out: TextIO = sys.stdout
         echo = lines is not None or not sys.stdin.isatty()
     out.write("shopbot chat: you are the owner (user 1001). Try: stock, how much vanilla, brief, reorder, /status, "
               "/pending, /forget. /press N presses button N; /quit leaves.\n")
-    async with local_product(overrides) as run:
+    async with local_product({**SANDBOX, **(overrides or {})}) as run:
         view = ChatView(run, t)
         stop = asyncio.Event()
         follower = asyncio.create_task(view.follow(stop))

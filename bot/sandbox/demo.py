@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import html as html_module
+import re
 import sys
 import time
 from typing import TextIO
@@ -11,6 +13,26 @@ from bot.sandbox.local_setup import OWNER_ID, LocalRun, local_product
 from store import Status
 
 STRANGER_ID = 666
+FOLDED_LINES = 3       # an expandable quote shows its first lines until tapped (a phone shows about three)
+# the sandbox's model answers at once: drafts are shown from the start (the product's default waits 1.5 s)
+SANDBOX = {"SHOPBOT_PROGRESS_AFTER_MS": "0"}
+_QUOTE = re.compile(r"<blockquote expandable>(.*?)</blockquote>", re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def as_seen(text: str, html: str | None) -> str:
+    """A message as the owner's phone shows it: an expandable quote folded to its first lines behind a bar, the rest
+    counted ("tap to open"); the other tags gone."""
+    if not html or "<blockquote expandable>" not in html:
+        return text
+
+    def fold(match: re.Match[str]) -> str:
+        lines = html_module.unescape(match.group(1)).splitlines()
+        shown = [f"┃ {line}" for line in lines[:FOLDED_LINES]]
+        if len(lines) > FOLDED_LINES:
+            shown.append(f"┃ … {len(lines) - FOLDED_LINES} more (tap to open)")
+        return "\n".join(shown)
+    return html_module.unescape(_TAG.sub("", _QUOTE.sub(fold, html)))
 
 
 class Transcript:
@@ -32,6 +54,14 @@ class Transcript:
     def note(self, text: str) -> None:
         self.out.write(f"  ({text})\n")
 
+    def receipt(self, emoji: str | None) -> None:
+        """The reaction on the owner's message: it was stored (C19)."""
+        self.out.write(f"          {emoji} on Lucy's message (stored)\n")
+
+    def draft(self, text: str) -> None:
+        """A progress draft (C20): shown in the chat while the turn runs, never a message."""
+        self.out.write(f"  bot   … {text}  (draft)\n")
+
 
 def _buttons(message) -> list[str]:  # type: ignore[no-untyped-def]
     markup = message.reply_markup or {}
@@ -40,22 +70,29 @@ def _buttons(message) -> list[str]:  # type: ignore[no-untyped-def]
 
 async def _say(run: LocalRun, t: Transcript, text: str, replies: int = 1):  # type: ignore[no-untyped-def]
     t.owner(text)
+    drafts = len(run.api.drafts)
     update = run.api.post_message(OWNER_ID, OWNER_ID, text)
     got = await run.replies(replies)
+    message_id = update["message"]["message_id"]
+    if run.app.cfg.receipt_reaction:
+        await run.api.wait_for(lambda: run.api.reaction(OWNER_ID, message_id) is not None, timeout=10)
+        t.receipt(run.api.reaction(OWNER_ID, message_id))
+    for draft in run.api.drafts[drafts:]:
+        t.draft(draft["text"])
     for message in got:
-        t.bot(message.text, _buttons(message))
+        t.bot(as_seen(message.text, message.html), _buttons(message))
     return update, got
 
 
 async def play(out: TextIO) -> Status:
     t = Transcript(out)
     out.write("shopbot demo: a local Telegram Bot API on 127.0.0.1, the offline model, a temporary database.\n")
-    async with local_product() as run:
+    async with local_product(SANDBOX) as run:
         await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
         t.note("at start the stock watcher finds vanilla and strawberry below their reorder points; each check "
                "proposes an order, which waits for Lucy's approval")
         for message in await run.replies(2, timeout=15):
-            t.bot(message.text, _buttons(message))
+            t.bot(as_seen(message.text, message.html), _buttons(message))
         await _say(run, t, "How much vanilla do we have?")
 
         t.note("Lucy taps 'stock' and the signal drops: Telegram delivers the same message twice")

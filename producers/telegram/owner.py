@@ -5,7 +5,7 @@ through the outbox; only the callback answer itself (the button's little spinner
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -21,6 +21,8 @@ from store import (
     from_text,
     units,
 )
+
+from . import wording
 
 BRIEF_PROMPT = "Prepare the opening brief"
 
@@ -101,15 +103,15 @@ def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
     return text
 
 
-def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", user_id: int | None = None
-                  ) -> ReportDraft:
+def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", user_id: int | None = None,
+                  rules: ApprovalRules | None = None) -> ReportDraft:
     destination = f"tg:{chat_id}"
     if command == "received":
         return ReportDraft(received_reply(tx, text, chat_id, f"owner:{user_id or chat_id}"), destination=destination)
     if command == "status":
         return ReportDraft(status_text(tx.status()), destination=destination)
     if command == "pending":
-        return pending_reply(tx, chat_id)
+        return pending_reply(tx, chat_id, rules)
     if command == "forget":
         nonce = tx.create_prompt("forget", f"tg:{chat_id}", chat_id)
         return ReportDraft("Forget this conversation? I will delete what I remember of it and cancel requests "
@@ -129,10 +131,11 @@ def proposal_buttons(tx: Transaction, proposal: dict, chat_id: int, suffix: str 
     return [[(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")]]
 
 
-def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
+def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = None) -> ReportDraft:
     """/pending: everything that waits for the owner, each with its buttons: proposals awaiting Approve/Reject,
     replies that may not have arrived (Resend / I have it), orders on order (Received; Not arrived once late)."""
     destination = f"tg:{chat_id}"
+    rules = rules or ApprovalRules()
     proposals = tx.awaiting_proposals()
     unknown = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
     orders = tx.open_orders()
@@ -149,7 +152,7 @@ def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
         lines.append("Proposals awaiting your decision:")
         for p in proposals[:PENDING_LIMIT]:
             lines.append(f"- #{p['proposal_id']} {p['item']}: {units.count(p['quantity'], p['unit'])} for "
-                         f"{p['total_cents']} cents")
+                         f"{rules.money(p['total_cents'])}")
             buttons += proposal_buttons(tx, p, chat_id, f" #{p['proposal_id']}")
         more(proposals)
     if unknown:
@@ -173,10 +176,11 @@ def pending_reply(tx: Transaction, chat_id: int) -> ReportDraft:
     return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
 
 
-def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str) -> AdmitResult:
+def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str,
+                  rules: ApprovalRules | None = None) -> AdmitResult:
     """A control command: never refused for capacity, answered in its admission."""
     return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", text, WorkKind.CONTROL, f"tg:{chat_id}"),
-                             lambda t, work_id: command_reply(t, command, chat_id, text))
+                             lambda t, work_id: command_reply(t, command, chat_id, text, rules=rules))
 
 
 def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply: str) -> AdmitResult:
@@ -211,6 +215,9 @@ class ApprovalRules:
     day_max_cents: int | None = None
     supplier_destination: str = "supplier:supplier"
     lead_time_days: int = 3          # an order not received this long after its approval is asked about once
+    # how the owner reads money: the app passes the shop's (ShopFormat.cents, Babel); the default, for tests that
+    # build rules alone, reads an amount as a plain decimal of two places
+    money: wording.Money = field(default=lambda cents: f"{cents / 100:.2f}", compare=False)
 
     def day(self, now: datetime) -> str:
         """The shop's local date at `now`: the day of the per-day spending limit."""
@@ -299,7 +306,7 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
         buttons = order_buttons(tx, proposal_id, press.chat_id) if decision.ok and verb == "approve" else None
         if decision.ok and verb == "approve" and press.message_id is not None:
             tx.set_order_card(proposal_id, press.chat_id, press.message_id)
-        return Outcome(decision.text, decision.ok, buttons)
+        return Outcome(wording.decision_text(decision, rules.money), decision.ok, buttons)
     if prompt.kind == "order":
         return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id))
     if prompt.kind == "setting":

@@ -49,11 +49,12 @@ class Lease(Protocol):
 
 class Ingress:
     def __init__(self, store: Store, bot: Bot, sender: PressAnswers, owner_ids: Callable[[], frozenset[int]], *,
-                 poll_timeout: int = 25, rules: owner.ApprovalRules | None = None, lease: Lease | None = None) -> None:
+                 poll_timeout: int = 25, rules: owner.ApprovalRules | None = None, lease: Lease | None = None,
+                 receipt: str = "") -> None:
         self.store = store
         self.bot = bot
         self.sender = sender
-        self.router = Router(owner_ids, rules)
+        self.router = Router(owner_ids, rules, receipt)
         self.poll_timeout = poll_timeout
         self.lease = lease
         self._stop = asyncio.Event()

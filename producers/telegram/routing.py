@@ -83,9 +83,11 @@ def _well_formed(update: Update) -> bool:
 class Router:
     """Turns parsed updates into admissions inside one transaction."""
 
-    def __init__(self, owner_ids: Callable[[], frozenset[int]], rules: owner.ApprovalRules | None = None) -> None:
+    def __init__(self, owner_ids: Callable[[], frozenset[int]], rules: owner.ApprovalRules | None = None,
+                 receipt: str = "") -> None:
         self.owner_ids = owner_ids
         self.rules = rules or owner.ApprovalRules()
+        self.receipt = receipt      # C19: the reaction for each admitted owner message; "" for none
 
     def _sender_ok(self, tx: Transaction, result: BatchResult, update_id: int, chat, user) -> bool:  # type: ignore[no-untyped-def]
         """C3: private chats of allow-listed users whose chat id equals the sender id, never bots."""
@@ -163,9 +165,13 @@ class Router:
             if command == "brief":
                 outcome = self._agent(tx, chat_id, source, owner.BRIEF_PROMPT)
             else:
-                outcome = owner.admit_command(tx, source, chat_id, text[:MAX_TEXT], command).outcome
+                outcome = owner.admit_command(tx, source, chat_id, text[:MAX_TEXT], command, self.rules).outcome
         else:
             outcome = self._agent(tx, chat_id, source, text[:MAX_TEXT])
+        if outcome is Admission.ACCEPTED and self.receipt:
+            # C19: the receipt is an outbox row of this same transaction, set later by the receipt relay (only the
+            # relays send): stored means a receipt comes; a duplicate, a refusal or a rollback means none
+            tx.add_receipt(chat_id, message_id, self.receipt)
         result.bump(outcome.value)
 
     def _agent(self, tx: Transaction, chat_id: int, source: str, text: str) -> Admission:

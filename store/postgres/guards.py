@@ -3,8 +3,8 @@ and the few statements whose text differs between the dialects. Everything else 
 run through `PgConnection`.
 
 Under READ COMMITTED two transactions may both read, then both write. Each spot below serialises on a lock:
-- capacity (C1): `pg_advisory_xact_lock(ADMISSION_LOCK)` before agent work is counted, so N admitters see each
-  other's inserts (SKIP LOCKED is the wrong tool for a global budget);
+- capacity (C1): `pg_advisory_xact_lock(ADMISSION_LOCK)` before the kept open-work count is read (migration 0019),
+  so N admitters see each other's inserts (SKIP LOCKED is the wrong tool for a global budget);
 - duplicate identity (C1): `INSERT ... ON CONFLICT (source) DO NOTHING RETURNING`; no row back means another
   transaction admitted it: read it and answer duplicate or conflict (a control or notice item, answered in its
   admission, locks its identity first);
@@ -77,9 +77,9 @@ def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
     if occurrence.kind is WorkKind.AGENT:
         if open_count is None:
             open_count = []
-        if not open_count:             # once per transaction: lock, then count what every committed admitter left
+        if not open_count:             # once per transaction: lock, then read what every committed admitter left
             conn.execute("SELECT pg_advisory_xact_lock(?)", (ADMISSION_LOCK,))
-            open_count.append(inbox.open_agent_work(conn, capacity))
+            open_count.append(inbox.kept_open_agent_work(conn))
         if open_count[0] >= capacity:
             inbox.count(conn, now, "refused_capacity")
             return AdmitResult(Admission.REFUSED)

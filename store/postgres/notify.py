@@ -32,7 +32,8 @@ from ..signals import Signals
 
 log = logging.getLogger("shopbot.listen")
 
-CHANNELS = {"shopbot_work": "work", "shopbot_deliveries": "deliveries", "shopbot_actions": "actions"}
+CHANNELS = {"shopbot_work": "work", "shopbot_deliveries": "deliveries", "shopbot_actions": "actions",
+            "shopbot_receipts": "receipts"}   # 0017: receipts (C19)
 SCAN_S = 5.0                 # a full scan at least this often, notification or not
 PROBE_TIMEOUT_S = 5.0        # the idle probe (SELECT 1) of the listen connection
 BACKOFF_S = (0.1, 5.0)       # first and longest wait before a reconnect
@@ -77,6 +78,7 @@ class Listener:
         self.signals.work.notify()
         self.signals.deliveries.notify()
         self.signals.actions.notify()
+        self.signals.receipts.notify()
 
     async def _run(self) -> None:
         delay = BACKOFF_S[0]

@@ -9,14 +9,15 @@ from typing import Any
 
 from .. import redaction
 from ..errors import IllegalTransition, UnknownTarget
-from ..records import Action, Decision
+from ..records import Action, Decision, DecisionKind
 from . import orders
 from .connection import Connection, Row
 from .moves import move
 
 
 def proposal(conn: Connection, proposal_id: int) -> dict[str, Any] | None:
-    row = conn.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
+    row = conn.execute("SELECT p.*, i.unit FROM proposals p LEFT JOIN items i ON i.item = p.item "
+                       "WHERE p.proposal_id = ?", (proposal_id,)).fetchone()
     return dict(row) if row else None
 
 
@@ -32,18 +33,16 @@ def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day
     that no longer awaits approval changes nothing and says so."""
     p = proposal(conn, proposal_id)
     if p is None:
-        return Decision(False, "This proposal does not exist.")
+        return Decision(DecisionKind.NOT_FOUND, proposal_id)
+    what = {"item": p["item"], "quantity": p["quantity"], "unit": p.get("unit") or "", "total_cents": p["total_cents"]}
     if p["state"] != "awaiting_approval":
-        return Decision(False, f"Proposal #{proposal_id} is no longer awaiting approval "
-                               f"(it is {p['state'].replace('_', ' ')}).")
+        return Decision(DecisionKind.NOT_AWAITING, proposal_id, state=p["state"], **what)
     if p["expires_at"] is not None and p["expires_at"] <= now:
         _decide(conn, proposal_id, "expired", "system:expiry", now)
-        return Decision(False, f"Proposal #{proposal_id} expired before it was approved; nothing was ordered. "
-                               "Ask me to reorder again if it is still needed.")
+        return Decision(DecisionKind.EXPIRED, proposal_id, **what)
     if day_max_cents is not None and reserved_on(conn, day) + p["total_cents"] > day_max_cents:
-        return Decision(False, f"Approving #{proposal_id} ({p['total_cents']} cents) would go over today's spending "
-                               f"limit of {day_max_cents} cents ({reserved_on(conn, day)} already approved). Nothing "
-                               "was ordered; it stays awaiting approval.")
+        return Decision(DecisionKind.OVER_DAY_LIMIT, proposal_id, day_max_cents=day_max_cents,
+                        reserved_cents=reserved_on(conn, day), **what)
     _decide(conn, proposal_id, "approved", by, now)
     conn.execute("INSERT INTO spending (proposal_id, day, cents, state, updated_at) VALUES (?, ?, ?, 'reserved', ?)",
                  (proposal_id, day, p["total_cents"], now))
@@ -55,17 +54,18 @@ def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day
         (proposal_id, secrets.token_hex(16), supplier_destination, json.dumps(payload, sort_keys=True), now,
          now)).fetchone()[0]
     orders.create(conn, proposal_id, p["item"], p["quantity"], now, lead_time_days)
-    return Decision(True, f"Approved #{proposal_id}: {p['quantity']} {p['item']} for {p['total_cents']} cents. "
-                          "I am sending the order to the supplier and will tell you when it is confirmed.", action_id)
+    return Decision(DecisionKind.APPROVED, proposal_id, action_id, **what)
 
 
 def reject(conn: Connection, proposal_id: int, by: str, now: str) -> Decision:
     p = proposal(conn, proposal_id)
-    if p is None or p["state"] != "awaiting_approval":
-        state = p["state"].replace("_", " ") if p else "unknown"
-        return Decision(False, f"Proposal #{proposal_id} is no longer awaiting approval (it is {state}).")
+    if p is None:
+        return Decision(DecisionKind.NOT_FOUND, proposal_id)
+    what = {"item": p["item"], "quantity": p["quantity"], "unit": p.get("unit") or "", "total_cents": p["total_cents"]}
+    if p["state"] != "awaiting_approval":
+        return Decision(DecisionKind.NOT_AWAITING, proposal_id, state=p["state"], **what)
     _decide(conn, proposal_id, "rejected", by, now)
-    return Decision(True, f"Rejected #{proposal_id}: nothing will be ordered.")
+    return Decision(DecisionKind.REJECTED, proposal_id, **what)
 
 
 def _decide(conn: Connection, proposal_id: int, state: str, by: str, now: str) -> None:

@@ -5,7 +5,7 @@ SQLite's is `sqlite3.Connection` itself (store/sqlite/connection.py); PostgreSQL
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 
@@ -15,6 +15,8 @@ class Row(Protocol):
     def __getitem__(self, key: Any) -> Any: ...
 
     def keys(self) -> list[str]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
 
 
 class Cursor(Protocol):

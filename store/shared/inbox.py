@@ -43,20 +43,26 @@ def count(conn: Connection, now: str, kind: str, by: int = 1) -> int:
 
 
 def open_agent_work(conn: Connection, cap: int | None = None) -> int:
-    """Open agent work (pending + running); with `cap`, counting stops there (admission only needs to know whether
-    the queue is full, and counting a long queue is the costly part of an admission)."""
+    """Open agent work (pending + running), counted; with `cap`, counting stops there. Admission reads the kept
+    count instead (`kept_open_agent_work`); this count is what `shopbot check` (W1) holds it against."""
     if cap is None:
         return conn.execute(f"SELECT count(*) FROM work WHERE {OPEN_AGENT}").fetchone()[0]
     return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {OPEN_AGENT} LIMIT ?) AS open",
                         (cap,)).fetchone()[0]
 
 
+def kept_open_agent_work(conn: Connection) -> int:
+    """Open agent work as the triggers of migration 0019 keep it: a few rows read, however long the queue (C1's
+    capacity check no longer slows as work piles up)."""
+    return int(conn.execute("SELECT sum(n) FROM open_agent_tally").fetchone()[0])
+
+
 def admit(conn: Connection, occurrence: Occurrence, now: str, capacity: int,
           open_count: list[int] | None = None) -> AdmitResult:
     """C1 on an open transaction: identity first, then capacity (agent work only), then the insert.
 
-    `open_count` carries the open agent work counted once per transaction (a batch of admissions counts it once,
-    not once per update: counting is the costly part of an admission on a long queue)."""
+    `open_count` carries the open agent work read once per transaction (a batch of admissions reads it once, then
+    counts its own inserts: BEGIN IMMEDIATE holds the write lock, so nothing else changes it meanwhile)."""
     existing = conn.execute("SELECT work_id, session, payload, pruned_at, payload_sha256 FROM work WHERE source = ?",
                             (occurrence.source,)).fetchone()
     if existing is not None:       # a retention tombstone compares by its kept hash (store/retention.py)
@@ -64,9 +70,9 @@ def admit(conn: Connection, occurrence: Occurrence, now: str, capacity: int,
         return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, existing["work_id"])
     if occurrence.kind is WorkKind.AGENT:
         if open_count is None:
-            open_count = [open_agent_work(conn, capacity)]
+            open_count = [kept_open_agent_work(conn)]
         elif not open_count:
-            open_count.append(open_agent_work(conn, capacity))
+            open_count.append(kept_open_agent_work(conn))
         if open_count[0] >= capacity:
             count(conn, now, "refused_capacity")
             return AdmitResult(Admission.REFUSED)

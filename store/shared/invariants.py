@@ -106,6 +106,13 @@ RULES: dict[str, tuple[str, tuple[str, ...]]] = {
             "coalesce(o.settled_by, '') NOT LIKE 'system:%' AND (e.event_id IS NULL OR e.item != o.item OR e.kind "
             "NOT IN ('received', 'restock'))",
     )),
+    "W1": ("the kept open agent work (C1's capacity check reads it) equals the open agent work counted", (
+            "SELECT 'open_agent_tally', 'kept open agent work is ' || kept.n || ' but ' || counted.n || "
+            "' agent items are pending or running' "
+            "FROM (SELECT coalesce(sum(n), 0) AS n FROM open_agent_tally) AS kept, "
+            "(SELECT count(*) AS n FROM work WHERE kind = 'agent' AND state IN ('pending', 'running')) AS counted "
+            "WHERE kept.n != counted.n",
+    )),
     "P1": ("a pruned row is a whole tombstone: emptied, with its hash, and ended", (
             "SELECT work_id, 'pruned work ' || work_id || ' is ' || state || ' or lost its payload hash' FROM work "
             "WHERE pruned_at IS NOT NULL AND (payload != '' OR length(payload_sha256) IS DISTINCT FROM 64 OR state "

@@ -36,3 +36,9 @@ def _run_open(conn: Connection, run_id: str) -> None:
     if row is None or row[0] is not None:
         from ..errors import NotClaimed
         raise NotClaimed(run_id, "the run is over; it cannot journal operations")
+
+
+def steps(conn: Connection, run_id: str) -> list[str]:
+    """The tools a run has journaled so far, in order (C20's progress drafts name them, nothing else)."""
+    return [row[0] for row in conn.execute(
+        "SELECT tool FROM operations WHERE run_id = ? ORDER BY op_id", (run_id,)).fetchall()]

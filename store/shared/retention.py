@@ -3,7 +3,8 @@ and lineage stay.
 
 Removed (rows deleted): agent history entries, operations of ended runs that no proposal or draft points to,
 decided or expired button prompts (a press on a removed nonce is answered "no longer valid", as any unknown
-nonce is), per-minute counters.
+nonce is), per-minute counters, receipts that were set or failed (C19: a receipt is no identity; a redelivered
+update is still a duplicate by its work row and gets none).
 
 Emptied (rows kept as tombstones): the payload of ended work, the body of a report whose every part is confirmed,
 failed or denied, and the text of those parts. A work tombstone keeps its source, session, kind, destination,
@@ -45,6 +46,9 @@ def prune_batch(conn: Connection, sql: DialectSQL, cutoff: str, now: str, batch:
     done["prompts"] = conn.execute(
         "DELETE FROM prompts WHERE nonce IN (SELECT nonce FROM prompts WHERE (decided_at IS NOT NULL AND "
         "decided_at < ?) OR (expires_at IS NOT NULL AND expires_at < ?) LIMIT ?)", (cutoff, cutoff, batch)).rowcount
+    done["receipts"] = conn.execute(
+        "DELETE FROM receipts WHERE receipt_id IN (SELECT receipt_id FROM receipts WHERE state != 'pending' "
+        "AND updated_at < ? LIMIT ?)", (cutoff, batch)).rowcount
     done["counters"] = conn.execute(
         "DELETE FROM counters WHERE (minute, kind) IN (SELECT minute, kind FROM counters WHERE minute < ? LIMIT ?)",
         (cutoff[:16], batch)).rowcount

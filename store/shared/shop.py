@@ -173,13 +173,14 @@ def policy_reason(conn: Connection, spec: dict[str, Any], supplier: str, quantit
     if supplier != policy.supplier:
         return f"unknown supplier {supplier!r} (the shop orders from {policy.supplier})"
     if policy.order_max_cents is not None and total > policy.order_max_cents:
-        return f"the total of {total} cents is over the limit of {policy.order_max_cents} cents per order"
+        return (f"the total of {policy.amount(total)} is over the limit of {policy.amount(policy.order_max_cents)} "
+                "per order")
     if policy.day_max_cents is not None:
         approved = conn.execute("SELECT coalesce(sum(cents), 0) FROM spending WHERE day = ? AND state = 'reserved'",
                                 (policy.day,)).fetchone()[0]
         if approved + total > policy.day_max_cents:
-            return (f"the total of {total} cents would go over today's limit of {policy.day_max_cents} cents "
-                    f"({approved} already approved)")
+            return (f"the total of {policy.amount(total)} would go over today's limit of "
+                    f"{policy.amount(policy.day_max_cents)} ({policy.amount(approved)} already approved)")
     return None
 
 

@@ -35,6 +35,7 @@ from ..records import (
     Occurrence,
     Policy,
     ProcessView,
+    Receipt,
     RecoverySummary,
     ReportDraft,
     ReportView,
@@ -55,6 +56,7 @@ from . import (
     orders,
     outbox,
     producer_state,
+    receipts,
     recovery,
     retention,
     sales,
@@ -200,6 +202,7 @@ class BaseStore(abc.ABC):
             self.signals.work.notify()
             self.signals.deliveries.notify()
             self.signals.actions.notify()
+            self.signals.receipts.notify()
         return changed
 
     # ---- admission (C1, C2) -------------------------------------------------------------------------------
@@ -294,6 +297,7 @@ class BaseStore(abc.ABC):
         result = await self.db.write(body)
         self.signals.work.notify()
         self.signals.deliveries.notify()
+        self.signals.receipts.notify()
         return result
 
     # ---- the worker (C5, C6, C9) ---------------------------------------------------------------------------
@@ -393,6 +397,9 @@ class BaseStore(abc.ABC):
         await self.db.write(lambda conn: journal.op_started(conn, run_id, call_id, tool, arguments, effect, now,
                                                             guard=self._guard_run))
 
+    async def run_steps(self, run_id: str) -> list[str]:
+        return await self.db.read(journal.steps, run_id)
+
     async def op_finished(self, run_id: str, call_id: str, status: str, result: dict[str, Any], *,
                           acted_outside: bool = False) -> None:
         now = self.now()
@@ -479,6 +486,31 @@ class BaseStore(abc.ABC):
         moved = await self.db.write(lambda conn: Transaction(conn, now, self).resolve(report_id, decision, by))
         self.signals.deliveries.notify()
         return moved
+
+    # ---- receipts (C19) -------------------------------------------------------------------------------------
+    async def due_receipts(self, limit: int = 20) -> list[Receipt]:
+        now = self.now()
+        return await self.db.read(receipts.due, now, limit)
+
+    async def next_receipt_time(self) -> datetime | None:
+        text = await self.db.read(receipts.next_wake)
+        return from_text(text) if text else None
+
+    async def receipt_set(self, receipt_id: int) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: receipts.mark_set(conn, receipt_id, now))
+
+    async def receipt_retry(self, receipt_id: int, reason: str, retry_after: float) -> None:
+        now_dt = self.now_dt()
+        not_before = to_text(now_dt + timedelta(seconds=retry_after))
+        await self.db.write(lambda conn: receipts.mark_retry(conn, receipt_id, not_before, reason, to_text(now_dt)))
+
+    async def receipt_failed(self, receipt_id: int, reason: str) -> None:
+        now = self.now()
+        await self.db.write(lambda conn: receipts.mark_failed(conn, receipt_id, reason, now))
+
+    async def receipts(self, chat_id: int | None = None, limit: int = 100) -> list[Receipt]:
+        return await self.db.read(receipts.listed, chat_id, limit)
 
     # ---- leader leases (C16) -----------------------------------------------------------------------------------
     def _lease_span(self, lease_s: float) -> float:

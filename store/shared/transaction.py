@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import from_text, to_text
 from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft, Status
-from . import actions, inbox, orders, outbox, producer_state, prompts, sales, shop, stats
+from . import actions, inbox, orders, outbox, producer_state, prompts, receipts, sales, shop, stats
 from .connection import Connection
 from .status import read_status
 
@@ -62,6 +62,9 @@ class Transaction:
     def admit_answered(self, occurrence: Occurrence,
                        answer: Callable[[Transaction, int], ReportDraft]) -> AdmitResult:
         return self._store._admit_answered(self._conn, occurrence, self._now, lambda work_id: answer(self, work_id))
+
+    def add_receipt(self, chat_id: int, message_id: int, emoji: str) -> bool:
+        return receipts.add(self._conn, chat_id, message_id, emoji, self._now)
 
     def unknown_reports(self) -> list[dict[str, Any]]:
         """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice

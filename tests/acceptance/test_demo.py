@@ -19,8 +19,11 @@ def test_demo_runs_and_never_shows_the_token(tmp_path):
     out = done.stdout
     for expected in ("Lucy  > How much vanilla", "vanilla on hand: 2 tubs", "0 extra replies", "[I have it]",
                      "noted that you have", "total $26.00", "stranger 1", "awaiting your approval",
-                     "Approved #", "is confirmed by the supplier", "the local supplier holds 1 order(s)"):
+                     "Approved #", "is confirmed by the supplier", "the local supplier holds 1 order(s)",
+                     # as the phone shows it: the receipt, a progress draft, the figures folded
+                     "👀 on Lucy's message (stored)", "Checking stock…  (draft)", "┃ Figures:", "(tap to open)"):
         assert expected in out, expected
+    assert "cents" not in out
     logged = log_file.read_text()
     assert "DEBUG" in logged
     secret_part = token.split(":", 1)[1]
@@ -62,3 +65,4 @@ async def test_chat_shows_each_reply_after_its_question_even_after_an_unsolicite
                                      "Forgotten")]
     assert order == sorted(order), text
     assert text.count("vanilla: 2 tubs on hand") == 1
+    assert text.count("👀 on Lucy's message (stored)") >= 2 and "(draft)" in text and "┃ Figures:" in text

@@ -49,10 +49,13 @@ async def test_killed_before_the_reply_then_one_reply_after_restart(tmp_path, ap
     try:
         await api.wait_for(lambda: len(owner_texts(api)) >= 1, timeout=30)
         await product.wait_db("SELECT state FROM deliveries", [("confirmed",)], context=lambda: owner_texts(api))
+        # C19: the receipt, whatever the point: its row went with the admission, so it is set after the restart
+        await product.wait_db("SELECT state FROM receipts", [("set",)])
     finally:
         assert await product.stop() == 0
     assert len(owner_texts(api)) == 1 and "vanilla on hand: 9 tubs" in owner_texts(api)[0]
     assert product.query("SELECT source, state FROM work") == [(f"tg:{OWNER}:1", "finished")]
+    assert api.reaction(OWNER, 1) == "👀"
     attempts = product.query("SELECT attempts FROM work")[0][0]
     if point == "K2":
         # the worker's own claim may be queued in the store's thread right behind the admission and commit before
@@ -60,6 +63,29 @@ async def test_killed_before_the_reply_then_one_reply_after_restart(tmp_path, ap
         assert attempts in (1, 2)
     else:
         assert attempts == (2 if point in ("K3", "K4", "K5", "K6") else 1)
+    await audit(product)
+
+
+async def test_receipts_around_the_admission_commit(tmp_path, api):
+    """K1 (killed before the admission commit): no receipt then, since nothing was stored; K19 (killed after the
+    commit, before the reaction): the receipt is pending and comes after the restart, once. SQLite only: the receipt
+    relay's moves are the same statements on PostgreSQL (tests/contract/store/test_receipts_contract.py)."""
+    product = Product(tmp_path, api, None)
+    api.post_message(OWNER, OWNER, "how much vanilla")
+    await product.start("K1")
+    await product.died_at_fault()
+    assert api.reaction_calls == [] and product.query("SELECT * FROM receipts") == []
+    await product.start("K19")
+    await product.died_at_fault()
+    assert api.reaction_calls == [] and product.query("SELECT state FROM receipts") == [("pending",)]
+    await product.start()
+    try:
+        await api.wait_for(lambda: api.reaction(OWNER, 1) == "👀", timeout=30)
+        await product.wait_db("SELECT state FROM receipts", [("set",)])
+        await api.wait_for(lambda: len(owner_texts(api)) >= 1, timeout=30)
+    finally:
+        assert await product.stop() == 0
+    assert [c["message_id"] for c in api.reaction_calls] == [1] and len(owner_texts(api)) == 1
     await audit(product)
 
 

@@ -100,7 +100,7 @@ async def test_policy_rejects_over_the_limit_and_the_day_limit_holds_at_approval
     async with local_product({**FAST, "SHOPBOT_SHOP_FILE": str(DATA / "shop_tight.toml")}) as run:
         await settled(run, "rejected by the shop's rules")
         rejected = next(m for m in run.owner_messages() if "rejected by the shop's rules" in m.text)
-        assert "vanilla" in rejected.text and "over the limit of 1500 cents per order" in rejected.text
+        assert "vanilla" in rejected.text and "over the limit of $15.00 per order" in rejected.text
         assert not (rejected.reply_markup or {}).get("inline_keyboard")   # never approvable
         shown = await proposals_shown(run, count=1)
         press(run, shown["strawberry"], "Approve")         # 800 of the 2000 a day

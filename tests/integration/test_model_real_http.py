@@ -74,7 +74,8 @@ async def test_a_reply_keeps_on_hand_reorder_point_and_price_and_blanks_an_inven
     text = body(raw)
     assert text.startswith(f"Vanilla: 2 tubs on hand, reorder point 8, price $3.00 a tub; you sold {DASH} yesterday.")
     assert "17" not in text
-    for line in ("- vanilla on hand: 2 tubs", "- vanilla reorder point: 8 tubs", "- vanilla unit cost: $3.00"):
+    # an en_GB shop reads dollars as CLDR writes them there: US$3.00 (the prose's $3.00 still matches the figure)
+    for line in ("- vanilla on hand: 2 tubs", "- vanilla reorder point: 8 tubs", "- vanilla unit cost: US$3.00"):
         assert line in text.splitlines(), line
 
     first, second = (r.body for r in server.requests)
@@ -83,18 +84,18 @@ async def test_a_reply_keeps_on_hand_reorder_point_and_price_and_blanks_an_inven
         system = first["messages"][0]
         assert system["role"] == "system" and [m["role"] for m in first["messages"]] == ["system", "user"]
         system_text = system["content"]
-        assert json.loads(second["messages"][-1]["content"])["unit_cost"] == "$3.00"
+        assert json.loads(second["messages"][-1]["content"])["unit_cost"] == "US$3.00"
     else:
         cached, turn = first["system"]
         assert cached["cache_control"] == {"type": "ephemeral"} and "cache_control" not in turn
         assert "2027-03-02" not in cached["text"] and "2027-03-02" in turn["text"]
         system_text = cached["text"] + "\n" + turn["text"]
         assert [m["role"] for m in first["messages"]] == ["user"]   # the date is never a user message
-        assert json.loads(second["messages"][-1]["content"][0]["content"])["unit_cost"] == "$3.00"
+        assert json.loads(second["messages"][-1]["content"][0]["content"])["unit_cost"] == "US$3.00"
     assert "Tuesday 2 March 2027 (2027-03-02)" in system_text and "02:00 (Pacific/Kiritimati)" in system_text
     assert "2027-03-01" not in system_text                        # the shop's date, not UTC's
     assert "Lucy's Ice Cream" in system_text and "vanilla (tubs)" in system_text and "GBP" not in system_text
-    assert "USD ($)" in system_text and "Reorder point:" in system_text
+    assert "USD (US$)" in system_text and "Reorder point:" in system_text
     cap = "max_tokens"
     assert all(r.body[cap] == 333 for r in server.requests)       # the output cap on every request
 

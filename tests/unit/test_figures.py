@@ -212,3 +212,22 @@ def test_booleans_and_non_finite_values_match_nothing():
 def test_float_figure_rendering():
     text = render_report("", [Figure("a", 3.0), Figure("b", 2.25, "kg")], show_all=True)
     assert text == "Figures:\n- a: 3\n- b: 2.25 kg"
+
+
+def test_ids_are_never_listed_as_figures_but_the_values_the_prose_cites_are():
+    """C13: a draft's, proposal's or order's number is an id. The registry marks it (`is_id`) and the block leaves
+    it out, even for the item asked about; a count that several of the item's figures share is listed once."""
+    from worker.tools.registry import typed_result
+    result = {"item": "vanilla", "unit": "tubs", "on_hand": 2, "position": 2, "draft_id": 2, "proposal_id": 2,
+              "open_proposal": 2, "order": 2, "quantity": 6}
+    _, figures = typed_result(result, ShopFormat())
+    assert {f.label for f in figures if f.is_id} == {"vanilla draft id", "vanilla proposal id",
+                                                     "vanilla open proposal", "vanilla order"}
+    asked = render_report("Vanilla: 2 tubs on hand.", figures, question="how much vanilla")
+    cited = render_report("Vanilla: 2 tubs on hand.", figures, question="stock")
+    for text in (asked, cited):
+        assert "id" not in text.split("Figures:")[1] and "order:" not in text and "open proposal" not in text
+    assert cited.endswith("Figures:\n- vanilla on hand: 2 tubs")       # cited once, not on hand = position
+    # negative control: the same figures unmarked are listed
+    plain = [Figure(f.label, f.value, f.unit, f.subject) for f in figures]
+    assert "vanilla draft id: 2" in render_report("Vanilla: 2 tubs.", plain, question="vanilla")

@@ -80,8 +80,27 @@ async def test_every_reply_kind_is_accepted_by_the_server_and_reads_as_typed(sen
     [message] = api.sent
     assert message.text == part                                                  # shown exactly as typed
     assert message.text.endswith("r12.1")
-    # the only markup is ours: the identity in <code>, small and last; no link or tag of the model survives
-    assert message.entities == ({"type": "code", "offset": units(message.text) - 5, "length": 5},)
+    # the only markup is ours: the figures folded, the identity in <code>, small and last; no link or tag of the
+    # model survives
+    code = {"type": "code", "offset": units(message.text) - 5, "length": 5}
+    if "Figures:" in body:
+        start = units(message.text[:message.text.index("Figures:")])
+        quote = {"type": "expandable_blockquote", "offset": start, "length": units(body) - start}
+        assert message.entities == (quote, code)
+    else:
+        assert message.entities == (code,)
+
+
+def test_the_figures_block_is_folded_once_and_only_when_it_is_the_bodys_last_block():
+    body = "Vanilla: 2 tubs on hand.\n\nFigures:\n- vanilla on hand: 2 tubs\n- vanilla unit cost: $3.00"
+    html = render_part(f"{body}\n\nr4.1", "r4.1")
+    assert html == ("Vanilla: 2 tubs on hand.\n\n<blockquote expandable>Figures:\n- vanilla on hand: 2 tubs\n"
+                    "- vanilla unit cost: $3.00</blockquote>\n\n<code>r4.1</code>")
+    assert html.count("<blockquote expandable>") == 1
+    # negative controls: a "Figures:" the prose wrote mid-text, or a block followed by more prose, stays plain text;
+    # a tag the model wrote is escaped, never a quote
+    for plain in ("Figures:\n- a: 1\n\nthen more prose", "<blockquote expandable>x</blockquote>"):
+        assert "<blockquote" not in render_part(f"{plain}\n\nr4.1", "r4.1")
 
 
 async def test_a_9000_character_reply_goes_in_parts_each_accepted_well_formed_and_in_order(sender, api, store):

@@ -10,7 +10,8 @@ typed by its values and, for plain integers, by its keys; `typed_result` turns i
 * `date` -> ISO; `datetime` (and ISO date-time text such as a record's `expires_at`) -> the shop's local time;
 * int and float -> a count. Its unit is the `unit` of its record (`on_hand`, `reorder_point`, `quantity`), `days`
   for a key naming days (`days_of_cover`, `window_days`), `<unit> a day` for a key ending in `_per_day`, none for
-  an id (`proposal_id`) or a key listed in `UNITLESS`;
+  an id (`proposal_id`) or a key listed in `UNITLESS`; an integer under an id key (`draft_id`, `order`, ...:
+  `is_record_number`) is a figure marked `is_id`, which the prose may match but the Figures block never lists;
 * the figure's label is the record's `item` (its subject) and the key in words (`vanilla reorder point`);
 * a sentence (text with a space, such as a policy's reason): its numbers are figures without a subject (shown only
   when the reply cites them), and an amount in cents in it is shown and counted as money (`1500 cents` ->
@@ -115,6 +116,15 @@ _TEXT_CENTS = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+) cents\b")
 _TEXT_NUMBER = re.compile(r"(?<![\w.,$€£])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w.,]\d)")
 
 
+# Record numbers (a draft's, a proposal's, an order's, a report's): ids, not figures (C13). They still match the
+# prose's numbers, but the Figures block never lists them.
+RECORD_NUMBERS = frozenset({"open_proposal", "order", "proposal", "report"})
+
+
+def is_record_number(key: str) -> bool:
+    return key == "id" or key.endswith("_id") or key in RECORD_NUMBERS
+
+
 def _unit_for(key: str, unit: str) -> str:
     if key == "id" or key.endswith("_id") or key in UNITLESS:
         return ""
@@ -168,7 +178,8 @@ def typed_result(result: dict[str, Any], fmt: ShopFormat) -> tuple[dict[str, Any
             figures.append(Figure(label(subject, key), node, "", subject))
             return node.strftime("%H:%M")
         if isinstance(node, (int, float)):
-            figures.append(Figure(label(subject, key), node, _unit_for(key, unit), subject))
+            figures.append(Figure(label(subject, key), node, _unit_for(key, unit), subject,
+                                  is_id=isinstance(node, int) and is_record_number(key)))
             return node
         if isinstance(node, str) and _ISO_MOMENT.match(node):
             try:

@@ -9,8 +9,11 @@ Bot API (at `/bot<token>/<method>`, method names case-insensitive; any other tok
 `getMe`, `getUpdates` (real offset semantics, long poll, `limit`, sticky `allowed_updates`, 409 while a webhook is
 set, and a long poll is terminated with 409 by a newer `getUpdates` as Telegram does), `sendMessage`,
 `sendChatAction`, `answerCallbackQuery`, `setMyCommands`, `getMyCommands`, `editMessageReplyMarkup`,
-`editMessageText` (400 "message is not modified" for the same content, as Telegram), `setWebhook`,
-`deleteWebhook`, `getWebhookInfo`. `parse_mode=HTML` is parsed as strictly as Telegram does (entities.py): an
+`editMessageText` (400 "message is not modified" for the same content, as Telegram), `setMessageReaction` (a message
+of the chat, at most one reaction per bot, only emoji of Telegram's list: 400 `REACTIONS_TOO_MANY` /
+`REACTION_INVALID`; `reactions` holds each message's reaction now, `reaction_calls` every call), `sendMessageDraft`
+(private chats only, a non-zero `draft_id`, 1-4096 characters: `drafts`), `setWebhook`, `deleteWebhook`,
+`getWebhookInfo`. `parse_mode=HTML` is parsed as strictly as Telegram does (entities.py): an
 unknown or unbalanced tag or a bad entity is 400 "can't parse entities"; `sent` keeps the visible text with its
 entities and the HTML as sent. `reply_parameters` quotes a message of the chat (400 when it does not exist, unless
 `allow_sending_without_reply`). Parameters are read from form-encoded bodies with JSON-encoded values (what PTB

@@ -2,7 +2,8 @@
 entities, or refused with Telegram's own "can't parse entities" error.
 
 Supported, as documented for the Bot API: the tags b, strong, i, em, u, ins, s, strike, del, span (class
-tg-spoiler), tg-spoiler, a (href), tg-emoji (emoji-id), code, pre, blockquote (expandable); the named entities
+tg-spoiler), tg-spoiler, a (href), tg-emoji (emoji-id), code, pre, blockquote (`<blockquote expandable>` gives an
+`expandable_blockquote` entity, as Telegram's); the named entities
 &lt; &gt; &amp; &quot; and every numeric entity. Refused: an unknown tag, an end tag that does not close the open
 tag, a tag left open, an unknown named entity or a bare `&` that starts none, a `<` that starts no tag. Offsets and
 lengths of entities count UTF-16 code units, as Telegram's do.
@@ -33,7 +34,7 @@ def parse_html(text: str) -> tuple[str, list[dict]]:
     """(visible text, entities) of an HTML-mode message, or HtmlRefused."""
     out: list[str] = []
     units = 0
-    stack: list[tuple[str, int]] = []
+    stack: list[tuple[str, int, str]] = []
     entities: list[dict] = []
     i = 0
     while i < len(text):
@@ -46,16 +47,18 @@ def parse_html(text: str) -> tuple[str, list[dict]]:
                     expected = f'expected "</{stack[-1][0]}>"' if stack else "no tag is open"
                     raise HtmlRefused(f'Unmatched end tag at byte offset {_offset(text, i)}, {expected}, found '
                                       f'"</{name}>"')
-                tag, start = stack.pop()
+                tag, start, kind = stack.pop()
                 if units > start:
-                    entities.append({"type": _TAGS[tag], "offset": start, "length": units - start})
+                    entities.append({"type": kind, "offset": start, "length": units - start})
                 i = end.end()
                 continue
             start_tag = _START.match(text, i)
             if not start_tag or start_tag.group(1).lower() not in _TAGS:
                 name = start_tag.group(1) if start_tag else text[i + 1:i + 11].split(">")[0]
                 raise HtmlRefused(f'Unsupported start tag "{name}" at byte offset {_offset(text, i)}')
-            stack.append((start_tag.group(1).lower(), units))
+            name = start_tag.group(1).lower()
+            expandable = name == "blockquote" and "expandable" in start_tag.group(2).lower().split()
+            stack.append((name, units, "expandable_blockquote" if expandable else _TAGS[name]))
             i = start_tag.end()
             continue
         if ch == "&":

@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
+from telegram.constants import ReactionEmoji
+
 from bot.sandbox.bot_api.entities import HtmlRefused, parse_html
 from bot.sandbox.bot_api.photos import MAX_CAPTION, Upload, image_size, parse_multipart, photo_problem
 from bot.sandbox.bot_api.state import CALLER, ApiState, Poll, SentMessage
@@ -400,6 +402,67 @@ async def send_chat_action(st: ApiState, params: dict) -> _Response:
     return _ok(True)
 
 
+# The emoji a bot may react with (Bot API `ReactionTypeEmoji`): the list python-telegram-bot carries.
+REACTION_EMOJI = frozenset(e.value for e in ReactionEmoji)
+
+
+async def set_message_reaction(st: ApiState, params: dict) -> _Response:
+    """As Telegram checks it: the message must exist in the chat; `reaction` is a list of ReactionType of which a
+    bot may set at most one (it replaces the bot's earlier one; an empty list removes it); only emoji of Telegram's
+    list (custom emoji must already be on the message, paid reactions are never a bot's: both refused here)."""
+    chat_id = _as_int(params.get("chat_id"))
+    message_id = _as_int(params.get("message_id"))
+    if chat_id in (None, "") or not isinstance(message_id, int):
+        return _err(400, "Bad Request: message identifier is not specified")
+    if st.current(chat_id, message_id) is None:
+        return _err(400, "Bad Request: MESSAGE_ID_INVALID")
+    reaction = params.get("reaction", [])
+    if isinstance(reaction, str):
+        try:
+            reaction = json.loads(reaction)
+        except ValueError:
+            return _err(400, "Bad Request: can't parse reaction types JSON object")
+    if not isinstance(reaction, list) or not all(isinstance(r, dict) for r in reaction):
+        return _err(400, "Bad Request: can't parse reaction types JSON object")
+    if len(reaction) > 1:
+        return _err(400, "Bad Request: REACTIONS_TOO_MANY")
+    emoji = [r.get("emoji") for r in reaction]
+    if any(r.get("type") != "emoji" for r in reaction) or not all(e in REACTION_EMOJI for e in emoji):
+        return _err(400, "Bad Request: REACTION_INVALID")
+    entry = {"chat_id": chat_id, "message_id": message_id, "emoji": emoji[0] if emoji else None,
+             "at": time.perf_counter()}
+    st.reactions[(json.dumps(chat_id), message_id)] = entry["emoji"]
+    st._store.log("reaction", entry)
+    st.reaction_calls.append(entry)
+    st.timeline.append(("reaction", entry))   # type: ignore[arg-type]
+    return _ok(True)
+
+
+DRAFT_LIMIT = 4096     # a draft's text: 1-4096 characters after entities parsing, as a message's
+
+
+async def send_message_draft(st: ApiState, params: dict) -> _Response:
+    """As Telegram checks it (Bot API 9.3, every bot since 9.5): private chats only, a non-zero `draft_id`, a text of
+    1-4096 characters after entities parsing. A draft is shown for a while and never becomes a message."""
+    chat_id = _as_int(params.get("chat_id"))
+    if not isinstance(chat_id, int):
+        return _err(400, "Bad Request: chat_id is empty")
+    if st._chat_obj(chat_id).get("type") != "private":
+        return _err(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+    draft_id = _as_int(params.get("draft_id"))
+    if not isinstance(draft_id, int) or draft_id == 0:
+        return _err(400, "Bad Request: draft_id must be non-zero")
+    parsed = _text(params)
+    if isinstance(parsed, _Response):
+        return parsed
+    text, entities, html = parsed
+    entry = {"chat_id": chat_id, "draft_id": draft_id, "text": text, "html": html, "at": time.monotonic()}
+    st._store.log("draft", entry)
+    st.drafts.append(entry)
+    st.timeline.append(("draft", entry))   # type: ignore[arg-type]
+    return _ok(True)
+
+
 async def answer_callback_query(st: ApiState, params: dict) -> _Response:
     cid = params.get("callback_query_id")
     cid = None if cid is None else str(cid)
@@ -518,6 +581,8 @@ HANDLERS: dict[str, Callable[[ApiState, dict], Awaitable[_Response]]] = {
     "sendmessage": send_message,
     "sendphoto": send_photo,
     "sendchataction": send_chat_action,
+    "setmessagereaction": set_message_reaction,
+    "sendmessagedraft": send_message_draft,
     "answercallbackquery": answer_callback_query,
     "setmycommands": set_my_commands,
     "getmycommands": get_my_commands,

@@ -188,6 +188,9 @@ class ApiState:
         # Observable records.
         self.sent: list[SentMessage] = []
         self.chat_actions: list[dict] = []  # {"chat_id", "action"}
+        self.reaction_calls: list[dict] = []  # every setMessageReaction taken: {"chat_id", "message_id", "emoji"}
+        self.reactions: dict[tuple[str, int], str | None] = {}   # (chat key, message_id) -> the bot's reaction now
+        self.drafts: list[dict] = []  # every sendMessageDraft taken: {"chat_id", "draft_id", "text", "html", "at"}
         self.callback_answers: list[dict] = []  # {"callback_query_id", "text", "show_alert"}
         self.commands: list[dict] = []  # the last setMyCommands list
         self.offsets_requested: list[int | None] = []  # the offset of every getUpdates that was processed
@@ -230,6 +233,10 @@ class ApiState:
         tick.set()
 
     # ------------------------------------------------------------------ chats, messages, updates
+
+    def reaction(self, chat_id: int | str, message_id: int) -> str | None:
+        """The bot's reaction on a message now (setMessageReaction), or None."""
+        return self.reactions.get((json.dumps(chat_id), message_id))
 
     def current(self, chat_id: int | str, message_id: int) -> dict | None:
         """A message as it reads now (after edits): {"text", "markup", "html", ...}, or None."""
@@ -306,6 +313,8 @@ class ApiState:
             "pending_updates": self._pending,
             "callback_answers": self.callback_answers,
             "chat_actions": self.chat_actions,
+            "reaction_calls": self.reaction_calls,
+            "drafts": self.drafts,
             "commands": self.commands,
             "edited_markups": self.edited_markups,
             "edited_texts": self.edited_texts,
@@ -382,6 +391,11 @@ class ApiState:
                 self.offsets_requested.append(body)
             elif kind == "chat_action":
                 self.chat_actions.append(body)
+            elif kind == "reaction":
+                self.reaction_calls.append(body)
+                self.reactions[(json.dumps(body["chat_id"]), body["message_id"])] = body["emoji"]
+            elif kind == "draft":
+                self.drafts.append(body)
             elif kind == "callback_answer":
                 self.callback_answers.append(body)
                 self._callbacks[body["callback_query_id"]] = True

@@ -1,6 +1,7 @@
 """Admission, turns and forgetting through the Inbox port (C1, C4, C5, C6, C9, C10, C12), for every store."""
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +39,29 @@ async def test_capacity_refuses_new_work_but_still_answers_repeats_and_controls(
         lambda tx, work_id: ReportDraft("queue is full", destination="tg:1"))
     assert control.outcome is Admission.ACCEPTED and control.report_id is not None
     assert (await store.status()).work.pending == 3
+
+
+async def test_capacity_is_exact_under_concurrent_admissions_and_the_kept_count_follows_every_move(store: Store):
+    """C1 reads the kept open-work count (migration 0019): admitters racing each other (on PostgreSQL, separate
+    pooled connections) never overfill the queue, a finished, failed or forgotten item frees exactly its place, and
+    `check` (W1) finds the kept count equal to the work table's after every step."""
+    results = await asyncio.gather(*(store.admit(occ(f"tg:{n}:1")) for n in range(10)))
+    assert sorted(r.outcome.value for r in results) == ["accepted"] * 3 + ["refused"] * 7
+    assert await store.check() == []
+    claim = await store.claim("w1")
+    assert claim is not None
+    await store.finish(claim, ReportDraft("done", destination=claim.destination))
+    results = await asyncio.gather(*(store.admit(occ(f"tg:{n}:2")) for n in range(10, 15)))
+    assert [r.outcome for r in results].count(Admission.ACCEPTED) == 1
+    assert (await store.status()).work.pending == 3 and await store.check() == []
+    newcomer = 10 + [r.outcome for r in results].index(Admission.ACCEPTED)
+    assert await store.forget(f"tg:{newcomer}", "owner") == (0, 1)     # its pending item is cancelled (failed)
+    failing = await store.claim("w1")
+    assert failing is not None
+    await store.fail(failing, ReportDraft("no", destination=failing.destination, is_error=True))
+    results = await asyncio.gather(*(store.admit(occ(f"tg:{n}:3")) for n in range(20, 25)))
+    assert [r.outcome for r in results].count(Admission.ACCEPTED) == 2
+    assert await store.check() == []
 
 
 async def test_a_conflict_in_a_batch_does_not_undo_the_rest(store: Store):

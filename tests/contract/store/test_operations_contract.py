@@ -55,3 +55,15 @@ async def test_formerly_bug_a_refusal_counted_twice_in_one_minute_adds_up_on_eve
     store.tally("refused_token", 2)
     assert await store.flush_counts() == 1
     assert (await store.status()).counters["refused_token"] == 3
+
+
+async def test_a_runs_steps_are_its_journaled_tools_in_order(store: Store):
+    await store.admit(Occurrence("tg:1:5", "tg:1", "stock", WorkKind.AGENT, "tg:1"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    assert await store.run_steps(claim.run_id) == []
+    await store.op_started(claim.run_id, "c1", "list_stock", {}, "read")
+    await store.op_finished(claim.run_id, "c1", "done", {})
+    await store.op_started(claim.run_id, "c2", "sales_rate", {"days": 14}, "read")
+    assert await store.run_steps(claim.run_id) == ["list_stock", "sales_rate"]
+    assert await store.run_steps("no-such-run") == []

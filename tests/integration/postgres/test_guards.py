@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from store import Admission, IllegalTransition, Occurrence, ReportDraft, StoreError, WorkKind
+from store import Admission, DecisionKind, IllegalTransition, Occurrence, ReportDraft, StoreError, WorkKind
 from store.postgres import PostgresStore, guards
 from store.postgres.connection import PgConnection
 from store.shared import actions, inbox, outbox
@@ -54,16 +54,24 @@ def occurrence(i: int) -> Occurrence:
 
 
 async def test_capacity_holds_under_eight_concurrent_admitting_connections(pg, monkeypatch):
-    barrier_after(monkeypatch, inbox, "open_agent_work", 8)
+    barrier_after(monkeypatch, inbox, "kept_open_agent_work", 8)
     results = race(pg, 8, lambda conn, i: guards.admit(conn, occurrence(i), NOW, 3))
     assert sorted(r.outcome.value for r in results) == ["accepted"] * 3 + ["refused"] * 5
     assert (await pg.status()).agent_work.pending == 3
 
 
 async def test_without_the_admission_lock_eight_admitters_overfill_the_queue(pg, monkeypatch):
-    barrier_after(monkeypatch, inbox, "open_agent_work", 8)
+    barrier_after(monkeypatch, inbox, "kept_open_agent_work", 8)
     results = race(pg, 8, lambda conn, i: inbox.admit(conn, occurrence(i), NOW, 3))
     assert [r.outcome for r in results].count(Admission.ACCEPTED) > 3      # the race the guard closes
+
+
+async def test_check_catches_a_kept_open_work_count_that_drifted(pg):
+    """W1's negative control on PostgreSQL (SQLite's is in tests/integration/sqlite/test_invariants.py)."""
+    assert (await pg.admit(occurrence(1))).outcome is Admission.ACCEPTED
+    assert await pg.check() == []
+    pg.db.run_write(lambda conn: conn.execute("UPDATE open_agent_tally SET n = n - 1 WHERE slot = 3"))
+    assert [v.rule for v in await pg.check()] == ["W1"]
 
 
 async def test_two_connections_admitting_one_identity_give_one_accepted_and_one_duplicate(pg, monkeypatch):
@@ -74,7 +82,7 @@ async def test_two_connections_admitting_one_identity_give_one_accepted_and_one_
 
 
 async def test_without_on_conflict_the_second_admission_of_one_identity_is_an_error(pg, monkeypatch):
-    barrier_after(monkeypatch, inbox, "open_agent_work", 2)
+    barrier_after(monkeypatch, inbox, "kept_open_agent_work", 2)
     results = race(pg, 2, lambda conn, i: inbox.admit(conn, occurrence(7), NOW, 3))
     assert any(isinstance(r, StoreError) for r in results)                  # a unique violation, not "duplicate"
 
@@ -102,7 +110,7 @@ async def test_two_approvals_that_fit_the_daily_limit_only_one_at_a_time_approve
     barrier_after(monkeypatch, actions, "reserved_on", 2)
     results = _approve_both(pg, guards.approve)
     assert sorted(r.ok for r in results) == [False, True]
-    assert [r for r in results if not r.ok][0].text.startswith("Approving #")
+    assert [r for r in results if not r.ok][0].kind is DecisionKind.OVER_DAY_LIMIT
 
 
 async def test_without_the_spending_lock_both_approvals_pass_the_daily_limit(pg, monkeypatch):

@@ -50,9 +50,9 @@ async def test_both_dialects_reach_the_same_tables_columns_check_lists_and_trigg
     assert {t: c for t, c in p_checks.items() if c} == {t: c for t, c in s_checks.items() if c}
     # PostgreSQL's own: the LISTEN/NOTIFY wake-up hints (0014); every contract trigger is in both
     assert {t for t in p_triggers if t.startswith("notify_")} == {"notify_work", "notify_deliveries",
-                                                               "notify_actions"}
+                                                               "notify_actions", "notify_receipts"}
     assert {t for t in p_triggers if t.startswith("changed_")} == {"changed_work", "changed_deliveries",
-                                                                "changed_actions"}    # the change hint (0015)
+                                                                "changed_actions", "changed_receipts"}  # 0015
     assert {t for t in p_triggers if not t.startswith(("notify_", "changed_"))} == s_triggers and len(s_triggers) >= 20
 
 

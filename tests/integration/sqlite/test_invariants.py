@@ -72,6 +72,8 @@ PLANTS = {
     "O2": ITEM + PROPOSAL_WITH_ACTION + [ORDER, "UPDATE actions SET state = 'sending'",
                                          "UPDATE actions SET state = 'failed'"],
     "O3": ITEM + PROPOSAL_WITH_ACTION + [ORDER, "UPDATE orders SET state = 'received'"],
+    # the kept open-work count drifts from the work table (migration 0019's triggers bypassed)
+    "W1": ["UPDATE open_agent_tally SET n = n + 1 WHERE slot = 0"],
     # retention's tombstones: a pruned mark without the emptied payload; a pruned report whose part is still pending
     "P1": ["DROP TRIGGER work_identity_fixed", "DROP TRIGGER work_terminal_fixed", "DROP TRIGGER work_prune_path",
            "UPDATE work SET pruned_at = 'n' WHERE work_id = 1"],

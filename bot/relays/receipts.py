@@ -1,0 +1,106 @@
+"""The receipt relay (C19): sets the reaction that tells the owner a message was stored.
+
+A receipt row is written in the message's admission transaction (producers/telegram/routing.py); this relay, never
+the ingress, sets it with `setMessageReaction`. Setting a reaction is idempotent (a bot has one reaction per message;
+setting the same one again changes nothing), so unlike a message's delivery (C7) an outcome that may or may not
+have reached Telegram is simply tried again, and a crash between the commit and the call (K19) only delays it:
+after a restart the receipt is still pending and is set. A definite refusal (400, 403) or the attempt cap fails it.
+
+It runs beside the report relay under the same `relay` leader lease, in its own task: a reply never waits behind a
+receipt, and a receipt, committed before the turn that answers its message can even be claimed, is normally on the
+owner's phone first.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from bot.relays.sender import OutcomeKind, SendOutcome
+from store import Receipt, Store, StoreError, faults
+
+log = logging.getLogger("shopbot.receipts")
+
+MAX_ATTEMPTS = 20          # then the receipt is failed (the answer still comes: a receipt is only a hint of storage)
+RETRY_S = 2.0              # an unknown or unsent attempt is tried again after this long
+CONFIG_RETRY_S = 30.0      # a refused bot token: the report relay stops and says so; receipts wait
+
+
+class Reacts(Protocol):
+    async def react(self, chat_id: int, message_id: int, emoji: str) -> SendOutcome: ...
+
+
+class ReceiptRelay:
+    def __init__(self, store: Store, sender: Reacts, allowed: Callable[[int], bool], *, batch: int = 20) -> None:
+        self.store = store
+        self.sender = sender
+        self.allowed = allowed
+        self.batch = batch
+        self._stop = asyncio.Event()
+        self.set = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.store.signals.receipts.notify()
+
+    async def run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                handled = await self.set_due()
+                failures = 0
+                if handled:
+                    continue
+                timeout = 1.0
+                wake = await self.store.next_receipt_time()
+                if wake is not None:
+                    timeout = min(timeout, max(0.0, (wake - self.store.clock.now()).total_seconds()))
+            except StoreError as exc:
+                failures += 1
+                timeout = min(30.0, 0.5 * 2 ** min(failures, 6))
+                log.error("receipt relay cannot use the database (%s); trying again in %.1f s", exc, timeout)
+            await self.store.signals.receipts.wait(timeout)
+
+    async def drain(self) -> int:
+        """Set every receipt due now (`run --drain`, the demo); returns how many were tried."""
+        total = 0
+        while n := await self.set_due():
+            total += n
+        return total
+
+    async def set_due(self) -> int:
+        due = await self.store.due_receipts(self.batch)
+        for receipt in due:
+            if self._stop.is_set():
+                break
+            await self.set_one(receipt)
+        return len(due)
+
+    async def set_one(self, receipt: Receipt) -> OutcomeKind | None:
+        ident = f"chat={receipt.chat_id} message_id={receipt.message_id}"
+        if not self.allowed(receipt.chat_id):          # C3 at send time, as for replies
+            await self.store.receipt_failed(receipt.receipt_id, "the chat is no longer allow-listed (C3)")
+            return None
+        faults.reached("K19")
+        outcome = await self.sender.react(receipt.chat_id, receipt.message_id, receipt.emoji)
+        kind = outcome.kind
+        if kind is OutcomeKind.CONFIRMED:
+            await self.store.receipt_set(receipt.receipt_id)
+            self.set += 1
+            log.info("receipt set %s", ident)
+        elif kind is OutcomeKind.FAILED:
+            await self.store.receipt_failed(receipt.receipt_id, outcome.reason)
+            log.warning("receipt refused %s: %s", ident, outcome.reason)
+        elif receipt.attempts + 1 >= MAX_ATTEMPTS:
+            await self.store.receipt_failed(receipt.receipt_id, f"gave up after {MAX_ATTEMPTS} attempts: "
+                                            f"{outcome.reason}")
+            log.warning("receipt given up %s: %s", ident, outcome.reason)
+        else:
+            # not sent, 429 or unknown: tried again (idempotent: an unknown one that did reach Telegram is set twice
+            # to the same reaction, which changes nothing)
+            wait = (outcome.retry_after or RETRY_S) if kind is OutcomeKind.RETRY_LATER else (
+                CONFIG_RETRY_S if kind is OutcomeKind.CONFIG_FAULT else RETRY_S)
+            await self.store.receipt_retry(receipt.receipt_id, outcome.reason, wait)
+            log.info("receipt %s %s, tried again in %.1f s: %s", kind, ident, wait, outcome.reason)
+        return kind

@@ -1,0 +1,69 @@
+"""Receipts (C19) through the Transaction and Receipts ports, for every store: written in the admission's
+transaction, one per message, pending until set; an unknown outcome stays pending; set and failed are final."""
+from __future__ import annotations
+
+import pytest
+
+from store import Admission, IllegalTransition, ManualClock, Occurrence, Store, Transaction, WorkKind
+
+
+def admit_with_receipt(chat_id: int, message_id: int, emoji: str = "👀"):  # type: ignore[no-untyped-def]
+    def body(tx: Transaction) -> bool:
+        tx.admit(Occurrence(f"tg:{chat_id}:{message_id}", f"tg:{chat_id}", "stock", WorkKind.AGENT, f"tg:{chat_id}"))
+        return tx.add_receipt(chat_id, message_id, emoji)
+    return body
+
+
+async def test_a_receipt_is_written_once_per_message_and_set_once(store: Store):
+    assert await store.atomic(admit_with_receipt(1, 7)) is True
+    assert await store.atomic(admit_with_receipt(1, 7)) is False        # a redelivery: no second receipt
+    due = await store.due_receipts()
+    assert [(r.chat_id, r.message_id, r.emoji, r.state) for r in due] == [(1, 7, "👀", "pending")]
+    await store.receipt_set(due[0].receipt_id)
+    assert await store.due_receipts() == []
+    [done] = await store.receipts(1)
+    assert (done.state, done.attempts) == ("set", 1)
+    with pytest.raises(IllegalTransition):                              # set is final
+        await store.receipt_retry(done.receipt_id, "again", 1.0)
+
+
+async def test_an_unknown_outcome_stays_pending_and_is_due_after_its_wait(store: Store, clock: ManualClock):
+    await store.atomic(admit_with_receipt(1, 8))
+    [receipt] = await store.due_receipts()
+    await store.receipt_retry(receipt.receipt_id, "may have been set: ReadTimeout", 2.0)
+    assert await store.due_receipts() == []
+    wake = await store.next_receipt_time()
+    assert wake is not None and wake > clock.now()
+    clock.advance(2.5)
+    [again] = await store.due_receipts()
+    assert (again.receipt_id, again.state, again.attempts) == (receipt.receipt_id, "pending", 1)
+    await store.receipt_failed(again.receipt_id, "Bad Request: REACTION_INVALID")
+    [failed] = await store.receipts()
+    assert (failed.state, failed.reason) == ("failed", "Bad Request: REACTION_INVALID")
+    with pytest.raises(IllegalTransition):                              # failed is final
+        await store.receipt_set(failed.receipt_id)
+
+
+async def test_a_rolled_back_admission_leaves_no_receipt(store: Store):
+    """Negative control of "same transaction": an admission that fails after its receipt was written takes the
+    receipt with it."""
+    def body(tx: Transaction) -> None:
+        admit_with_receipt(1, 9)(tx)
+        raise RuntimeError("the commit never happens")
+    with pytest.raises(RuntimeError):
+        await store.atomic(body)
+    assert await store.receipts() == []
+
+
+async def test_retention_removes_ended_receipts_only(store: Store, clock: ManualClock):
+    await store.atomic(admit_with_receipt(1, 10))
+    await store.atomic(admit_with_receipt(1, 11))
+    first = next(r for r in await store.due_receipts() if r.message_id == 10)
+    await store.receipt_set(first.receipt_id)
+    clock.advance(3 * 86400)
+    done = await store.prune(2)
+    assert done["receipts"] == 1
+    assert [(r.message_id, r.state) for r in await store.receipts()] == [(11, "pending")]   # the pending one stays
+    # a redelivery after the prune is still a duplicate by its work row, so the router writes no second receipt
+    again = await store.admit(Occurrence("tg:1:10", "tg:1", "stock", WorkKind.AGENT, "tg:1"))
+    assert again.outcome is Admission.DUPLICATE
