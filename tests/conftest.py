@@ -31,7 +31,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     """Temporary folders (tmp_path, tempfile, the bot's processes) on a RAM disk when there is one with room: every
     SQLite commit (synchronous=FULL) and every new file's fsync then costs nothing instead of milliseconds of disk
-    flush, and the suite makes tens of thousands of them. They are the same real files to SQLite (WAL, locks,
+    flush, and the suite makes thousands of them. They are the same real files to SQLite (WAL, locks,
     shared memory). Not when TMPDIR or --basetemp says where they go, nor on an xdist worker (it inherits the
     choice: the controller sets TMPDIR before starting the workers and gives each its folder under the base)."""
     if hasattr(config, "workerinput") or config.option.basetemp or os.environ.get("TMPDIR"):
