@@ -99,8 +99,9 @@ def _one(raw: Any, sql: str, *args: Any) -> Any:
 async def run_bench(base_url: str, model_name: str, *, limit: int | None = None, history_tokens: int = 2000,
                     turn_timeout_s: float = 600.0, model_timeout_s: float = 600.0, verbose: bool = False,
                     out: Any = sys.stdout) -> list[Result]:
-    plan: list[tuple[str, Question]] = [(f"tg:{1001 + i}", q) for i, q in enumerate(SINGLE)]
-    plan += [("tg:2000", q) for q in CONVERSATION]
+    # chats of their own, away from the seeded owner's chat (OWNER_ID), which has the seed's conversation
+    plan: list[tuple[str, Question]] = [(f"tg:{5001 + i}", q) for i, q in enumerate(SINGLE)]
+    plan += [("tg:6000", q) for q in CONVERSATION]
     if limit is not None:
         plan = plan[:limit]
     results: list[Result] = []
