@@ -273,3 +273,62 @@ async def test_cached_prompt_tokens_are_counted_in_the_metric(shop_store, provid
     text = metrics.render().decode()
     assert 'shopbot_model_tokens_total{direction="cached"} 960.0' in text
     assert 'shopbot_model_tokens_total{direction="input"} 1000.0' in text
+
+
+# ---- the whole app: the reply as the owner's Telegram chat gets it ---------------------------------------------------
+
+@pytest.mark.parametrize("check", ["on", "removed (negative control)"])
+async def test_a_call_looking_reply_never_reaches_the_owner_and_without_the_check_it_would(monkeypatch, check):
+    from bot.sandbox.local_setup import OWNER_ID, local_product
+    from worker import agent_loop
+    if check != "on":
+        monkeypatch.setattr(agent_loop, "looks_like_tool_call", lambda text: False)
+    broken = '<tool_call>{"name": "get_item", "arguments": {"item": "vanilla"</tool_call>'
+
+    def producers(body):   # the stock watcher's and the opening brief's turns at start answer plainly
+        return None if "how much vanilla" in json.dumps(body["messages"]) else openai_text("Noted.")
+
+    async with FakeModelServer([openai_text(broken)] * 2, respond=producers) as server:
+        overrides = {"SHOPBOT_MODEL": "openai:fake", "SHOPBOT_MODEL_BASE_URL": server.openai_base_url,
+                     "SHOPBOT_CHAT_PACE_MS": "0", "SHOPBOT_DEBOUNCE_MS": "0"}
+        async with local_product(overrides) as run:
+            run.api.post_message(OWNER_ID, OWNER_ID, "how much vanilla")
+
+            def answered():
+                return [m.text for m in run.owner_messages() if "get_item" in m.text or "could not be used" in m.text]
+            await run.api.wait_for(lambda: answered() != [], timeout=30)
+            [reply] = answered()
+    if check == "on":
+        assert "the model's answer could not be used" in reply and "get_item" not in reply
+    else:
+        assert '"name": "get_item"' in reply          # the JSON reaches the owner without the delivery check
+
+
+async def test_sigterm_during_a_model_call_exits_at_once_and_the_turn_is_released_not_failed(tmp_path):
+    import asyncio
+    import os
+    import signal
+    import sqlite3
+    import sys
+
+    from tests.support import ROOT
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SHOPBOT_", "TELEGRAM_")) and k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    db = tmp_path / "s.sqlite3"
+    env.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(ROOT / "shop.example.toml"),
+                "SHOPBOT_HTTP_PORT": "-1", "SHOPBOT_MODEL": "openai:llama", "SHOPBOT_MODEL_TIMEOUT_S": "600",
+                "SHOPBOT_DEBOUNCE_MS": "0"})
+    admit = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", "admit", "--source", "tg:1:1",
+                                                 "--session", "tg:1", "--text", "hello", env=env, cwd=tmp_path)
+    assert await asyncio.wait_for(admit.wait(), 60) == 0
+    async with FakeModelServer([FakeResponse(hang=True)]) as server:
+        env["SHOPBOT_MODEL_BASE_URL"] = server.openai_base_url
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", "run", "--drain", env=env,
+                                                    cwd=tmp_path, stderr=asyncio.subprocess.PIPE)
+        await server.wait_for_requests(1, timeout=60)      # the owner's turn (claimed first) is in its model call
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 5)              # the stop deadline is 10 s; the call is abandoned at once
+    conn = sqlite3.connect(db)
+    state, attempts = conn.execute("SELECT state, attempts FROM work WHERE source = 'tg:1:1'").fetchone()
+    conn.close()
+    assert (state, attempts) == ("pending", 0)              # released with its attempt given back, not failed

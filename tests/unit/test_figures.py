@@ -195,3 +195,12 @@ def test_booleans_and_non_finite_values_match_nothing():
 def test_float_figure_rendering():
     text = render_report("", [Figure("a", 3.0), Figure("b", 2.25, "kg")], show_all=True)
     assert text == "Figures:\n- a: 3\n- b: 2.25 kg"
+
+
+def test_a_record_number_stands_only_when_the_run_returned_it():
+    from worker.figures import DASH, Figure, render_report
+    figures = [Figure("proposal id", 2, record_id=True), Figure("vanilla quantity", 6, "tubs", "vanilla")]
+    text = render_report("Proposal #2 orders 6 tubs; proposal #3 and 2 proposals are open.", figures)
+    assert text.startswith(f"Proposal #2 orders 6 tubs; proposal #{DASH} and {DASH} proposals are open.")
+    assert "proposal id" not in text and "- vanilla quantity: 6 tubs" in text
+    assert render_report("See #2.", figures) == "See #2."          # an id is no number: no Figures block for it
