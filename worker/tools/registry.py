@@ -51,10 +51,20 @@ def _flat_schema(args_model: type[pydantic.BaseModel]) -> dict[str, Any]:
             f"{args_model.__name__}: tool arguments must be flat (str/int/float/bool fields, no nested models)"
         )
     schema.pop("title", None)
+    schema.pop("additionalProperties", None)   # unknown keys are ignored anyway (worker/agent_loop.py)
     properties = {}
     for name, prop in schema.get("properties", {}).items():
         prop = dict(prop)
         prop.pop("title", None)
+        # an optional argument reads as its type, not `anyOf [type, null]` with `default: null`: the definitions
+        # are most of a small model's prompt (C18), and it omits an argument it does not need
+        kinds = [k for k in prop.pop("anyOf", ()) if k != {"type": "null"}]
+        if len(kinds) == 1:
+            prop.update(kinds[0])
+            if prop.get("default", 0) is None:
+                del prop["default"]
+        elif kinds:
+            prop["anyOf"] = kinds
         properties[name] = prop
     schema["properties"] = properties
     schema["type"] = "object"
