@@ -97,8 +97,8 @@ def _one(raw: Any, sql: str, *args: Any) -> Any:
 
 
 async def run_bench(base_url: str, model_name: str, *, limit: int | None = None, history_tokens: int = 2000,
-                    turn_timeout_s: float = 600.0, model_timeout_s: float = 600.0, verbose: bool = False,
-                    out: Any = sys.stdout) -> list[Result]:
+                    turn_timeout_s: float = 600.0, model_timeout_s: float = 600.0, max_tokens: int = 1024,
+                    verbose: bool = False, out: Any = sys.stdout) -> list[Result]:
     # chats of their own, away from the seeded owner's chat (OWNER_ID), which has the seed's conversation
     plan: list[tuple[str, Question]] = [(f"tg:{5001 + i}", q) for i, q in enumerate(SINGLE)]
     plan += [("tg:6000", q) for q in CONVERSATION]
@@ -111,7 +111,8 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
         await seed(db, shop_path, datetime.now(UTC))
         shop = load_shop(shop_path)
         store = await SqliteStore.open(db, SystemClock(), debounce_ms=0)
-        model = RecordingModel(load_model(f"openai:{model_name}", base_url=base_url, timeout=model_timeout_s))
+        model = RecordingModel(load_model(f"openai:{model_name}", base_url=base_url, timeout=model_timeout_s,
+                                          max_tokens=max_tokens))
         settings = WorkerSettings(
             supplier=shop.supplier, currency=shop.currency, locale=shop.locale, shop_name=shop.name,
             hours=shop.hours, schedules=tuple((s.name, s.cron) for s in shop.schedules),
@@ -212,13 +213,15 @@ def main(argv: list[str] | None = None, out: Any = sys.stdout) -> int:
     parser.add_argument("--history-tokens", type=int, default=2000, help="SHOPBOT_HISTORY_TOKENS (default 2000)")
     parser.add_argument("--turn-timeout", type=float, default=600.0, help="SHOPBOT_TURN_TIMEOUT_S (default 600)")
     parser.add_argument("--model-timeout", type=float, default=600.0, help="SHOPBOT_MODEL_TIMEOUT_S (default 600)")
+    parser.add_argument("--max-tokens", type=int, default=1024, help="SHOPBOT_MODEL_MAX_TOKENS (default 1024)")
     parser.add_argument("--verbose", action="store_true", help="print every reply")
     args = parser.parse_args(argv)
-    print(f"model {args.model} at {args.base_url}, SHOPBOT_HISTORY_TOKENS={args.history_tokens}", file=out)
+    print(f"model {args.model} at {args.base_url}, SHOPBOT_HISTORY_TOKENS={args.history_tokens}, "
+          f"SHOPBOT_MODEL_MAX_TOKENS={args.max_tokens}", file=out)
     print_header(out)
     results = asyncio.run(run_bench(args.base_url, args.model, limit=args.limit, history_tokens=args.history_tokens,
                                     turn_timeout_s=args.turn_timeout, model_timeout_s=args.model_timeout,
-                                    verbose=args.verbose, out=out))
+                                    max_tokens=args.max_tokens, verbose=args.verbose, out=out))
     figures = summary(results, args.history_tokens, out)
     return 0 if figures["tool_call_texts_delivered"] == 0 else 1
 
