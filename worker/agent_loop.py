@@ -300,7 +300,7 @@ async def run_agent(
             if turn.stop in _STOPS:   # shown as what it is, not as "no answer text"
                 reason = turn.stop    # type: ignore[assignment]
                 notice = _STOPS[turn.stop]
-                text = turn.text.strip()
+                text = "" if looks_like_tool_call(turn.text) else turn.text.strip()   # never delivered (C17)
                 prose = (f"{notice}\n\n{text}" if turn.stop == "refusal" else f"{text}\n\n{notice}") if text else notice
             elif turn.truncated:
                 prose = f"{prose}\n\n{NOTICE_TRUNCATED}"

@@ -66,3 +66,9 @@ async def test_a_broken_call_gets_one_correction_and_a_second_one_is_unusable():
     with pytest.raises(UnusableAnswer):
         await run(model, FakeShop())
     assert model.calls[1].messages[-1].text == CORRECTION
+
+
+async def test_a_call_looking_text_under_a_provider_stop_is_not_delivered_either():
+    model = ScriptedModel([ModelTurn('<tool_call>{"name": "get_item"', (), stop="content_filter")])
+    result = await run(model, FakeShop())
+    assert "tool_call" not in result.text and result.stop_reason == "content_filter"
