@@ -98,10 +98,11 @@ def _one(raw: Any, sql: str, *args: Any) -> Any:
 
 async def run_bench(base_url: str, model_name: str, *, limit: int | None = None, history_tokens: int = 2000,
                     turn_timeout_s: float = 600.0, model_timeout_s: float = 600.0, max_tokens: int = 1024,
-                    verbose: bool = False, out: Any = sys.stdout) -> list[Result]:
+                    verbose: bool = False, out: Any = sys.stdout, conversation_first: bool = False) -> list[Result]:
     # chats of their own, away from the seeded owner's chat (OWNER_ID), which has the seed's conversation
-    plan: list[tuple[str, Question]] = [(f"tg:{5001 + i}", q) for i, q in enumerate(SINGLE)]
-    plan += [("tg:6000", q) for q in CONVERSATION]
+    single: list[tuple[str, Question]] = [(f"tg:{5001 + i}", q) for i, q in enumerate(SINGLE)]
+    talk: list[tuple[str, Question]] = [("tg:6000", q) for q in CONVERSATION]
+    plan = talk + single if conversation_first else single + talk
     if limit is not None:
         plan = plan[:limit]
     results: list[Result] = []
@@ -179,7 +180,7 @@ def summary(results: list[Result], history_tokens: int, out: Any) -> dict[str, A
     right = sum(r.right for r in results)
     follow = [r for r in results if r.follow_up and not r.compacted]
     compacted = [r for r in results if r.compacted]
-    conv = [r for r in results if r.question in CONVERSATION]
+    conv = [r for r in results if any(r.question is q for q in CONVERSATION)]
     figures = {
         "questions": len(results), "right": right,
         "tool_call_texts_delivered": sum(r.call_text for r in results),
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None, out: Any = sys.stdout) -> int:
     parser.add_argument("--turn-timeout", type=float, default=600.0, help="SHOPBOT_TURN_TIMEOUT_S (default 600)")
     parser.add_argument("--model-timeout", type=float, default=600.0, help="SHOPBOT_MODEL_TIMEOUT_S (default 600)")
     parser.add_argument("--max-tokens", type=int, default=1024, help="SHOPBOT_MODEL_MAX_TOKENS (default 1024)")
+    parser.add_argument("--conversation-first", action="store_true", help="the 10-turn conversation before the rest")
     parser.add_argument("--verbose", action="store_true", help="print every reply")
     args = parser.parse_args(argv)
     print(f"model {args.model} at {args.base_url}, SHOPBOT_HISTORY_TOKENS={args.history_tokens}, "
@@ -221,7 +223,8 @@ def main(argv: list[str] | None = None, out: Any = sys.stdout) -> int:
     print_header(out)
     results = asyncio.run(run_bench(args.base_url, args.model, limit=args.limit, history_tokens=args.history_tokens,
                                     turn_timeout_s=args.turn_timeout, model_timeout_s=args.model_timeout,
-                                    max_tokens=args.max_tokens, verbose=args.verbose, out=out))
+                                    max_tokens=args.max_tokens, verbose=args.verbose, out=out,
+                                    conversation_first=args.conversation_first))
     figures = summary(results, args.history_tokens, out)
     return 0 if figures["tool_call_texts_delivered"] == 0 else 1
 

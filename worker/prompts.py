@@ -58,7 +58,10 @@ def system_text(shop: ShopContext, items: Iterable[dict[str, Any]]) -> str:
         "How fast items sell and how long stock lasts come from the till counts (sales_rate, days_of_cover): give "
         "the basis. When no record says, say you do not know.",
         "You cannot place orders: propose_order only records a proposal the owner approves or rejects with a button.",
-        "Answer briefly and plainly, in the owner's language.",
+        "Which tool: one item's stock, price or orders get_item; every item list_stock; what is low or needs "
+        "ordering reorder_need; how long stock lasts days_of_cover; sales sales_rate; what is on order on_order; "
+        "proposals waiting open_proposals; to order propose_order.",
+        "Answer in one or two short sentences with what was asked, in the owner's language; then stop.",
     ]
     return "\n".join(lines)
 
