@@ -118,7 +118,7 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
             supplier=shop.supplier, currency=shop.currency, locale=shop.locale, shop_name=shop.name,
             hours=shop.hours, schedules=tuple((s.name, s.cron) for s in shop.schedules),
             shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents, day_max_cents=shop.day_max_cents,
-            history_tokens=history_tokens, limits=Limits(max_seconds=turn_timeout_s), backoff=(0.0,))
+            history_tokens=history_tokens, limits=Limits(max_seconds=turn_timeout_s, look_up=True), backoff=(0.0,))
         worker = Worker(store, model, settings)
         import sqlite3
         raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

@@ -42,6 +42,9 @@ Rules (each one is tested in tests/test_agent_loop.py):
   `IGNORED`; a wrong type or a missing required argument goes back to the model as a tool error it can correct.
 * C17: `AgentResult.exchange` is what the model said and did this turn (the user message as sent, its calls with
   their results, its own final text; never a correction round nor a product notice), the history's next entry.
+* `Limits.look_up` (the app sets it): a final answer with a number no figure holds, from a run that called no tool,
+  is sent back once with `LOOK_UP` (a small model answers a follow-up from the history; every number would be
+  blanked); not part of the exchange.
 * C18: the system prompt carries nothing that changes in a day; `turn_head` (today's date and time) heads the
   latest user message, after the history.
 """
@@ -59,7 +62,7 @@ from typing import Any, Literal, Protocol
 
 import pydantic
 
-from worker.figures import Figure, render_report
+from worker.figures import Figure, check, render_report
 from worker.models.base import Message, Model, ModelTurn, ToolCall
 from worker.money import ShopFormat
 from worker.text_calls import looks_like_tool_call, text_calls
@@ -83,6 +86,8 @@ NOTICE_CONTEXT_WINDOW = ("This conversation is too long for the model's context 
                          "/forget starts the conversation afresh.")
 CORRECTION = ("Your last reply looked like a tool call written as text, and it could not be read. Either call one of "
               "the offered tools with a proper tool call, or answer the owner in plain words.")
+LOOK_UP = ("Your answer has numbers, but no tool was called for this question, so they would be blanked out. Call "
+           "the tool that has them now, then answer.")
 IGNORED = "ignored"   # the journaled arguments' key for the ones the tool does not take
 _STOPS = {"content_filter": NOTICE_CONTENT_FILTER, "refusal": NOTICE_REFUSAL, "context_window": NOTICE_CONTEXT_WINDOW}
 
@@ -93,6 +98,7 @@ class Limits:
     max_tool_calls: int = 24
     max_seconds: float = 180.0    # SHOPBOT_TURN_TIMEOUT_S: the whole turn, a model call in flight included
     max_output_chars: int = 6000
+    look_up: bool = False   # an answer with numbers but no tool call is sent back once (`LOOK_UP`); the app sets it
 
 
 class Journal(Protocol):
@@ -238,7 +244,7 @@ async def run_agent(
     specs = registry.specs()
     deadline = monotonic() + limits.max_seconds
     model_calls = tool_calls = input_tokens = output_tokens = cached_tokens = 0
-    corrected = False
+    corrected = looked_up = False
 
     def finish(prose: str, reason: StopReason, final: str = "") -> AgentResult:
         partial = reason in ("model_calls", "tool_calls", "seconds")
@@ -293,6 +299,15 @@ async def run_agent(
                 skipped.update((len(messages), len(messages) + 1))
                 messages += [Message(role="assistant", text=turn.text), Message(role="user", text=CORRECTION)]
                 continue
+
+        if (limits.look_up and not turn.tool_calls and turn.stop not in _STOPS and not looked_up and tool_calls == 0
+                and model_calls < limits.max_model_calls
+                and check(turn.text, [*context_figures, *run.figures], fmt).blanked):
+            # a small model answers a follow-up from the history instead of a tool: its numbers would all be blanked
+            looked_up = True
+            skipped.update((len(messages), len(messages) + 1))
+            messages += [Message(role="assistant", text=turn.text), Message(role="user", text=LOOK_UP)]
+            continue
 
         if not turn.tool_calls:
             reason: StopReason = "answered"

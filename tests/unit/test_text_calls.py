@@ -72,3 +72,24 @@ async def test_a_call_looking_text_under_a_provider_stop_is_not_delivered_either
     model = ScriptedModel([ModelTurn('<tool_call>{"name": "get_item"', (), stop="content_filter")])
     result = await run(model, FakeShop())
     assert "tool_call" not in result.text and result.stop_reason == "content_filter"
+
+
+async def test_an_answer_with_numbers_and_no_tool_is_sent_back_once_to_look_them_up():
+    from worker.agent_loop import LOOK_UP, Limits
+    from worker.models.base import ToolCall
+    shop = FakeShop()
+    model = ScriptedModel([ModelTurn("Vanilla: 9 tubs.", ()),
+                           ModelTurn("", (ToolCall("c1", "get_item", VANILLA),)), ModelTurn("Vanilla: 2 tubs.", ())])
+    result = await run_agent(model=model, registry=shop.registry(), system="s", history=(), user_text="and vanilla?",
+                             journal=RecordingJournal(shop.events), context=None, limits=Limits(look_up=True))
+    assert model.calls[1].messages[-1].text == LOOK_UP and result.text.startswith("Vanilla: 2 tubs.")
+    assert all(m.text != LOOK_UP for m in result.exchange)          # the product's text is never history
+    # once only, and never without the setting
+    again = ScriptedModel([ModelTurn("Vanilla: 9 tubs.", ()), ModelTurn("Vanilla: 8 tubs.", ())])
+    result = await run_agent(model=again, registry=shop.registry(), system="s", history=(), user_text="and vanilla?",
+                             journal=RecordingJournal(shop.events), context=None, limits=Limits(look_up=True))
+    assert result.text.startswith("Vanilla: — tubs.") and len(again.calls) == 2
+    off = ScriptedModel([ModelTurn("Vanilla: 9 tubs.", ())])
+    await run_agent(model=off, registry=shop.registry(), system="s", history=(), user_text="and vanilla?",
+                    journal=RecordingJournal(shop.events), context=None)
+    assert len(off.calls) == 1
