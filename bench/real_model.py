@@ -98,7 +98,8 @@ def _one(raw: Any, sql: str, *args: Any) -> Any:
 
 async def run_bench(base_url: str, model_name: str, *, limit: int | None = None, history_tokens: int = 2000,
                     turn_timeout_s: float = 600.0, model_timeout_s: float = 600.0, max_tokens: int = 1024,
-                    verbose: bool = False, out: Any = sys.stdout, conversation_first: bool = False) -> list[Result]:
+                    verbose: bool = False, out: Any = sys.stdout, conversation_first: bool = False,
+                    look_up: bool = False) -> list[Result]:
     # chats of their own, away from the seeded owner's chat (OWNER_ID), which has the seed's conversation
     single: list[tuple[str, Question]] = [(f"tg:{5001 + i}", q) for i, q in enumerate(SINGLE)]
     talk: list[tuple[str, Question]] = [("tg:6000", q) for q in CONVERSATION]
@@ -118,7 +119,7 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
             supplier=shop.supplier, currency=shop.currency, locale=shop.locale, shop_name=shop.name,
             hours=shop.hours, schedules=tuple((s.name, s.cron) for s in shop.schedules),
             shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents, day_max_cents=shop.day_max_cents,
-            history_tokens=history_tokens, limits=Limits(max_seconds=turn_timeout_s, look_up=True), backoff=(0.0,))
+            history_tokens=history_tokens, limits=Limits(max_seconds=turn_timeout_s, look_up=look_up), backoff=(0.0,))
         worker = Worker(store, model, settings)
         import sqlite3
         raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -215,6 +216,8 @@ def main(argv: list[str] | None = None, out: Any = sys.stdout) -> int:
     parser.add_argument("--turn-timeout", type=float, default=600.0, help="SHOPBOT_TURN_TIMEOUT_S (default 600)")
     parser.add_argument("--model-timeout", type=float, default=600.0, help="SHOPBOT_MODEL_TIMEOUT_S (default 600)")
     parser.add_argument("--max-tokens", type=int, default=1024, help="SHOPBOT_MODEL_MAX_TOKENS (default 1024)")
+    parser.add_argument("--look-up", action="store_true", help="Limits.look_up: an answer with numbers and no tool "
+                        "call is sent back once (off in the product)")
     parser.add_argument("--conversation-first", action="store_true", help="the 10-turn conversation before the rest")
     parser.add_argument("--verbose", action="store_true", help="print every reply")
     args = parser.parse_args(argv)
@@ -224,7 +227,7 @@ def main(argv: list[str] | None = None, out: Any = sys.stdout) -> int:
     results = asyncio.run(run_bench(args.base_url, args.model, limit=args.limit, history_tokens=args.history_tokens,
                                     turn_timeout_s=args.turn_timeout, model_timeout_s=args.model_timeout,
                                     max_tokens=args.max_tokens, verbose=args.verbose, out=out,
-                                    conversation_first=args.conversation_first))
+                                    conversation_first=args.conversation_first, look_up=args.look_up))
     figures = summary(results, args.history_tokens, out)
     return 0 if figures["tool_call_texts_delivered"] == 0 else 1
 

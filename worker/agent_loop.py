@@ -42,9 +42,8 @@ Rules (each one is tested in tests/test_agent_loop.py):
   `IGNORED`; a wrong type or a missing required argument goes back to the model as a tool error it can correct.
 * C17: `AgentResult.exchange` is what the model said and did this turn (the user message as sent, its calls with
   their results, its own final text; never a correction round nor a product notice), the history's next entry.
-* `Limits.look_up` (the app sets it): a final answer with a number no figure holds, from a run that called no tool,
-  is sent back once with `LOOK_UP` (a small model answers a follow-up from the history; every number would be
-  blanked); not part of the exchange.
+* `Limits.look_up` (off in the app: measured worse, bench/RESULTS.md): a final answer with a number no figure
+  holds, from a run that called no tool, is sent back once with `LOOK_UP`; not part of the exchange.
 * C18: the system prompt carries nothing that changes in a day; `turn_head` (today's date and time) heads the
   latest user message, after the history.
 """
@@ -98,7 +97,7 @@ class Limits:
     max_tool_calls: int = 24
     max_seconds: float = 180.0    # SHOPBOT_TURN_TIMEOUT_S: the whole turn, a model call in flight included
     max_output_chars: int = 6000
-    look_up: bool = False   # an answer with numbers but no tool call is sent back once (`LOOK_UP`); the app sets it
+    look_up: bool = False   # an answer with numbers but no tool call is sent back once (`LOOK_UP`): off, see RESULTS
 
 
 class Journal(Protocol):

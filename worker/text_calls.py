@@ -15,7 +15,8 @@ from typing import Any
 from worker.models.base import ToolCall
 
 _DECODER = json.JSONDecoder()
-_TAGS = re.compile(r"</?(?:tool_call|tools|function_call|function)\b[^>]*>", re.IGNORECASE)
+# <tool_response> too: a small model asked to look something up was seen writing its own tool result (never delivered)
+_TAGS = re.compile(r"</?(?:tool_call|tools|tool_response|function_call|function)\b[^>]*>", re.IGNORECASE)
 _NAME_KEY = re.compile(r'"name"\s*:')
 _ARGS_KEY = re.compile(r'"(?:arguments|parameters)"\s*:')
 

@@ -93,3 +93,8 @@ async def test_an_answer_with_numbers_and_no_tool_is_sent_back_once_to_look_them
     await run_agent(model=off, registry=shop.registry(), system="s", history=(), user_text="and vanilla?",
                     journal=RecordingJournal(shop.events), context=None)
     assert len(off.calls) == 1
+
+
+def test_a_tool_response_the_model_wrote_itself_looks_like_a_call():
+    text = '<tool_response>\n{"item": "chocolate", "on_hand": 15}\n</tool_response>'   # seen live after a look-up
+    assert text_calls(text) == () and looks_like_tool_call(text)
