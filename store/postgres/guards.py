@@ -30,7 +30,7 @@ from psycopg import errors as pgerrors
 from ..errors import NotClaimed
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
 from ..sqlite import actions, inbox, invariants, producer_state, recovery, retention, sales, shop
-from ..sqlite.inbox import DUE
+from ..sqlite.inbox import DUE, OWNER_FIRST
 from ..sqlite.store import DEFAULT_LEASE_S
 from .connection import PgConnection
 
@@ -123,7 +123,7 @@ def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cu
                                   AND x.state IN ('pending', 'running') AND x.work_id < w.work_id)
                   AND {DUE}
                   AND w.session NOT IN ({marks})
-                ORDER BY w.work_id LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
+                ORDER BY {OWNER_FIRST} LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
             {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
         if row is None:
             return None
