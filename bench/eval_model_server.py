@@ -210,6 +210,9 @@ class EvalModel:
         system = next((m["content"] for m in messages if m["role"] == "system"), "")
         last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
         question = messages[last_user]["content"] if last_user >= 0 else ""
+        head, _, rest = question.partition("]\n\n")   # C18: today's date and time head the latest user message
+        if question.startswith("[Today is ") and rest:
+            system, question = f"{system}\n{head}", rest
         since = messages[last_user + 1:]
         results = [json.loads(m["content"]) for m in since if m["role"] == "tool"]
         called = [c["function"]["name"] for m in since if m["role"] == "assistant" for c in m.get("tool_calls") or []]

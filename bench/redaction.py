@@ -2,10 +2,11 @@
 2 MB shaped to hurt each pattern, and, for contrast, the old quadratic patterns on 10-40 KB (they take minutes on
 1 MB). Prints the median of 3 runs per shape and size; asserts nothing.
 
-    .venv/bin/python -m bench.redaction
+    .venv/bin/python -m bench.redaction [--sizes 0.5 1 2] [--old-kb 10 20 40]
 """
 from __future__ import annotations
 
+import argparse
 import re
 import statistics
 import time
@@ -42,21 +43,26 @@ def old(text: str) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=float, nargs="+", default=[0.5, 1, 2], help="text sizes in MB")
+    parser.add_argument("--old-kb", type=int, nargs="+", default=[10, 20, 40], help="sizes for the old patterns")
+    args = parser.parse_args()
+    sizes = args.sizes
     redaction.register(["a-configured-secret-value"])
     print("new rules (redact, and outside = cut + strip + redact uncut), seconds, median of 3")
-    print(f"{'shape':<14}" + "".join(f"{mb:>10} MB" for mb in (0.5, 1, 2)))
-    worst = {0.5: 0.0, 1: 0.0, 2: 0.0}
+    print(f"{'shape':<14}" + "".join(f"{mb:>10} MB" for mb in sizes))
+    worst = {mb: 0.0 for mb in sizes}
     for name in shapes(10):
         cells = []
-        for mb in (0.5, 1, 2):
+        for mb in sizes:
             text = shapes(int(mb * 1_000_000))[name]
             seconds = timed(lambda t: redaction.outside(t, len(t)), text)
             worst[mb] = max(worst[mb], seconds)
             cells.append(f"{seconds:>13.3f}")
         print(f"{name:<14}" + "".join(cells))
-    print(f"{'worst':<14}" + "".join(f"{worst[mb]:>13.3f}" for mb in (0.5, 1, 2)))
+    print(f"{'worst':<14}" + "".join(f"{worst[mb]:>13.3f}" for mb in sizes))
     print("\nold patterns (before issue 25) on the 'letters' and 'digits' shapes, seconds")
-    for kb in (10, 20, 40):
+    for kb in args.old_kb:
         row = [timed(old, shapes(kb * 1000)[name]) for name in ("letters", "digits")]
         print(f"{kb:>4} KB  letters {row[0]:.3f}  digits {row[1]:.3f}")
 

@@ -62,6 +62,7 @@ from store import (
     parse_clock,
     units,
 )
+from worker.agent_loop import Limits
 from worker.models import ModelConfigFault, load_model
 from worker.money import ShopFormat, language
 from worker.worker import Worker, WorkerSettings
@@ -210,6 +211,7 @@ class App:
             worker_id=f"worker-{socket.gethostname()}-{os.getpid()}",
             concurrency=cfg.worker_concurrency, supplier=shop.supplier, currency=shop.currency, locale=shop.locale,
             shop_name=shop.name, hours=shop.hours, history_tokens=cfg.history_tokens,
+            limits=Limits(max_seconds=cfg.turn_timeout_s),
             schedules=tuple((s.name, s.cron) for s in shop.schedules),
             notice_destination=owner_chat, shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents,
             day_max_cents=shop.day_max_cents, proposal_expiry_s=cfg.proposal_expiry_hours * 3600,

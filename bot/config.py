@@ -49,6 +49,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "SHOPBOT_MODEL_MAX_TOKENS": ("1024",
                                  "output cap sent with every model request (max_tokens or max_completion_tokens)"),
     "SHOPBOT_MODEL_TIMEOUT_S": ("60", "seconds one model request may take before the turn is released and retried"),
+    "SHOPBOT_TURN_TIMEOUT_S": ("180", "seconds a whole turn may take, model calls included; then it answers with "
+                               "what its tools found"),
     "SHOPBOT_HISTORY_TOKENS": ("2000", "conversation history a turn sees, in tokens estimated as characters / 4"),
     "SHOPBOT_SHOP_FILE": ("shop.example.toml", "the shop description (TOML): time zone, items, schedules, limits"),
     "SHOPBOT_SUPPLIER_URL": ("", "supplier API root (POST <url>/orders); empty: approved orders wait, none is sent"),
@@ -234,6 +236,7 @@ class Config:
     model_max_tokens: int
     model_timeout_s: float
     history_tokens: int
+    turn_timeout_s: float
     shop_file: Path
     supplier_url: str
     supplier_token: Secret
@@ -403,6 +406,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
     model_max_tokens = c.whole("SHOPBOT_MODEL_MAX_TOKENS", 1, 1_000_000)
     model_timeout_s = c.whole("SHOPBOT_MODEL_TIMEOUT_S", 1, 3600)
     history_tokens = c.whole("SHOPBOT_HISTORY_TOKENS", 0, 10_000_000)
+    turn_timeout_s = c.whole("SHOPBOT_TURN_TIMEOUT_S", 1, 3600)
     retention_days = c.whole("SHOPBOT_RETENTION_DAYS", 1, 100_000) if env.get("SHOPBOT_RETENTION_DAYS") else None
     max_pages = env.get("SHOPBOT_DB_MAX_PAGES", "")
     if max_pages and not test_mode:
@@ -438,6 +442,7 @@ def load(env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] |
         model_max_tokens=model_max_tokens,
         model_timeout_s=float(model_timeout_s),
         history_tokens=history_tokens,
+        turn_timeout_s=float(turn_timeout_s),
         shop_file=Path(text("SHOPBOT_SHOP_FILE")),
         supplier_url=supplier_url,
         supplier_token=Secret(env.get("SHOPBOT_SUPPLIER_TOKEN", "")),

@@ -78,6 +78,7 @@ EVENTS: dict[str, tuple[str, str]] = {
     # the worker and the agent loop
     "worker.model_paused": ("shopbot.worker", "model failed %d times in a row: claiming paused for %.0f s"),
     "worker.model_refused": ("shopbot.worker", "model refused run_id=%s status=%s"),
+    "worker.model_unusable": ("shopbot.worker", "model answer unusable run_id=%s: %s"),
     "worker.model_transient": ("shopbot.worker", "model transient failure run_id=%s status=%s %s"),
     "worker.turn_discarded": ("shopbot.worker", "turn discarded run_id=%s: %s"),
     "worker.turn_finished": ("shopbot.worker", "turn finished run_id=%s report_id=%s stop=%s"),
@@ -89,6 +90,10 @@ EVENTS: dict[str, tuple[str, str]] = {
     "worker.database_unusable": ("shopbot.worker", "worker cannot use the database (%s); trying again in %.1f s"),
     "agent.unknown_tool": ("shopbot.agent", "model asked for unknown tool %r"),
     "agent.invalid_arguments": ("shopbot.agent", "model sent invalid arguments for %r: %s"),
+    "agent.arguments_not_an_object": ("shopbot.agent", "model sent arguments that are not a JSON object for %r"),
+    "agent.text_tool_calls": ("shopbot.agent", "model wrote %d tool call(s) as text; running them as calls"),
+    "agent.call_looking_reply": ("shopbot.agent",
+                                 "model reply looks like a tool call that cannot be read; asking once more"),
     # the report relay and its sender, the unknown notices
     "relay.delivered": ("shopbot.relay", "delivered %s message_id=%s"),
     "relay.denied": ("shopbot.relay", "delivery denied report_id=%s chat=%s"),

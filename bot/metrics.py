@@ -45,7 +45,8 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.model_calls = Histogram("shopbot_model_call_seconds", "Model calls by outcome, with their latency",
                                      ["outcome"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.model_tokens = Counter("shopbot_model_tokens", "Tokens the model read (input) and wrote (output)",
+        self.model_tokens = Counter("shopbot_model_tokens", "Tokens the model read (input; cached: of those, served "
+                                    "from the prompt cache) and wrote (output)",
                                     ["direction"], registry=self.registry)
         self.sends = Histogram("shopbot_relay_send_seconds", "Telegram sends by the relay, by outcome, with latency",
                                ["outcome"], buckets=LATENCY_BUCKETS, registry=self.registry)
@@ -87,8 +88,11 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    def observe_model(self, outcome: str, seconds: float, tokens_in: int = 0, tokens_out: int = 0) -> None:
+    def observe_model(self, outcome: str, seconds: float, tokens_in: int = 0, tokens_out: int = 0,
+                      tokens_cached: int = 0) -> None:
         self.model_calls.labels(outcome).observe(seconds)
+        if tokens_cached:   # of the input tokens, those served from the provider's prompt cache (C18)
+            self.model_tokens.labels("cached").inc(tokens_cached)
         if tokens_in:
             self.model_tokens.labels("input").inc(tokens_in)
         if tokens_out:
@@ -209,7 +213,8 @@ class MeteredModel:
         except BaseException as exc:
             self._metrics.observe_model(model_outcome(exc), time.perf_counter() - started)
             raise
-        self._metrics.observe_model("ok", time.perf_counter() - started, turn.input_tokens, turn.output_tokens)
+        self._metrics.observe_model("ok", time.perf_counter() - started, turn.input_tokens, turn.output_tokens,
+                                    turn.cached_tokens)
         return turn
 
 

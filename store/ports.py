@@ -231,13 +231,14 @@ class Inbox(Protocol):
     async def claim(self, worker_id: str, skip_sessions: Sequence[str] = ()) -> Claim | None:
         """C5: the pending items of one due session (its oldest item admitted at least the debounce window ago,
         none with a future not-before) move to running for this worker under a new run id, attempts incremented,
-        committed before any model runs. None when nothing is due."""
+        committed before any model runs. The owner's sessions (`tg:`) come before the producers' when both are due,
+        oldest first within each. None when nothing is due."""
 
     async def next_claim_time(self) -> datetime | None:
         """When the earliest waiting session becomes due (debounce, not-before); None when none waits."""
 
     async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
-                     user_text: str | None = None,
+                     user_text: str | None = None, model_said: tuple[str, str] | None = None,
                      stop_reason: str | None = None, usage: Usage = (0, 0, 0),
                      apply: Callable[[Transaction], None] | None = None,
                      after: Callable[[Transaction, str], None] | None = None,
@@ -246,7 +247,8 @@ class Inbox(Protocol):
         linked to every item, the run's operations attached, the history updated; `apply(tx)` first and
         `after(tx, report_id)` last in the same transaction. Raises `NotClaimed` for work this run does not hold.
         C12: if the session was forgotten during the run, nothing is stored (`discarded`). With `claim_next` the
-        next due turn is claimed in the same commit."""
+        next due turn is claimed in the same commit. C17: with `model_said` (the model's own prose, its exchange as
+        JSON) the history's answer is that prose and exchange, never the report's body."""
 
     async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict[str, Any]]],
                             render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:
@@ -265,6 +267,9 @@ class Inbox(Protocol):
 
     async def history(self, session: str, limit: int = 20) -> list[tuple[str, str]]:
         """The session's agent history, oldest first: (role, text) pairs."""
+
+    async def exchanges(self, session: str, limit: int = 20) -> list[tuple[str, str, str | None]]:
+        """C17: the session's agent history, oldest first: (role, text, the exchange's messages as JSON or None)."""
 
     async def forget(self, session: str, by: str) -> tuple[int, int]:
         """`Transaction.forget` in a transaction of its own."""

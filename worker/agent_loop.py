@@ -34,10 +34,23 @@ Rules (each one is tested in tests/test_agent_loop.py):
   `text` is `render_report(prose, figures, question=user_text)`: unmatched numbers blanked, and the figures the
   prose cites and those of the items the question names under it.
 * ModelError exceptions (and any exception from the model) propagate to the worker.
+* Tool calls written as text (worker/text_calls.py): a response without a structured call whose text holds call
+  objects runs them as calls (journaled like any call; the model's message is kept as those calls, without the
+  text). A reply that still looks like a call is never delivered: the model is asked once more with
+  `CORRECTION`; a second such reply raises `UnusableAnswer` (the worker fails the turn with an error report).
+* Arguments: keys the tool does not take (any key, for a tool that takes none) are ignored and journaled under
+  `IGNORED`; a wrong type or a missing required argument goes back to the model as a tool error it can correct.
+* C17: `AgentResult.exchange` is what the model said and did this turn (the user message as sent, its calls with
+  their results, its own final text; never a correction round nor a product notice), the history's next entry.
+* `Limits.look_up` (off in the app: measured worse, bench/RESULTS.md): a final answer with a number no figure
+  holds, from a run that called no tool, is sent back once with `LOOK_UP`; not part of the exchange.
+* C18: the system prompt carries nothing that changes in a day; `turn_head` (today's date and time) heads the
+  latest user message, after the history.
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -48,9 +61,10 @@ from typing import Any, Literal, Protocol
 
 import pydantic
 
-from worker.figures import Figure, render_report
+from worker.figures import Figure, check, render_report
 from worker.models.base import Message, Model, ModelTurn, ToolCall
 from worker.money import ShopFormat
+from worker.text_calls import looks_like_tool_call, text_calls
 from worker.tools.registry import ToolError, ToolRegistry, typed_result
 
 log = logging.getLogger("shopbot.agent")
@@ -69,6 +83,11 @@ NOTICE_CONTENT_FILTER = "[The model's content filter stopped this answer.]"
 NOTICE_REFUSAL = "The model declined to answer this request."
 NOTICE_CONTEXT_WINDOW = ("This conversation is too long for the model's context window, so it could not answer. "
                          "/forget starts the conversation afresh.")
+CORRECTION = ("Your last reply looked like a tool call written as text, and it could not be read. Either call one of "
+              "the offered tools with a proper tool call, or answer the owner in plain words.")
+LOOK_UP = ("Your answer has numbers, but no tool was called for this question, so they would be blanked out. Call "
+           "the tool that has them now, then answer.")
+IGNORED = "ignored"   # the journaled arguments' key for the ones the tool does not take
 _STOPS = {"content_filter": NOTICE_CONTENT_FILTER, "refusal": NOTICE_REFUSAL, "context_window": NOTICE_CONTEXT_WINDOW}
 
 
@@ -76,8 +95,9 @@ _STOPS = {"content_filter": NOTICE_CONTENT_FILTER, "refusal": NOTICE_REFUSAL, "c
 class Limits:
     max_model_calls: int = 6
     max_tool_calls: int = 24
-    max_seconds: float = 120.0
+    max_seconds: float = 180.0    # SHOPBOT_TURN_TIMEOUT_S: the whole turn, a model call in flight included
     max_output_chars: int = 6000
+    look_up: bool = False   # an answer with numbers but no tool call is sent back once (`LOOK_UP`): off, see RESULTS
 
 
 class Journal(Protocol):
@@ -105,6 +125,13 @@ class AgentResult:
     model_calls: int
     input_tokens: int
     output_tokens: int
+    cached_tokens: int = 0
+    exchange: tuple[Message, ...] = ()   # C17: what the model said and did this turn (the history's next entry)
+    model_text: str = ""                 # the model's own final prose, before C13's rendering ("" for a stop)
+
+
+class UnusableAnswer(Exception):
+    """The model answered with a tool call written as text that could not be run, twice: it is never delivered."""
 
 
 def _tool_message(call_id: str, payload: dict[str, Any], *, is_error: bool) -> Message:
@@ -151,7 +178,19 @@ class _Run:
                 call.id, {"error": f"unknown tool {call.name!r}; available tools: {known}"}, is_error=True
             )
         try:
-            args = tool.args_model.model_validate_json(call.arguments.strip() or "{}")
+            data = json.loads(call.arguments.strip() or "{}")
+            if isinstance(data, str):            # double-encoded arguments
+                data = json.loads(data.strip() or "{}")
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            log.warning("model sent arguments that are not a JSON object for %r", call.name)
+            return _tool_message(call.id, {"error": f"invalid arguments for {call.name}: not a JSON object"},
+                                 is_error=True)
+        fields = tool.args_model.model_fields
+        ignored = {k: v for k, v in data.items() if k not in fields}
+        try:
+            args = tool.args_model.model_validate({k: v for k, v in data.items() if k in fields})
         except pydantic.ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
@@ -161,6 +200,8 @@ class _Run:
                 call.id, {"error": f"invalid arguments for {call.name}: {problems}"}, is_error=True
             )
         arguments = args.model_dump(mode="json")
+        if ignored:   # recorded, never acted on: a small model sends a schema or junk to a tool without arguments
+            arguments[IGNORED] = ignored
         await self.journal.started(call.id, tool.name, arguments, tool.effect)
         try:
             result = await tool.fn(args, self.context)
@@ -191,19 +232,27 @@ async def run_agent(
     monotonic: Callable[[], float] = time.monotonic,
     fmt: ShopFormat | None = None,
     context_figures: Sequence[Figure] = (),
+    turn_head: str = "",
 ) -> AgentResult:
     fmt = fmt or ShopFormat()
     run = _Run(registry, journal, context, fmt)
-    messages: list[Message] = [*history, Message(role="user", text=user_text)]
+    user = Message(role="user", text=f"{turn_head}\n\n{user_text}" if turn_head else user_text)
+    messages: list[Message] = [*history, user]
+    first = len(history)        # the exchange starts at the user message
+    skipped: set[int] = set()   # indexes of a correction round: not part of the exchange
     specs = registry.specs()
     deadline = monotonic() + limits.max_seconds
-    model_calls = tool_calls = input_tokens = output_tokens = 0
+    model_calls = tool_calls = input_tokens = output_tokens = cached_tokens = 0
+    corrected = looked_up = False
 
-    def finish(prose: str, reason: StopReason) -> AgentResult:
+    def finish(prose: str, reason: StopReason, final: str = "") -> AgentResult:
         partial = reason in ("model_calls", "tool_calls", "seconds")
         if partial and run.figures:
             prose = f"{prose} {NOTICE_PARTIAL}"
         figures = run.figures if partial else [*context_figures, *run.figures]
+        kept = [m for i, m in enumerate(messages[first:], start=first) if i not in skipped]
+        if final:
+            kept.append(Message(role="assistant", text=final))
         return AgentResult(
             text=render_report(prose, figures, question=user_text, fmt=fmt, show_all=partial),
             prose=prose,
@@ -212,6 +261,9 @@ async def run_agent(
             model_calls=model_calls,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            cached_tokens=cached_tokens,
+            exchange=_answered_calls_only(kept),
+            model_text=final,
         )
 
     while True:
@@ -231,6 +283,30 @@ async def run_agent(
         model_calls += 1
         input_tokens += turn.input_tokens
         output_tokens += turn.output_tokens
+        cached_tokens += turn.cached_tokens
+
+        if not turn.tool_calls and turn.stop not in _STOPS:
+            written = text_calls(turn.text)
+            if written:                     # a call written as text: run it as a call
+                log.info("model wrote %d tool call(s) as text; running them as calls", len(written))
+                turn = dataclasses.replace(turn, text="", tool_calls=written)
+            elif looks_like_tool_call(turn.text):
+                if corrected:
+                    raise UnusableAnswer("the model answered twice with a tool call that could not be read")
+                corrected = True
+                log.warning("model reply looks like a tool call that cannot be read; asking once more")
+                skipped.update((len(messages), len(messages) + 1))
+                messages += [Message(role="assistant", text=turn.text), Message(role="user", text=CORRECTION)]
+                continue
+
+        if (limits.look_up and not turn.tool_calls and turn.stop not in _STOPS and not looked_up and tool_calls == 0
+                and model_calls < limits.max_model_calls
+                and check(turn.text, [*context_figures, *run.figures], fmt).blanked):
+            # a small model answers a follow-up from the history instead of a tool: its numbers would all be blanked
+            looked_up = True
+            skipped.update((len(messages), len(messages) + 1))
+            messages += [Message(role="assistant", text=turn.text), Message(role="user", text=LOOK_UP)]
+            continue
 
         if not turn.tool_calls:
             reason: StopReason = "answered"
@@ -238,13 +314,13 @@ async def run_agent(
             if turn.stop in _STOPS:   # shown as what it is, not as "no answer text"
                 reason = turn.stop    # type: ignore[assignment]
                 notice = _STOPS[turn.stop]
-                text = turn.text.strip()
+                text = "" if looks_like_tool_call(turn.text) else turn.text.strip()   # never delivered (C17)
                 prose = (f"{notice}\n\n{text}" if turn.stop == "refusal" else f"{text}\n\n{notice}") if text else notice
             elif turn.truncated:
                 prose = f"{prose}\n\n{NOTICE_TRUNCATED}"
             if len(prose) > limits.max_output_chars:
-                return finish(_bound(prose, limits.max_output_chars), "output_size")
-            return finish(prose, reason)
+                return finish(_bound(prose, limits.max_output_chars), "output_size", turn.text)
+            return finish(prose, reason, turn.text)
 
         if model_calls >= limits.max_model_calls:
             return finish(NOTICE_MODEL_CALLS, "model_calls")
@@ -258,3 +334,18 @@ async def run_agent(
                 return finish(NOTICE_SECONDS, "seconds")
             tool_calls += 1
             messages.append(await run.execute(call))
+
+
+def _answered_calls_only(messages: list[Message]) -> tuple[Message, ...]:
+    """The exchange as history may replay it: a call that never ran (a limit stopped the run first) is dropped from
+    its message, since every call replayed must have its result."""
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    out: list[Message] = []
+    for m in messages:
+        if m.tool_calls and any(c.id not in answered for c in m.tool_calls):
+            calls = tuple(c for c in m.tool_calls if c.id in answered)
+            if not calls and not m.text:
+                continue
+            m = dataclasses.replace(m, tool_calls=calls)
+        out.append(m)
+    return tuple(out)

@@ -24,6 +24,8 @@ What is a number in the prose, and what it matches:
   matches a date figure of that day of the month.
 * a time: `08:30`, `8:30 pm`, `8pm`, `8.30am`: matches a time of a figure (hours and minutes).
 
+A record number written `#2` (a proposal, order, draft or report) is an id, not a figure: it stands when a tool of
+the run returned that id (a `Figure` with `record_id`), else it becomes `#—`; ids are never listed under the prose.
 An unmatched ISO or numeric date or a time is replaced by one "—"; a number inside an unmatched date in words is
 checked as a plain number. Numbers written as words ("six") are not detected; digits of any script count.
 """
@@ -51,7 +53,7 @@ class Figure:
     value: Value
     unit: str = ""
     subject: str | None = None    # the item the figure is about, when it is about one
-    is_id: bool = False           # a record number (draft, proposal, order, report): never listed as a figure
+    record_id: bool = False       # a record number (proposal, order, draft, report): an id, never a figure
 
 
 _MONTH_NUMBER: dict[str, int] = {}
@@ -92,7 +94,7 @@ _SIGN = r"(?:(?<![\w.,])[-\u2212](?=[\d.]))?"
 
 
 def _compile(number: str) -> re.Pattern[str]:
-    return re.compile(_DATE_PARTS + r"| (?P<num>" + _SIGN + number + ")", re.VERBOSE)
+    return re.compile(_DATE_PARTS + r"| (?P<recid>(?<![\w&])\#\d+(?!\d)) | (?P<num>" + _SIGN + number + ")", re.VERBOSE)
 
 
 _TOKEN_EN = _compile(_EN_NUMBER)
@@ -149,6 +151,8 @@ class _Index:
         index = cls([], [], {}, {}, {})
         for f in figures:
             v = f.value
+            if f.record_id:
+                continue
             if isinstance(v, Money):
                 index.numbers.append((Decimal(v.cents).scaleb(-v.exponent), f))
                 index.minor.append((Decimal(v.cents), f))
@@ -232,6 +236,7 @@ def check(prose: str, figures: Sequence[Figure], fmt: ShopFormat | None = None) 
     """Match every number of `prose` against `figures` (see the module docstring)."""
     fmt = fmt or ShopFormat()
     index = _Index.of(figures)
+    ids = {f.value for f in figures if f.record_id}
     cited: list[Figure] = []
     counts = {"numbers": 0, "blanked": 0}
 
@@ -260,6 +265,8 @@ def check(prose: str, figures: Sequence[Figure], fmt: ShopFormat | None = None) 
         token, start, end = match.group(0), match.start(), match.end()
         if kind == "ident":
             return token
+        if kind == "recid":
+            return token if int(token[1:]) in ids else "#" + DASH
         if kind == "num":
             return number(token, start, end)
         if kind == "time":
@@ -296,7 +303,7 @@ def check(prose: str, figures: Sequence[Figure], fmt: ShopFormat | None = None) 
 
 def numbers_in(prose: str, fmt: ShopFormat | None = None) -> list[str]:
     """The number, date and time tokens render_report checks, in order (exposed for tests and diagnostics)."""
-    return [m.group(0) for m in _tokens(fmt or ShopFormat()).finditer(prose) if m.lastgroup != "ident"]
+    return [m.group(0) for m in _tokens(fmt or ShopFormat()).finditer(prose) if m.lastgroup not in ("ident", "recid")]
 
 
 def scrub(prose: str, figures: Sequence[Figure], fmt: ShopFormat | None = None) -> str:
@@ -341,6 +348,7 @@ def render_report(prose: str, figures: Sequence[Figure], *, question: str = "", 
     number gets no block; `show_all` (a run stopped by a limit, whose notice cites nothing) lists every figure."""
     checked = check(prose, figures, fmt)
     body = checked.text.strip()
+    figures = [f for f in figures if not f.record_id]
     if show_all:
         chosen = list(figures)
     elif checked.numbers == 0:
@@ -350,8 +358,6 @@ def render_report(prose: str, figures: Sequence[Figure], *, question: str = "", 
         chosen, labels = [], set()
         cited: set[tuple[str | None, str]] = set()
         for f in figures:   # of an asked item's figures that repeat a label (one per till count), the first only
-            if f.is_id:     # ids are no figures (C13): written #2 in the prose where it needs them
-                continue
             if f.subject in asked and f.label not in labels:
                 chosen.append(f)
                 labels.add(f.label)

@@ -1,11 +1,12 @@
-"""The turn's context: the system prompt, today's date and time, and the history that fits a budget.
+"""The turn's context: the system prompt and today's date and time (the history: worker/history.py, C17).
 
-The system prompt is short and stable (the shop's name, currency, items with their units, what the stock words
-mean, opening hours, the daily schedules such as the opening brief): it is the part a provider caches (Anthropic
-`cache_control`). Today's date and the time in the shop's time zone come in a second block after it, so the cached
-part never changes from turn to turn; the numbers of that block, of the hours and of the daily schedules' times are
-figures of the run (C13), so a model may repeat them. The rules that matter are enforced in code (C11, C13), not
-asked for.
+C18: the system prompt is short and byte-identical for every turn of a shop's day (the shop's name, currency, items
+with their units, what the stock words mean, opening hours, the daily schedules such as the opening brief): with the
+tool definitions it is the prefix a provider caches (Anthropic `cache_control`, OpenAI's automatic cache, llama.cpp's
+slot). Today's date and the time in the shop's time zone (`now_block`) head the latest user message, after the
+history, so no minute ever changes the prefix; the numbers of that block, of the hours and of the daily schedules'
+times are figures of the run (C13), so a model may repeat them. The rules that matter are enforced in code (C11,
+C13), not asked for; the prompt's lines for small models only say where figures come from.
 """
 from __future__ import annotations
 
@@ -15,10 +16,7 @@ from datetime import datetime, time
 from typing import Any
 
 from worker.figures import Figure
-from worker.models.base import Message, SystemPrompt
 from worker.money import ShopFormat
-
-CHARS_PER_TOKEN = 4      # the estimate: about four characters of English text a token
 
 
 @dataclass(frozen=True)
@@ -51,12 +49,19 @@ def system_text(shop: ShopContext, items: Iterable[dict[str, Any]]) -> str:
             f"{name} daily at {at.strftime('%H:%M')}" if (at := _daily_time(cron)) else f"{name} (cron {cron})"
             for name, cron in shop.schedules) + ".")
     lines += [
-        "Look things up with the tools before you answer. Every number you write must come from a tool result or "
-        "today's date below; any other number is blanked out, and the figures you cite are shown under your answer.",
+        "Stock, orders, prices and sales always come from a tool: call one before you answer, even when an earlier "
+        "answer had them. Every number you write must come from a tool result or the date line of the question; any "
+        "other number is blanked out.",
+        "When a tool finds nothing, say so plainly (for example: nothing is on order).",
+        "Record numbers (proposals, orders) are written with #, like #2; they are not quantities.",
+        "A question that is not about the shop gets one polite sentence, without tools.",
         "How fast items sell and how long stock lasts come from the till counts (sales_rate, days_of_cover): give "
         "the basis. When no record says, say you do not know.",
         "You cannot place orders: propose_order only records a proposal the owner approves or rejects with a button.",
-        "Answer briefly and plainly, in the owner's language.",
+        "Which tool: one item's stock, price or orders get_item; every item list_stock; what is low or needs "
+        "ordering reorder_need; how long stock lasts days_of_cover; sales sales_rate; what is on order on_order; "
+        "proposals waiting open_proposals; to order propose_order.",
+        "Answer in one or two short sentences with what was asked, in the owner's language; then stop.",
     ]
     return "\n".join(lines)
 
@@ -88,34 +93,8 @@ def now_block(now: datetime, fmt: ShopFormat) -> tuple[str, list[Figure]]:
 
 
 def build_system(shop: ShopContext, items: Sequence[dict[str, Any]],
-                 now: datetime) -> tuple[SystemPrompt, list[Figure]]:
-    """The two-block system prompt and the figures of the context (today, now, opening hours, daily schedules)."""
-    turn, figures = now_block(now, shop.fmt)
-    return SystemPrompt(system_text(shop, items), turn), [*figures, *_hours_figures(shop)]
-
-
-def estimate_tokens(text: str) -> int:
-    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
-
-
-def fit_history(rows: Sequence[tuple[str, str]], budget_tokens: int) -> list[Message]:
-    """The newest whole exchanges (a user message and the answers after it) whose estimated tokens fit the budget,
-    oldest first. The oldest are dropped first; an exchange is never cut, and one that does not fit stops the
-    walk (nothing older is taken around it). Leading answers without their question are dropped."""
-    exchanges: list[list[tuple[str, str]]] = []
-    for role, text in rows:
-        if role == "user" or not exchanges:
-            exchanges.append([])
-        exchanges[-1].append((role, text))
-    if exchanges and exchanges[0][0][0] != "user":
-        exchanges.pop(0)
-    kept: list[list[tuple[str, str]]] = []
-    used = 0
-    for exchange in reversed(exchanges):
-        cost = sum(estimate_tokens(text) for _, text in exchange)
-        if used + cost > budget_tokens:
-            break
-        kept.append(exchange)
-        used += cost
-    return [Message(role=role, text=text) for exchange in reversed(kept)   # type: ignore[arg-type]
-            for role, text in exchange]
+                 now: datetime) -> tuple[str, str, list[Figure]]:
+    """The stable system prompt, the turn's head (today's date and time, for the latest user message) and the
+    figures of the context (today, now, opening hours, daily schedules)."""
+    head, figures = now_block(now, shop.fmt)
+    return system_text(shop, items), f"[{head}]", [*figures, *_hours_figures(shop)]

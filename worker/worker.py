@@ -35,11 +35,12 @@ from store import (
     from_text,
     to_text,
 )
-from worker.agent_loop import Limits, run_agent
+from worker import history as conversation
+from worker.agent_loop import Limits, UnusableAnswer, run_agent
 from worker.models.base import Model, ModelConfigFault, ModelRefused, ModelTransient, RefusalReason
 from worker.money import ShopFormat
 from worker.ordering import OrderingSettings
-from worker.prompts import ShopContext, build_system, fit_history
+from worker.prompts import ShopContext, build_system
 from worker.proposals import card_body, proposal_message
 from worker.review import WEEKLY_REVIEW, setting_buttons, weekly_review
 from worker.till_counts import till_report
@@ -245,15 +246,35 @@ class Worker:
                 delay = min(30.0, delay * 2)
 
     async def drain(self) -> int:
-        """Run every turn that is due now, one after another, until none is; returns the turns run."""
+        """Run every turn that is due now, one after another, until none is or `stop()`; returns the turns run. A
+        stop during a turn cancels it (a model call in flight is abandoned, the turn released, not failed)."""
         count = 0
-        claim = await self.store.claim(self.settings.worker_id)
+        claim = await self.store.claim(self.settings.worker_id) if not self._stop.is_set() else None
         while claim is not None:
-            claim = await self.run_turn(claim)
+            claim = await self._unless_stopped(self.run_turn(claim))
             count += 1
+            if self._stop.is_set():
+                if claim is not None:
+                    await self.store.release(claim, delay_seconds=0, reason="worker stopping", refund=True)
+                break
             if claim is None:
                 claim = await self.store.claim(self.settings.worker_id)
         return count
+
+    async def _unless_stopped(self, turn: Awaitable[Claim | None]) -> Claim | None:
+        """The turn's result, or None when `stop()` came first: then the turn is cancelled and has released itself."""
+        task = asyncio.ensure_future(turn)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return None
+        return task.result()
 
     # ---- one turn -----------------------------------------------------------------------------------------------
     async def run_turn(self, claim: Claim) -> Claim | None:
@@ -351,8 +372,8 @@ class Worker:
 
     async def _agent_turn(self, claim: Claim) -> Claim | None:
         user_text = "\n".join(item.payload for item in claim.items)
-        history = fit_history(await self.store.history(claim.session, self.settings.history_limit),
-                              self.settings.history_tokens)
+        history = conversation.fit(conversation.exchanges(
+            await self.store.exchanges(claim.session, self.settings.history_limit)), self.settings.history_tokens)
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
                           policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone,
@@ -360,14 +381,21 @@ class Worker:
                           ordering=self.settings.ordering, chat_id=_chat(claim.destination))
         fmt = self.settings.fmt()
         shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
-        system, context_figures = build_system(shop,
-                                               await self.store.shop_items(), self.store.clock.now())
+        system, head, context_figures = build_system(shop, await self.store.shop_items(), self.store.clock.now())
         around = self.on_turn(claim) if self.on_turn is not None else contextlib.nullcontext()
         try:
             async with around:          # entered and left without waiting for anything (bot/relays/typing.py)
                 result = await run_agent(model=self.model, registry=self.registry, system=system, history=history,
                                          user_text=user_text, journal=_StoreJournal(self.store, ctx), context=ctx,
-                                         limits=self.settings.limits, fmt=fmt, context_figures=context_figures)
+                                         limits=self.settings.limits, fmt=fmt, context_figures=context_figures,
+                                         turn_head=head)
+        except UnusableAnswer as exc:
+            log.warning("model answer unusable run_id=%s: %s", claim.run_id, exc)
+            await self.store.fail(claim, ReportDraft(
+                "Sorry, the model's answer could not be used: it wrote a tool call as text that could not be run, "
+                "twice. It will not be retried; please ask again, perhaps in other words.",
+                destination=claim.destination, is_error=True), stop_reason="model answer unusable")
+            return None
         except ModelTransient as exc:
             await self._transient(claim, exc)
             return None
@@ -396,6 +424,7 @@ class Worker:
         apply, draft = self._card(claim, result.text, ctx.offers)
         outcome = await self.store.finish(
             claim, draft, user_text=user_text, apply=apply,
+            model_said=(result.model_text, conversation.encode(result.exchange)),
             stop_reason=result.stop_reason, usage=(result.model_calls, result.input_tokens, result.output_tokens),
             after=self._announce_proposals(claim), claim_next=self.settings.worker_id)
         log.info("turn finished run_id=%s report_id=%s stop=%s", claim.run_id, outcome.report_id, result.stop_reason)

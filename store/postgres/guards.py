@@ -29,7 +29,7 @@ from psycopg import errors as pgerrors
 from ..errors import NotClaimed
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
 from ..shared import actions, inbox, producer_state, recovery, retention, sales, shop
-from ..shared.inbox import DUE
+from ..shared.inbox import DUE, OWNER_FIRST
 from ..shared.store import DEFAULT_LEASE_S
 from .connection import PgConnection
 
@@ -122,7 +122,7 @@ def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cu
                                   AND x.state IN ('pending', 'running') AND x.work_id < w.work_id)
                   AND {DUE}
                   {skipped}
-                ORDER BY w.work_id LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
+                ORDER BY {OWNER_FIRST} LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
             {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
         if row is None:
             return None

@@ -93,7 +93,8 @@ CREATE TABLE history (
     role       text COLLATE "C" NOT NULL CHECK (role IN ('user', 'assistant')),
     text       text COLLATE "C" NOT NULL,
     report_id  text COLLATE "C",
-    created_at text COLLATE "C" NOT NULL
+    created_at text COLLATE "C" NOT NULL,
+    messages   text COLLATE "C"           -- C17: the exchange as the model saw it (JSON), on an answer's row
 );
 CREATE INDEX history_session ON history (session, entry_id);
 

@@ -129,6 +129,9 @@ def session_epoch(conn: Connection, session: str) -> int:
 # shorten one window or one back-off), and a forward step claims early by at most the step.
 DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now) AND (w.not_before IS NULL OR w.not_before <= :now "
        "OR (SELECT r.ended_at FROM runs r WHERE r.run_id = w.run_id) > :now)")
+# The owner's sessions are claimed before the producers' (a stock check or a scheduled brief) when both are due: on a
+# slow model a producer's turn must not delay an owner's question that arrived before it started; oldest first within.
+OWNER_FIRST = "CASE WHEN w.session LIKE 'tg:%' THEN 0 ELSE 1 END, w.work_id"
 
 
 def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
@@ -147,7 +150,7 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
                                WHERE x.session = w.session AND x.state IN ('pending', 'running') AND x.kind = 'agent')
               AND {DUE}
               {skipped}
-            ORDER BY w.work_id LIMIT 1""",
+            ORDER BY {OWNER_FIRST} LIMIT 1""",
         {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
     if row is None:
         return None
@@ -210,7 +213,7 @@ def _end_run(conn: Connection, run_id: str, now: str, outcome: str, *, report_id
 
 def finish(conn: Connection, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft],
            now: str, *,
-           user_text: str | None = None, stop_reason: str | None = None,
+           user_text: str | None = None, model_said: tuple[str, str] | None = None, stop_reason: str | None = None,
            usage: tuple[int, int, int] = (0, 0, 0),
            apply: Callable[[Connection], None] | None = None) -> FinishOutcome:
     """C6 in one transaction: items finished, report inserted and linked, operations attached, history updated.
@@ -238,8 +241,9 @@ def finish(conn: Connection, claim: Claim, draft: ReportDraft | Callable[[], Rep
     if user_text is not None:
         conn.execute("INSERT INTO history (session, role, text, created_at) VALUES (?, 'user', ?, ?)",
                      (claim.session, user_text, now))
-        conn.execute("INSERT INTO history (session, role, text, report_id, created_at) "
-                     "VALUES (?, 'assistant', ?, ?, ?)", (claim.session, draft.body, report_id, now))
+        prose, messages = model_said if model_said is not None else (draft.body, None)
+        conn.execute("INSERT INTO history (session, role, text, report_id, created_at, messages) "
+                     "VALUES (?, 'assistant', ?, ?, ?, ?)", (claim.session, prose, report_id, now, messages))
     conn.execute(
         "INSERT INTO sessions (session, turns, last_report) VALUES (?, 1, ?) "
         "ON CONFLICT (session) DO UPDATE SET turns = sessions.turns + 1, last_report = excluded.last_report",
@@ -331,6 +335,10 @@ def forget(conn: Connection, session: str, by: str, now: str) -> tuple[int, int]
 
 
 def history(conn: Connection, session: str, limit: int) -> list[tuple[str, str]]:
-    rows = conn.execute("SELECT role, text FROM history WHERE session = ? ORDER BY entry_id DESC LIMIT ?",
+    return [(role, text) for role, text, _ in exchanges(conn, session, limit)]
+
+
+def exchanges(conn: Connection, session: str, limit: int) -> list[tuple[str, str, str | None]]:
+    rows = conn.execute("SELECT role, text, messages FROM history WHERE session = ? ORDER BY entry_id DESC LIMIT ?",
                         (session, limit)).fetchall()
-    return [(r["role"], r["text"]) for r in reversed(rows)]
+    return [(r["role"], r["text"], r["messages"]) for r in reversed(rows)]

@@ -323,7 +323,7 @@ class BaseStore(abc.ABC):
         return min(times) if times else None
 
     async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
-                     user_text: str | None = None,
+                     user_text: str | None = None, model_said: tuple[str, str] | None = None,
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
                      apply: Callable[[Transaction], None] | None = None,
                      after: Callable[[Transaction, str], None] | None = None,
@@ -339,7 +339,8 @@ class BaseStore(abc.ABC):
         next_run_id = uuid.uuid4().hex if claim_next is not None else None   # known, to read a lost commit back
 
         def body(conn: Connection) -> FinishOutcome:
-            outcome = self._finish(conn, claim, draft, now, user_text=user_text, stop_reason=stop_reason, usage=usage,
+            outcome = self._finish(conn, claim, draft, now, user_text=user_text, model_said=model_said,
+                                   stop_reason=stop_reason, usage=usage,
                                    apply=(lambda c: apply(Transaction(c, now, self))) if apply else None)
             if after is not None and not outcome.discarded:
                 after(Transaction(conn, now, self), outcome.report_id)
@@ -408,6 +409,9 @@ class BaseStore(abc.ABC):
 
     async def history(self, session: str, limit: int = 20) -> list[tuple[str, str]]:
         return await self.db.read(inbox.history, session, limit)
+
+    async def exchanges(self, session: str, limit: int = 20) -> list[tuple[str, str, str | None]]:
+        return await self.db.read(inbox.exchanges, session, limit)
 
     async def forget(self, session: str, by: str) -> tuple[int, int]:
         now = self.now()

@@ -87,7 +87,8 @@ CREATE TABLE history (
     role       TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
     text       TEXT NOT NULL,
     report_id  TEXT,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    messages   TEXT                       -- C17: the exchange as the model saw it (JSON), on an answer's row
 );
 CREATE INDEX history_session ON history (session, entry_id);
 CREATE INDEX history_created ON history (created_at);                  -- retention

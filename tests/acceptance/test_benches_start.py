@@ -33,6 +33,7 @@ SMALLEST: dict[str, tuple[str, ...]] = {
     "metrics_scrape": ("--history", "200", "--rounds", "1"),
     "model_efficiency": ("--messages", "2"),
     "mutations": ("--only", "DST"),
+    "redaction": ("--sizes", "0.01", "--old-kb", "1"),
     "retention_year": ("--items", "200"),
     "scale_out": ("--processes", "1", "--window", "1", "--warmup", "0.5"),
     "seed_tables": ("--extra-seeds", "0", "--ticks", "1100", "--model-seeds", "5", "--reports", "200",

@@ -112,11 +112,49 @@ async def test_text_answer(provider):
             "name": "get_item", "description": "One item's stock.", "parameters": SPEC.parameters}}]
         assert "stream" not in body or body["stream"] is False
     else:
-        assert body["system"] == "You help Lucy." and body["max_tokens"] == 1024 and not body.get("stream")
+        assert body["system"] == [{"type": "text", "text": "You help Lucy.", "cache_control": {"type": "ephemeral"}}]
+        assert body["max_tokens"] == 1024 and not body.get("stream")
         assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
         assert body["tools"] == [{"name": "get_item", "description": "One item's stock.",
                                   "input_schema": SPEC.parameters}]
     assert request.headers["x-stainless-retry-count"] == "0"
+
+
+@pytest.mark.parametrize("usage, cached", [
+    ({"prompt_tokens": 1200, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 1100}}, 1100),
+    ({"prompt_tokens": 1200, "completion_tokens": 5}, 0),
+])
+async def test_openai_cached_prompt_tokens_are_read_from_the_usage(usage, cached):
+    async with FakeModelServer([openai_text("ok", usage=usage)]) as server:
+        model = load_model("openai:test-model", base_url=server.openai_base_url, api_key="k", timeout=5)
+        try:
+            turn = await model.complete("s", [Message("user", "hi")], [])
+        finally:
+            await model.aclose()
+    assert (turn.input_tokens, turn.cached_tokens) == (1200, cached)
+
+
+async def test_llama_cpp_timings_give_the_cached_tokens_when_the_usage_has_none():
+    response = openai_text("ok", usage={"prompt_tokens": 900, "completion_tokens": 5})
+    response.body["timings"] = {"cache_n": 850, "prompt_n": 50}
+    async with FakeModelServer([response]) as server:
+        model = load_model("openai:test-model", base_url=server.openai_base_url, api_key="k", timeout=5)
+        try:
+            turn = await model.complete("s", [Message("user", "hi")], [])
+        finally:
+            await model.aclose()
+    assert (turn.input_tokens, turn.cached_tokens) == (900, 850)
+
+
+async def test_anthropic_cache_reads_count_as_input_and_as_cached():
+    usage = {"input_tokens": 20, "output_tokens": 5, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 80}
+    async with FakeModelServer([anthropic_text("ok", usage=usage)]) as server:
+        model = load_model("anthropic:test-model", base_url=server.anthropic_base_url, api_key="k", timeout=5)
+        try:
+            turn = await model.complete("s", [Message("user", "hi")], [])
+        finally:
+            await model.aclose()
+    assert (turn.input_tokens, turn.cached_tokens) == (1100, 1000)
 
 
 async def test_tool_call_then_text_through_run_agent(provider):

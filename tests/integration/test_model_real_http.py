@@ -83,16 +83,18 @@ async def test_a_reply_keeps_on_hand_reorder_point_and_price_and_blanks_an_inven
     if name == "openai":
         system = first["messages"][0]
         assert system["role"] == "system" and [m["role"] for m in first["messages"]] == ["system", "user"]
-        system_text = system["content"]
+        system_text, user = system["content"], first["messages"][1]["content"]
         assert json.loads(second["messages"][-1]["content"])["unit_cost"] == "US$3.00"
     else:
-        cached, turn = first["system"]
-        assert cached["cache_control"] == {"type": "ephemeral"} and "cache_control" not in turn
-        assert "2027-03-02" not in cached["text"] and "2027-03-02" in turn["text"]
-        system_text = cached["text"] + "\n" + turn["text"]
-        assert [m["role"] for m in first["messages"]] == ["user"]   # the date is never a user message
+        (cached,) = first["system"]
+        assert cached["cache_control"] == {"type": "ephemeral"}     # the breakpoint after the stable prefix
+        system_text, user = cached["text"], first["messages"][0]["content"][0]["text"]
+        assert [m["role"] for m in first["messages"]] == ["user"]
         assert json.loads(second["messages"][-1]["content"][0]["content"])["unit_cost"] == "US$3.00"
-    assert "Tuesday 2 March 2027 (2027-03-02)" in system_text and "02:00 (Pacific/Kiritimati)" in system_text
+    # C18: the date and time head the latest user message, never the system prompt
+    assert "2027" not in system_text and "02:00" not in system_text
+    assert user.startswith("[Today is Tuesday 2 March 2027 (2027-03-02); the time in the shop is 02:00 "
+                           "(Pacific/Kiritimati).]") and user.endswith("How is vanilla?")
     assert "2027-03-01" not in system_text                        # the shop's date, not UTC's
     assert "Lucy's Ice Cream" in system_text and "vanilla (tubs)" in system_text and "GBP" not in system_text
     assert "USD (US$)" in system_text and "Reorder point:" in system_text

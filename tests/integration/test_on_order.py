@@ -229,7 +229,7 @@ async def test_reorder_after_an_approved_order_proposes_nothing_for_that_item(sh
     body = raw.execute("SELECT body FROM reports ORDER BY created_at DESC, report_id DESC").fetchone()[0]
     assert "vanilla: 2 tubs on hand, 6 tubs on order." in body
     assert "- vanilla on order: 6 tubs" in body.splitlines()
-    assert f"- vanilla order: {proposal_id}" not in body.splitlines()        # an order number is an id, no figure
+    assert f"order: {proposal_id}" not in body and f"order: #{proposal_id}" not in body   # an id, never a figure
 
 
 # ---- the schema refuses violations, whoever writes (negative controls) -------------------------------------------

@@ -131,10 +131,11 @@ async def test_edits_non_text_and_commands_get_deliberate_replies():
         run.api.post_message(OWNER_ID, OWNER_ID, "/status")
         [status] = await run.replies(1)
         assert "Requests:" in status.text
-        # control items never enter agent history
-        assert await run.app.parts.store.history(f"tg:{OWNER_ID}") == [
-            ("user", "how much vanilla"),
-            ("assistant", rows(run, "SELECT body FROM reports WHERE report_id='r1.1'")[0][0])]
+        # control items never enter agent history; the answer is the model's own prose, without the Figures block
+        [(role, text), (answer_role, answer)] = await run.app.parts.store.history(f"tg:{OWNER_ID}")
+        assert (role, text, answer_role) == ("user", "how much vanilla", "assistant")
+        report = rows(run, "SELECT body FROM reports WHERE report_id='r1.1'")[0][0]
+        assert report.startswith(answer) and "Figures" in report and "Figures" not in answer
 
 
 async def test_forget_asks_first_and_needs_the_button():

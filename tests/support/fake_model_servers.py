@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,8 +113,14 @@ def anthropic_error(status: int, message: str, *, headers: dict[str, str] | None
 # --- the server -------------------------------------------------------------------------------------------
 
 class FakeModelServer:
-    def __init__(self, script: Sequence[FakeResponse] = ()) -> None:
+    """`respond(body)`, when given, answers a request first (e.g. the producers' turns of a whole app); when it
+    returns None the script's next response answers."""
+
+    def __init__(self, script: Sequence[FakeResponse] = (), *,
+                 respond: Callable[[Any], FakeResponse | None] | None = None) -> None:
         self.script = list(script)
+        self.respond = respond
+        self._scripted = 0
         self.requests: list[RecordedRequest] = []
         self._server: asyncio.base_events.Server | None = None
         self._hanging: set[asyncio.Task] = set()
@@ -163,14 +169,16 @@ class FakeModelServer:
                 body = json.loads(raw) if raw else None
             except ValueError:
                 body = raw.decode("utf-8", "replace")
-            index = len(self.requests)
             self.requests.append(RecordedRequest(method, path.split("?", 1)[0], headers, body))
             async with self._changed:
                 self._changed.notify_all()
             if path.split("?", 1)[0] not in (OPENAI_PATH, ANTHROPIC_PATH) or method != "POST":
                 response = FakeResponse(404, {"error": {"message": f"no route {method} {path}"}})
-            elif index < len(self.script):
-                response = self.script[index]
+            elif self.respond is not None and (answer := self.respond(body)) is not None:
+                response = answer
+            elif self._scripted < len(self.script):
+                response = self.script[self._scripted]
+                self._scripted += 1
             else:
                 response = FakeResponse(599, {"error": {"message": "unscripted request"}})
             if response.hang:

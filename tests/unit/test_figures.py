@@ -215,13 +215,13 @@ def test_float_figure_rendering():
 
 
 def test_ids_are_never_listed_as_figures_but_the_values_the_prose_cites_are():
-    """C13: a draft's, proposal's or order's number is an id. The registry marks it (`is_id`) and the block leaves
+    """C13: a draft's, proposal's or order's number is an id. The registry marks it (`record_id`) and the block leaves
     it out, even for the item asked about; a count that several of the item's figures share is listed once."""
     from worker.tools.registry import typed_result
     result = {"item": "vanilla", "unit": "tubs", "on_hand": 2, "position": 2, "draft_id": 2, "proposal_id": 2,
               "open_proposal": 2, "order": 2, "quantity": 6}
     _, figures = typed_result(result, ShopFormat())
-    assert {f.label for f in figures if f.is_id} == {"vanilla draft id", "vanilla proposal id",
+    assert {f.label for f in figures if f.record_id} == {"vanilla draft id", "vanilla proposal id",
                                                      "vanilla open proposal", "vanilla order"}
     asked = render_report("Vanilla: 2 tubs on hand.", figures, question="how much vanilla")
     cited = render_report("Vanilla: 2 tubs on hand.", figures, question="stock")
@@ -231,3 +231,12 @@ def test_ids_are_never_listed_as_figures_but_the_values_the_prose_cites_are():
     # negative control: the same figures unmarked are listed
     plain = [Figure(f.label, f.value, f.unit, f.subject) for f in figures]
     assert "vanilla draft id: 2" in render_report("Vanilla: 2 tubs.", plain, question="vanilla")
+
+
+def test_a_record_number_stands_only_when_the_run_returned_it():
+    from worker.figures import DASH, Figure, render_report
+    figures = [Figure("proposal id", 2, record_id=True), Figure("vanilla quantity", 6, "tubs", "vanilla")]
+    text = render_report("Proposal #2 orders 6 tubs; proposal #3 and 2 proposals are open.", figures)
+    assert text.startswith(f"Proposal #2 orders 6 tubs; proposal #{DASH} and {DASH} proposals are open.")
+    assert "proposal id" not in text and "- vanilla quantity: 6 tubs" in text
+    assert render_report("See #2.", figures) == "See #2."          # an id is no number: no Figures block for it

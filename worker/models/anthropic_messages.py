@@ -1,9 +1,11 @@
 """Anthropic Messages adapter.
 
 max_retries=0 (the worker's release is the only retry) and max_tokens set (SHOPBOT_MODEL_MAX_TOKENS, 1024 by
-default) so the SDK sends a plain, non-streamed request. A two-block system prompt (worker/prompts.py) goes as two
-system blocks, the stable one marked `cache_control: ephemeral` (the cache covers the tools and that block) and
-today's date after the breakpoint. A server at a base URL needs no key (the placeholder NO_KEY is sent).
+default) so the SDK sends a plain, non-streamed request. The system prompt (stable all day, C18) goes as a system
+block marked `cache_control: ephemeral`: the cache covers the tools and that block (today's date heads the latest
+user message, after the history). A two-block SystemPrompt keeps its second block after the breakpoint. Input
+tokens count the cache's too (`cache_read_input_tokens`, also reported as cached, and
+`cache_creation_input_tokens`). A server at a base URL needs no key (the placeholder NO_KEY is sent).
 Stop reasons `refusal` and `model_context_window_exceeded` are reported as what they are.
 Provider-neutral history is converted to what the Messages API requires: roles
 alternate (consecutive messages of one role are merged), tool results are `tool_result` blocks grouped in one
@@ -128,7 +130,7 @@ class AnthropicMessagesModel:
                 blocks.append({"type": "text", "text": system.turn})
             request["system"] = blocks
         elif system:
-            request["system"] = system
+            request["system"] = [{"type": "text", "text": str(system), "cache_control": {"type": "ephemeral"}}]
         if tools:
             request["tools"] = to_anthropic_tools(tools)
         try:
@@ -156,10 +158,13 @@ class AnthropicMessagesModel:
             elif kind == "tool_use":
                 calls.append(ToolCall(id=block.id, name=block.name, arguments=json.dumps(block.input)))
         usage = getattr(response, "usage", None)
+        read = (getattr(usage, "cache_read_input_tokens", None) or 0) if usage else 0
+        written = (getattr(usage, "cache_creation_input_tokens", None) or 0) if usage else 0
         return ModelTurn(
             text="\n\n".join(t for t in texts if t),
             tool_calls=tuple(calls),
-            input_tokens=(getattr(usage, "input_tokens", None) or 0) if usage else 0,
+            input_tokens=((getattr(usage, "input_tokens", None) or 0) + read + written) if usage else 0,
+            cached_tokens=read,
             output_tokens=(getattr(usage, "output_tokens", None) or 0) if usage else 0,
             truncated=getattr(response, "stop_reason", None) == "max_tokens",
             stop={"max_tokens": "length", "tool_use": "tool_calls", "refusal": "refusal",

@@ -65,6 +65,7 @@ class ModelTurn:
     output_tokens: int = 0
     truncated: bool = False  # the provider stopped at its output-length limit
     stop: StopKind = "end"   # why the provider stopped (a content filter, a refusal, a full context window, ...)
+    cached_tokens: int = 0   # of input_tokens, those the provider served from its prompt cache (C18)
 
 
 

@@ -18,6 +18,10 @@ from worker.models.offline_understand import Understood
 from worker.money import day_words
 
 
+def _ref(record: object) -> str:
+    """A record number as the owner reads it (`#2`): the tools give ids as `#2` (C13), older results as 2."""
+    return "#" + str(record).lstrip("#")
+
 def _es(u: Understood) -> bool:
     return u.lang == "es"
 
@@ -110,19 +114,19 @@ def _order_line(o: dict[str, Any], u: Understood, day_first: bool) -> str:
     late = bool(o.get("late"))
     if _es(u):
         when = f"se esperaba el {expected} (va con retraso)" if late else f"llega hacia el {expected}"
-        return (f"{o.get('item')}: pedido #{o.get('proposal_id')} de {_count(o, o.get('quantity'), 'es')} "
+        return (f"{o.get('item')}: pedido {_ref(o.get('proposal_id'))} de {_count(o, o.get('quantity'), 'es')} "
                 f"({o.get('total')}), {when}.")
     when = f"was expected {expected} (late)" if late else f"expected {expected}"
-    return (f"{o.get('item')}: {_count(o, o.get('quantity'))} on order (order #{o.get('proposal_id')}, "
+    return (f"{o.get('item')}: {_count(o, o.get('quantity'))} on order (order {_ref(o.get('proposal_id'))}, "
             f"{o.get('total')}), {when}.")
 
 
 def _proposal_line(p: dict[str, Any], u: Understood) -> str:
     if _es(u):
-        return (f"la propuesta #{p.get('proposal_id')} ({p.get('item')} {_count(p, p.get('quantity'), 'es')} por "
+        return (f"la propuesta {_ref(p.get('proposal_id'))} ({p.get('item')} {_count(p, p.get('quantity'), 'es')} por "
                 f"{p.get('total')}) espera tu aprobación")
-    return (f"proposal #{p.get('proposal_id')} ({p.get('item')} {_count(p, p.get('quantity'))} for {p.get('total')}) "
-            "awaits your approval")
+    return (f"proposal {_ref(p.get('proposal_id'))} ({p.get('item')} {_count(p, p.get('quantity'))} for "
+            f"{p.get('total')}) awaits your approval")
 
 
 def on_order(u: Understood, results: _Results, day_first: bool) -> str:
@@ -208,15 +212,15 @@ def received(u: Understood, results: _Results, day_first: bool) -> str:
             lines.append(_failed(answer, u))
             continue
         for o in d["orders"]:
-            what = (f"#{o.get('proposal_id')} ({o.get('item')}, {_count(o, o.get('quantity'), u.lang)}, "
+            what = (f"{_ref(o.get('proposal_id'))} ({o.get('item')}, {_count(o, o.get('quantity'), u.lang)}, "
                     f"{o.get('total')})")
             lines.append(f"Pulsa Received abajo para sumar el pedido {what} a las existencias; nada cambia hasta "
                          "que lo pulses." if _es(u) else
                          f"Press Received below to add order {what} to the stock; nothing changes until you press "
                          "it.")
         if not d["orders"]:
-            waiting = "".join(f"; la propuesta #{p} aún espera tu aprobación" if _es(u) else
-                              f"; proposal #{p} still awaits your approval" for p in d.get("open_proposals") or [])
+            waiting = "".join(f"; la propuesta {_ref(p)} aún espera tu aprobación" if _es(u) else
+                              f"; proposal {_ref(p)} still awaits your approval" for p in d.get("open_proposals") or [])
             lines.append(f"{d.get('item')} no está pedido, así que no hay pedido que recibir{waiting}. Si llegó de "
                          "todos modos, cuenta las existencias en la caja." if _es(u) else
                          f"{d.get('item')} is not on order, so there is no order to receive{waiting}. If it came "

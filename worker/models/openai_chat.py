@@ -4,9 +4,11 @@ The SDK is built with max_retries=0: the worker's release of the turn (C9) is th
 complete() is at most one HTTP request. Errors are mapped by HTTP status in base.error_for_status.
 Every request carries the output cap: `max_completion_tokens` for OpenAI itself (its newer models refuse
 `max_tokens`), `max_tokens` for a server at a base URL (llama.cpp, Ollama, vLLM read that one). A server at a
-base URL needs no key: without one the placeholder NO_KEY is sent. The system prompt is one system message, its
-stable part first and today's date last, so a provider's prefix cache keeps the stable part (some local chat
-templates accept only one system message, at the start).
+base URL needs no key: without one the placeholder NO_KEY is sent. The system prompt is one system message at the
+start and carries nothing that changes in a day (C18: today's date heads the latest user message), so a provider's
+prefix cache (OpenAI's automatic one, llama.cpp's slot cache) keeps the system message, the tools and the history.
+Cached prompt tokens are read from `usage.prompt_tokens_details.cached_tokens` (llama.cpp's `timings.cache_n` when
+a server gives only that).
 """
 from __future__ import annotations
 
@@ -134,11 +136,17 @@ class OpenAIChatModel:
                 arguments=getattr(function, "arguments", None) or getattr(function, "input", None) or "",
             ))
         usage = getattr(response, "usage", None)
+        details = getattr(usage, "prompt_tokens_details", None) if usage else None
+        cached = getattr(details, "cached_tokens", None) if details is not None else None
+        if cached is None:   # llama.cpp's server reports its prompt cache in `timings`
+            timings = (getattr(response, "model_extra", None) or {}).get("timings")
+            cached = timings.get("cache_n") if isinstance(timings, dict) else None
         return ModelTurn(
             text=text,
             tool_calls=tuple(calls),
             input_tokens=(getattr(usage, "prompt_tokens", None) or 0) if usage else 0,
             output_tokens=(getattr(usage, "completion_tokens", None) or 0) if usage else 0,
+            cached_tokens=cached if isinstance(cached, int) and cached > 0 else 0,
             truncated=choice.finish_reason == "length",
             stop=_stop(choice.finish_reason, refusal, calls),
         )

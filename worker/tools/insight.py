@@ -27,7 +27,7 @@ MIN_BASIS_HOURS = 1.0     # less history than this gives no rate
 class WindowArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     item: str | None = Field(default=None, description="item name; omit it for every item")
-    days: int = Field(default=DEFAULT_WINDOW_DAYS, ge=1, le=365, description="the window: the last this many days")
+    days: int = Field(default=DEFAULT_WINDOW_DAYS, ge=1, le=365, description="the last this many days")
 
 
 class ItemFilter(BaseModel):
@@ -101,7 +101,7 @@ async def sales_rate(args: WindowArgs, ctx: TurnContext) -> dict[str, Any]:
     for row in rows:
         row.pop("on_hand")
         row.pop("exact_rate")
-    return {"window_days": args.days, "items": rows}
+    return {"window_days": args.days, "items": rows, **({} if rows else {"note": "no stock records"})}
 
 
 async def days_of_cover(args: WindowArgs, ctx: TurnContext) -> dict[str, Any]:
@@ -127,7 +127,7 @@ async def days_of_cover(args: WindowArgs, ctx: TurnContext) -> dict[str, Any]:
             entry["days_of_cover"] = None
             entry["note"] = row.get("note", "no sales recorded in the window")
         out.append(entry)
-    return {"window_days": args.days, "items": out}
+    return {"window_days": args.days, "items": out, **({} if out else {"note": "no stock records"})}
 
 
 def _expected(ctx: TurnContext, due_at: str) -> date:
@@ -145,7 +145,8 @@ def _order_row(ctx: TurnContext, o: dict[str, Any]) -> dict[str, Any]:
 
 async def on_order(args: ItemFilter, ctx: TurnContext) -> dict[str, Any]:
     orders = await ctx.store.on_order(await _item_name(ctx, args.item))
-    return {"orders": [_order_row(ctx, o) for o in orders]}
+    rows = [_order_row(ctx, o) for o in orders]
+    return {"orders": rows, **({} if rows else {"note": "nothing is on order"})}
 
 
 async def order_cost(args: CostArgs, ctx: TurnContext) -> dict[str, Any]:
@@ -186,14 +187,16 @@ async def waiting_for_owner(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
 async def recent_counts(args: CountsArgs, ctx: TurnContext) -> dict[str, Any]:
     counts = await ctx.store.recent_counts(await _item_name(ctx, args.item), args.limit)
     return {"counts": [{"item": c["item"], "unit": c["unit"], "before": c["old_on_hand"], "counted": c["new_on_hand"],
-                        "at": c["created_at"], "till_request": c["source"]} for c in counts]}
+                        "at": c["created_at"], "till_request": c["source"]} for c in counts],
+            **({} if counts else {"note": "no till counts recorded"})}
 
 
 async def open_proposals(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
     rows = await ctx.store.open_proposals()
     return {"proposals": [{"proposal_id": p["proposal_id"], "item": p["item"], "unit": p["unit"] or "",
                            "quantity": p["quantity"], "total_cents": p["total_cents"], "proposed_at": p["created_at"],
-                           "expires_at": p["expires_at"]} for p in rows]}
+                           "expires_at": p["expires_at"]} for p in rows],
+            **({} if rows else {"note": "no proposal is awaiting approval"})}
 
 
 async def reorder_suggestions(args: ItemFilter, ctx: TurnContext) -> dict[str, Any]:
@@ -208,16 +211,15 @@ async def reorder_suggestions(args: ItemFilter, ctx: TurnContext) -> dict[str, A
 
 def insight_tools() -> list[Tool]:
     return [
-        Tool("sales_rate", "Units sold per day of an item (or every item) over the last N days (default 14), from the "
-             "till counts: sold, restocked, the rate and the date its basis starts.", WindowArgs, sales_rate, "read"),
-        Tool("days_of_cover", "How many days the stock on hand lasts at the recent sales rate, the date it runs out, "
-             "and what is on order.", WindowArgs, days_of_cover, "read"),
-        Tool("on_order", "Approved supplier orders not yet received, with the day each is expected (approval plus "
-             "the supplier's lead time).", ItemFilter, on_order, "read"),
+        Tool("sales_rate", "Units sold per day over the last N days (default 14), from the till counts.", WindowArgs,
+             sales_rate, "read"),
+        Tool("days_of_cover", "How many days the stock lasts at the recent sales rate, and what is on order.",
+             WindowArgs, days_of_cover, "read"),
+        Tool("on_order", "Approved supplier orders not yet received, with the day each is expected.", ItemFilter,
+             on_order, "read"),
         Tool("order_cost", "What an item costs: its unit cost, and the total for a quantity.", CostArgs, order_cost,
              "read"),
-        Tool("recent_counts", "The latest till counts, newest first: stock before and counted.", CountsArgs,
-             recent_counts, "read"),
+        Tool("recent_counts", "The latest till counts, newest first.", CountsArgs, recent_counts, "read"),
         Tool("open_proposals", "Order proposals awaiting the owner's approval.", NoArgs, open_proposals, "read"),
         Tool("waiting_for_owner", "Everything waiting for the owner (what /pending lists): proposals awaiting "
              "approval, orders to receive, replies that may not have arrived; the reply carries their buttons.",

@@ -8,10 +8,12 @@ typed by its values and, for plain integers, by its keys; `typed_result` turns i
 * `Money` -> the amount as the owner reads it (`$3.00`); an integer under a key ending in `_cents` is money in
   the shop's currency, shown under the key without the suffix (`unit_cost_cents: 300` -> `unit_cost: "$3.00"`);
 * `date` -> ISO; `datetime` (and ISO date-time text such as a record's `expires_at`) -> the shop's local time;
+* a record number (an integer under `id`, a key ending in `_id`, or one of `ID_KEYS`: `order`, `proposal`,
+  `open_proposal`, `report`, `draft`) is an id, never a figure: the model is shown `#2`, and the run's ids (a
+  `Figure` with `record_id`) only let a `#2` of its prose stand (C13); `#2` inside a sentence is an id too;
 * int and float -> a count. Its unit is the `unit` of its record (`on_hand`, `reorder_point`, `quantity`), `days`
   for a key naming days (`days_of_cover`, `window_days`), `<unit> a day` for a key ending in `_per_day`, none for
-  an id (`proposal_id`) or a key listed in `UNITLESS`; an integer under an id key (`draft_id`, `order`, ...:
-  `is_record_number`) is a figure marked `is_id`, which the prose may match but the Figures block never lists;
+  a key listed in `UNITLESS`;
 * the figure's label is the record's `item` (its subject) and the key in words (`vanilla reorder point`);
 * a sentence (text with a space, such as a policy's reason): its numbers are figures without a subject (shown only
   when the reply cites them), and an amount in cents in it is shown and counted as money (`1500 cents` ->
@@ -49,10 +51,20 @@ def _flat_schema(args_model: type[pydantic.BaseModel]) -> dict[str, Any]:
             f"{args_model.__name__}: tool arguments must be flat (str/int/float/bool fields, no nested models)"
         )
     schema.pop("title", None)
+    schema.pop("additionalProperties", None)   # unknown keys are ignored anyway (worker/agent_loop.py)
     properties = {}
     for name, prop in schema.get("properties", {}).items():
         prop = dict(prop)
         prop.pop("title", None)
+        # an optional argument reads as its type, not `anyOf [type, null]` with `default: null`: the definitions
+        # are most of a small model's prompt (C18), and it omits an argument it does not need
+        kinds = [k for k in prop.pop("anyOf", ()) if k != {"type": "null"}]
+        if len(kinds) == 1:
+            prop.update(kinds[0])
+            if prop.get("default", 0) is None:
+                del prop["default"]
+        elif kinds:
+            prop["anyOf"] = kinds
         properties[name] = prop
     schema["properties"] = properties
     schema["type"] = "object"
@@ -108,25 +120,21 @@ class ToolRegistry:
         return name in self._tools
 
 
-UNITLESS = frozenset({"events", "counts", "count", "proposals", "attempts", "open_proposal", "records",
-                      "order", "proposal", "report"})   # counts of records, and record numbers (order #2)
+UNITLESS = frozenset({"events", "counts", "count", "proposals", "attempts", "records"})   # counts of records
+ID_KEYS = frozenset({"id", "order", "proposal", "open_proposal", "report", "draft"})    # record numbers (order #2)
+_TEXT_ID = re.compile(r"#(\d+)\b")
 _ISO_MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?$")
 _ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TEXT_CENTS = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+) cents\b")
-_TEXT_NUMBER = re.compile(r"(?<![\w.,$€£])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w.,]\d)")
+_TEXT_NUMBER = re.compile(r"(?<![\w.,$€£#])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w.,]\d)")
 
 
-# Record numbers (a draft's, a proposal's, an order's, a report's): ids, not figures (C13). They still match the
-# prose's numbers, but the Figures block never lists them.
-RECORD_NUMBERS = frozenset({"open_proposal", "order", "proposal", "report"})
-
-
-def is_record_number(key: str) -> bool:
-    return key == "id" or key.endswith("_id") or key in RECORD_NUMBERS
+def is_id_key(key: str) -> bool:
+    return key in ID_KEYS or key.endswith("_id")
 
 
 def _unit_for(key: str, unit: str) -> str:
-    if key == "id" or key.endswith("_id") or key in UNITLESS:
+    if key in UNITLESS:
         return ""
     if key.endswith("_per_day"):
         return f"{unit} a day" if unit else "a day"
@@ -177,9 +185,11 @@ def typed_result(result: dict[str, Any], fmt: ShopFormat) -> tuple[dict[str, Any
         if isinstance(node, time):
             figures.append(Figure(label(subject, key), node, "", subject))
             return node.strftime("%H:%M")
+        if isinstance(node, int) and is_id_key(key):
+            figures.append(Figure(label(subject, key), node, "", subject, record_id=True))
+            return f"#{node}"
         if isinstance(node, (int, float)):
-            figures.append(Figure(label(subject, key), node, _unit_for(key, unit), subject,
-                                  is_id=isinstance(node, int) and is_record_number(key)))
+            figures.append(Figure(label(subject, key), node, _unit_for(key, unit), subject))
             return node
         if isinstance(node, str) and _ISO_MOMENT.match(node):
             try:
@@ -204,6 +214,7 @@ def typed_result(result: dict[str, Any], fmt: ShopFormat) -> tuple[dict[str, Any
             return fmt.money(amount)
 
         text = _TEXT_CENTS.sub(money, text)
+        figures.extend(Figure(where, int(m.group(1)), record_id=True) for m in _TEXT_ID.finditer(text))
         for match in _TEXT_NUMBER.finditer(text):
             raw = match.group(0).replace(",", "")
             figures.append(Figure(where, float(raw) if "." in raw else int(raw)))

@@ -60,7 +60,7 @@ class ItemArgs(BaseModel):
 
 class NeedArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    item: str | None = Field(default=None, description="item name; omit it for every item below its reorder point")
+    item: str | None = Field(default=None, description="item name; omit for every low item")
 
 
 class OrderArgs(BaseModel):
@@ -115,19 +115,24 @@ def _need(item: dict[str, Any]) -> dict[str, Any]:
 
 async def list_stock(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
     orders = await ctx.store.open_orders()
-    return {"items": [_public(i, ctx, orders) for i in await ctx.store.shop_items()], "currency": ctx.currency}
+    items = [_public(i, ctx, orders) for i in await ctx.store.shop_items()]
+    return {"items": items, "currency": ctx.currency, **({} if items else {"note": "the shop has no items yet"})}
 
 
 async def get_item(args: ItemArgs, ctx: TurnContext) -> dict[str, Any]:
     item = await _item(ctx, args.item)
-    return _public(item, ctx, await ctx.store.open_orders(item["item"]))
+    public = _public(item, ctx, await ctx.store.open_orders(item["item"]))
+    if not public["orders"]:   # an empty result says so: a small model reads [] as "no information"
+        public["note"] = f"nothing is on order for {item['item']}"
+    return public
 
 
 async def reorder_need(args: NeedArgs, ctx: TurnContext) -> dict[str, Any]:
     if args.item:
         return _need(await _item(ctx, args.item))
     needs = [_need(i) for i in await ctx.store.shop_items() if i["position"] < i["reorder_point"]]
-    return {"items": needs, "total_cents": sum(n["cost_cents"] for n in needs), "currency": ctx.currency}
+    return {"items": needs, "total_cents": sum(n["cost_cents"] for n in needs), "currency": ctx.currency,
+            **({} if needs else {"note": "no item is below its reorder point: nothing needs ordering"})}
 
 
 def _check_allowed(ctx: TurnContext, item: str) -> None:
@@ -170,17 +175,16 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
 
 def shop_registry() -> ToolRegistry:
     return ToolRegistry([
-        Tool("list_stock", "Every item with stock on hand, what is on order (approved, not yet received), position "
-             "(on hand plus on order), reorder point, target, unit cost and the other names (aliases) the owner "
-             "uses for it.", NoArgs, list_stock, "read"),
-        Tool("get_item", "One item's stock on hand, its orders on order, position, reorder point, target and unit "
-             "cost.", ItemArgs, get_item, "read"),
-        Tool("reorder_need", "Quantity and cost to bring an item's position (on hand plus on order) to its target; "
-             "nothing while the position is at or above the reorder point; without an item, every item below its "
-             "reorder point and the total cost.", NeedArgs, reorder_need, "read"),
+        # short descriptions: the definitions are most of the prompt, and a small model reads every word of them
+        Tool("list_stock", "Every item: on hand, on order, reorder point, target, unit cost.", NoArgs, list_stock,
+             "read"),
+        Tool("get_item", "One item: on hand, on order, reorder point, target, unit cost.", ItemArgs, get_item,
+             "read"),
+        Tool("reorder_need", "What to order to bring an item (without one: every low item) to its target, and the "
+             "cost.", NeedArgs, reorder_need, "read"),
         Tool("draft_order", "Record a draft order line (nothing is sent).", OrderArgs, draft_order, "internal"),
-        Tool("propose_order", "Propose an order to the supplier for the owner to approve. Nothing is sent until the "
-             "owner approves it.", OrderArgs, propose_order, "external"),
+        Tool("propose_order", "Propose an order for the owner to approve (nothing is sent before).", OrderArgs,
+             propose_order, "external"),
     ])
 
 

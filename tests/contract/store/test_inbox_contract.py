@@ -91,6 +91,38 @@ async def test_claim_finish_and_report_in_one_turn(store: Store):
     assert await store.check() == []
 
 
+async def test_history_keeps_the_models_prose_and_exchange_and_forget_empties_it(store: Store):
+    """C17: with `model_said` the answer's row is the model's own prose and the exchange as JSON, never the report."""
+    await store.admit(occ("tg:1:1", "first"))
+    claim = await store.claim("w1")
+    exchange = '[{"role":"user","text":"[Today] first"},{"role":"assistant","text":"Vanilla: 2 tubs."}]'
+    body = "Vanilla: 2 tubs.\n\nFigures:\n- vanilla on hand: 2 tubs"
+    await store.finish(claim, ReportDraft(body, destination="tg:1"), user_text="first",
+                       model_said=("Vanilla: 2 tubs.", exchange))
+    await store.admit(occ("tg:1:2", "second"))
+    claim = await store.claim("w1")
+    await store.finish(claim, ReportDraft("old style", destination="tg:1"), user_text="second")
+    assert await store.exchanges("tg:1") == [("user", "first", None), ("assistant", "Vanilla: 2 tubs.", exchange),
+                                             ("user", "second", None), ("assistant", "old style", None)]
+    assert await store.exchanges("tg:1", limit=2) == [("user", "second", None), ("assistant", "old style", None)]
+    assert await store.history("tg:1") == [("user", "first"), ("assistant", "Vanilla: 2 tubs."),
+                                           ("user", "second"), ("assistant", "old style")]
+    await store.forget("tg:1", "owner")
+    assert await store.exchanges("tg:1") == []
+
+
+async def test_the_owners_sessions_are_claimed_before_the_producers(store: Store, clock):
+    await store.admit(Occurrence("stock:vanilla:1", "stock:vanilla", "check", WorkKind.AGENT, "tg:1"))
+    clock.advance(1)
+    await store.admit(occ("tg:2:1", "question"))
+    clock.advance(1)
+    await store.admit(occ("tg:3:1", "another"))
+    sessions = []
+    while (claim := await store.claim("w1")) is not None:
+        sessions.append(claim.session)
+    assert sessions == ["tg:2", "tg:3", "stock:vanilla"]
+
+
 async def test_a_turn_can_be_finished_only_by_its_own_run_and_only_once(store: Store):
     await store.admit(occ("tg:1:1"))
     claim = await store.claim("w1")

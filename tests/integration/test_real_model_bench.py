@@ -1,0 +1,30 @@
+"""bench.real_model at its smallest size against the scripted OpenAI-compatible server: the whole path a real model
+takes (a tool call written as text, run and journaled; the answer checked against the shop's records; the cached
+prompt tokens read from the usage), without a real model."""
+import io
+
+from bench import real_model
+from tests.support.fake_model_servers import FakeModelServer, openai_text
+
+CALL = '```json\n{"name": "get_item", "arguments": {"item": "vanilla"}}\n```'
+
+
+async def test_the_bench_runs_one_question_and_checks_it_against_the_records():
+    usage = {"prompt_tokens": 1000, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 900}}
+    async with FakeModelServer([openai_text(CALL, usage=usage), openai_text("We have 2 tubs of vanilla.",
+                                                                            usage=usage)]) as server:
+        out = io.StringIO()
+        results = await real_model.run_bench(server.openai_base_url, "fake", limit=1, out=out)
+        figures = real_model.summary(results, 2000, out)
+    [result] = results
+    assert result.right and result.tools == ("get_item",) and (result.prompt, result.cached) == (2000, 1800)
+    assert figures["right"] == 1 and figures["tool_call_texts_delivered"] == 0
+    assert " 1 stock" in out.getvalue() and "get_item" in out.getvalue()
+    second = server.requests[1].body["messages"]
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "get_item"   # the text call ran as a call
+
+
+async def test_a_wrong_number_is_counted_wrong():
+    async with FakeModelServer([openai_text("We have 7 tubs of vanilla.")]) as server:
+        results = await real_model.run_bench(server.openai_base_url, "fake", limit=1, out=io.StringIO())
+    assert not results[0].right and results[0].prose.count("—") == 1

@@ -1,0 +1,100 @@
+"""Tool calls written as text (C17): the forms read, the delivery check, and the agent loop's handling of both."""
+import pytest
+
+from tests.support.fake_model_servers import FakeShop, RecordingJournal
+from worker.agent_loop import CORRECTION, UnusableAnswer, run_agent
+from worker.models.base import ModelTurn
+from worker.models.scripted import ScriptedModel
+from worker.text_calls import looks_like_tool_call, text_calls
+
+VANILLA = '{"item": "vanilla"}'
+
+
+@pytest.mark.parametrize("text", [
+    '{"name": "get_item", "arguments": {"item": "vanilla"}}',
+    '{"name": "get_item", "parameters": {"item": "vanilla"}}',
+    'Sure!\n```json\n{"name": "get_item", "arguments": {"item": "vanilla"}}\n```\n',
+    '<tool_call>\n{"name": "get_item", "arguments": {"item": "vanilla"}}\n</tool_call>',
+    '<tools>{"name": "get_item", "arguments": {"item": "vanilla"}}</tools>',
+    '{"type": "function", "function": {"name": "get_item", "arguments": "{\\"item\\": \\"vanilla\\"}"}}',
+    '{{"name": "get_item", "arguments": {"item": "vanilla"}}}',
+    '[{"name": "get_item", "arguments": {"item": "vanilla"}}]',
+])
+def test_every_form_gives_the_call(text):
+    [call] = text_calls(text)
+    assert (call.name, call.arguments) == ("get_item", VANILLA) and call.id
+    assert looks_like_tool_call(text)
+
+
+def test_several_calls_in_one_reply_are_read_in_order():
+    text = '<tool_call>{"name": "get_item", "arguments": {"item": "a"}}</tool_call>\n' \
+           '<tool_call>{"name": "list_stock", "arguments": {}}</tool_call>'
+    assert [(c.name, c.arguments) for c in text_calls(text)] == [("get_item", '{"item": "a"}'), ("list_stock", "{}")]
+
+
+@pytest.mark.parametrize("text", ["Vanilla: 2 tubs.", 'The JSON {"a": 1} is fine.', "We have {two} tubs",
+                                  '{"name": "vanilla"}'])
+def test_prose_is_no_call(text):
+    assert text_calls(text) == () and not looks_like_tool_call(text)
+
+
+@pytest.mark.parametrize("text", ['{"name": "get_item", "arguments": {"item": ', '<tool_call>get_item</tool_call>',
+                                  '```json\n{"name": "get_item", "parameters": {"item": "vanilla"\n```'])
+def test_a_broken_call_is_no_call_but_still_looks_like_one(text):
+    assert text_calls(text) == () and looks_like_tool_call(text)
+
+
+async def run(model, shop):
+    return await run_agent(model=model, registry=shop.registry(), system="s", history=(), user_text="how much vanilla",
+                           journal=RecordingJournal(shop.events), context=None)
+
+
+async def test_the_loop_runs_a_text_call_and_keeps_the_call_not_its_text_in_the_exchange():
+    shop = FakeShop()
+    model = ScriptedModel([ModelTurn('```json\n{"name": "get_item", "arguments": {"item": "vanilla"}}\n```', ()),
+                           ModelTurn("Vanilla: 2 tubs.", ())])
+    result = await run(model, shop)
+    assert [t.tool for t in result.tool_results] == ["get_item"]
+    assistant = result.exchange[1]
+    assert assistant.text == "" and assistant.tool_calls[0].name == "get_item"
+    assert result.exchange[-1].text == "Vanilla: 2 tubs." and result.model_text == "Vanilla: 2 tubs."
+
+
+async def test_a_broken_call_gets_one_correction_and_a_second_one_is_unusable():
+    broken = '<tool_call>{"name": "get_item"'
+    model = ScriptedModel([ModelTurn(broken, ()), ModelTurn(broken, ())])
+    with pytest.raises(UnusableAnswer):
+        await run(model, FakeShop())
+    assert model.calls[1].messages[-1].text == CORRECTION
+
+
+async def test_a_call_looking_text_under_a_provider_stop_is_not_delivered_either():
+    model = ScriptedModel([ModelTurn('<tool_call>{"name": "get_item"', (), stop="content_filter")])
+    result = await run(model, FakeShop())
+    assert "tool_call" not in result.text and result.stop_reason == "content_filter"
+
+
+async def test_an_answer_with_numbers_and_no_tool_is_sent_back_once_to_look_them_up():
+    from worker.agent_loop import LOOK_UP, Limits
+    from worker.models.base import ToolCall
+    shop = FakeShop()
+    model = ScriptedModel([ModelTurn("Vanilla: 9 tubs.", ()),
+                           ModelTurn("", (ToolCall("c1", "get_item", VANILLA),)), ModelTurn("Vanilla: 2 tubs.", ())])
+    result = await run_agent(model=model, registry=shop.registry(), system="s", history=(), user_text="and vanilla?",
+                             journal=RecordingJournal(shop.events), context=None, limits=Limits(look_up=True))
+    assert model.calls[1].messages[-1].text == LOOK_UP and result.text.startswith("Vanilla: 2 tubs.")
+    assert all(m.text != LOOK_UP for m in result.exchange)          # the product's text is never history
+    # once only, and never without the setting
+    again = ScriptedModel([ModelTurn("Vanilla: 9 tubs.", ()), ModelTurn("Vanilla: 8 tubs.", ())])
+    result = await run_agent(model=again, registry=shop.registry(), system="s", history=(), user_text="and vanilla?",
+                             journal=RecordingJournal(shop.events), context=None, limits=Limits(look_up=True))
+    assert result.text.startswith("Vanilla: — tubs.") and len(again.calls) == 2
+    off = ScriptedModel([ModelTurn("Vanilla: 9 tubs.", ())])
+    await run_agent(model=off, registry=shop.registry(), system="s", history=(), user_text="and vanilla?",
+                    journal=RecordingJournal(shop.events), context=None)
+    assert len(off.calls) == 1
+
+
+def test_a_tool_response_the_model_wrote_itself_looks_like_a_call():
+    text = '<tool_response>\n{"item": "chocolate", "on_hand": 15}\n</tool_response>'   # seen live after a look-up
+    assert text_calls(text) == () and looks_like_tool_call(text)

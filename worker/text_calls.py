@@ -1,0 +1,69 @@
+"""Tool calls a model wrote as text (C17): small local models often answer a tool call as prose instead of a
+structured `tool_calls` entry. The forms read here are a JSON object `{"name": ..., "arguments"|"parameters": {...}}`
+(also `{"function": {...}}`), bare, in ```json fences, or inside `<tool_call>…</tool_call>` / `<tools>…</tools>`.
+
+`text_calls(text)` returns the calls found (the agent loop runs and journals them as calls); `looks_like_tool_call`
+is the delivery check: a reply that still looks like a call after that is never shown to the owner.
+"""
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from worker.models.base import ToolCall
+
+_DECODER = json.JSONDecoder()
+# <tool_response> too: a small model asked to look something up was seen writing its own tool result (never delivered)
+_TAGS = re.compile(r"</?(?:tool_call|tools|tool_response|function_call|function)\b[^>]*>", re.IGNORECASE)
+_NAME_KEY = re.compile(r'"name"\s*:')
+_ARGS_KEY = re.compile(r'"(?:arguments|parameters)"\s*:')
+
+
+def _as_call(node: Any) -> tuple[str, str] | None:
+    """(name, arguments JSON text) when `node` is a call object, else None."""
+    if not isinstance(node, dict):
+        return None
+    if isinstance(node.get("function"), dict):       # {"type": "function", "function": {...}}
+        node = node["function"]
+    name = node.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    key = "arguments" if "arguments" in node else "parameters" if "parameters" in node else None
+    if key is None:
+        return None
+    arguments = node[key]
+    if isinstance(arguments, str):                   # double-encoded: "arguments": "{\"item\": \"vanilla\"}"
+        text = arguments.strip() or "{}"
+    else:
+        text = json.dumps(arguments, ensure_ascii=False)
+    return name.strip(), text
+
+
+def text_calls(text: str) -> tuple[ToolCall, ...]:
+    """Every call object in `text`, in order (an object inside a call is not read again)."""
+    found: list[ToolCall] = []
+    plain = _TAGS.sub(" ", text or "")
+    i = 0
+    while True:
+        i = min((p for p in (plain.find("{", i), plain.find("[", i)) if p >= 0), default=-1)
+        if i < 0:
+            break
+        try:
+            node, end = _DECODER.raw_decode(plain, i)
+        except ValueError:
+            i += 1
+            continue
+        for candidate in node if isinstance(node, list) else [node]:
+            call = _as_call(candidate)
+            if call is not None:
+                found.append(ToolCall(id=f"text_{uuid.uuid4().hex[:12]}", name=call[0], arguments=call[1]))
+        i = end
+    return tuple(found)
+
+
+def looks_like_tool_call(text: str) -> bool:
+    """The delivery check: a reply with a call's tags, or with both a "name" key and an "arguments"/"parameters"
+    key, is a tool call however malformed, never an answer for the owner."""
+    return bool(_TAGS.search(text or "")) or bool(_NAME_KEY.search(text or "") and _ARGS_KEY.search(text or ""))
