@@ -231,7 +231,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     def expected_claim(self) -> str | None:
         cutoff = self.now() - timedelta(milliseconds=DEBOUNCE_MS)
-        # the owner's sessions (tg:) before the others, oldest first within each (store/sqlite/inbox.py OWNER_FIRST)
+        # the owner's sessions (tg:) before the others, oldest first within each (store/shared/inbox.py OWNER_FIRST)
         for work_id in sorted(self.works, key=lambda i: (not self.works[i].session.startswith("tg:"), i)):
             w = self.works[work_id]
             if w.kind != "agent" or w.state != "pending":
