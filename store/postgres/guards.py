@@ -29,9 +29,10 @@ from psycopg import errors as pgerrors
 from ..errors import NotClaimed
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
 from ..shared import actions, inbox, producer_state, recovery, retention, sales, shop
+from ..shared.connection import Connection
 from ..shared.inbox import DUE, OWNER_FIRST
+from ..shared.orders import DEFAULT_LEAD_TIME_DAYS
 from ..shared.store import DEFAULT_LEASE_S
-from .connection import PgConnection
 
 ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
 SPEND_LOCK = 0x50B_0703          # advisory lock namespace (int4, with a hashed key): one spending day
@@ -39,25 +40,25 @@ IDENTITY_LOCK = 0x50B_0704       # advisory lock namespace (int4, with a hashed 
 SHOP_LOCK = 0x5_0B07_0005        # advisory lock key: seeding and syncing the shop's items (processes start at once)
 
 
-def seed_shop(conn: PgConnection, *args: Any, **kwargs: Any) -> bool:
+def seed_shop(conn: Connection, *args: Any, **kwargs: Any) -> bool:
     """The shop seeded once however many processes start at once on an empty database (K18): behind a lock, the
     second finds it seeded."""
     conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
     return shop.seed(conn, *args, **kwargs)
 
 
-def sync_shop(conn: PgConnection, *args: Any, **kwargs: Any) -> list[str]:
+def sync_shop(conn: Connection, *args: Any, **kwargs: Any) -> list[str]:
     conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
     return shop.sync(conn, *args, **kwargs)
 
 
-def import_sales(conn: PgConnection, *args: Any, **kwargs: Any) -> Any:
+def import_sales(conn: Connection, *args: Any, **kwargs: Any) -> Any:
     """Two imports at once: the second checks its days after the first committed (behind the shop's lock)."""
     conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
     return sales.import_lines(conn, *args, **kwargs)
 
 
-def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:
+def _existing(conn: Connection, occurrence: Occurrence) -> AdmitResult | None:
     row = conn.execute("SELECT work_id, session, payload, pruned_at, payload_sha256 FROM work WHERE source = ?",
                        (occurrence.source,)).fetchone()
     if row is None:
@@ -67,7 +68,7 @@ def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:
     return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, row["work_id"])
 
 
-def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
+def admit(conn: Connection, occurrence: Occurrence, now: str, capacity: int,
           open_count: list[int] | None = None) -> AdmitResult:
     """C1 as on SQLite (identity, then capacity for agent work, then the insert), with the capacity count taken under
     the admission lock and the insert idempotent on the source."""
@@ -97,7 +98,7 @@ def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
     return AdmitResult(Admission.ACCEPTED, row[0])
 
 
-def admit_answered(conn: PgConnection, occurrence: Occurrence, now: str, answer: Any) -> AdmitResult:
+def admit_answered(conn: Connection, occurrence: Occurrence, now: str, answer: Any) -> AdmitResult:
     """A control or notice item with its report (store/shared/inbox.py), with its identity locked first: the same
     item admitted by two connections at once is one accepted and one duplicate, never a unique violation (its
     report is built between the identity check and the insert, so ON CONFLICT alone cannot cover it)."""
@@ -105,7 +106,7 @@ def admit_answered(conn: PgConnection, occurrence: Occurrence, now: str, answer:
     return inbox.admit_answered(conn, occurrence, now, answer)
 
 
-def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
+def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
           skip_sessions: Sequence[str] = (), *, lease_s: float = DEFAULT_LEASE_S) -> Claim | None:
     """C5 as on SQLite (the same due rule, `DUE`, clock steps included), safe with several claimers: only a
     session's anchor qualifies and it is locked SKIP LOCKED, so a concurrent claimer takes another session or none,
@@ -141,7 +142,7 @@ def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cu
         return found
 
 
-def _open_run(conn: PgConnection, worker_id: str, run_id: str, session: str, now: str,
+def _open_run(conn: Connection, worker_id: str, run_id: str, session: str, now: str,
               lease_s: float) -> Claim | None:
     rows = conn.execute(
         "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = ?, run_id = ?, not_before = NULL "
@@ -167,7 +168,7 @@ FENCE = ("SELECT 1 FROM runs WHERE run_id = ? AND worker_id = coalesce(?, worker
          "AND lease_expires_at > clock_timestamp() FOR UPDATE")
 
 
-def fence(conn: PgConnection, run_id: str, worker_id: str | None = None) -> None:
+def fence(conn: Connection, run_id: str, worker_id: str | None = None) -> None:
     """Raise NotClaimed (nothing written: the caller's transaction rolls back) unless `run_id` still holds its lease.
     `worker_id` is checked when the caller knows it (finish, fail, release); the journal and the tools name the run
     only (a run id is a random 128-bit value drawn per claim, never reused)."""
@@ -175,7 +176,7 @@ def fence(conn: PgConnection, run_id: str, worker_id: str | None = None) -> None
         raise NotClaimed(run_id, "its lease is over (expired, or the run ended); nothing of it is written")
 
 
-def renew(conn: PgConnection, run_id: str, lease_s: float) -> bool:
+def renew(conn: Connection, run_id: str, lease_s: float) -> bool:
     """Extend a live lease by `lease_s` from now on the database clock; False (nothing changed) once it lapsed or the
     run ended."""
     expression, params = lease_expiry(lease_s)
@@ -188,7 +189,7 @@ def renew(conn: PgConnection, run_id: str, lease_s: float) -> bool:
 SWEEP_REASON = "the run's lease expired (its process died, stopped or lost the database)"
 
 
-def sweep_one(conn: PgConnection, now: str, attempt_cap: int) -> tuple[bool, list[int]] | None:
+def sweep_one(conn: Connection, now: str, attempt_cap: int) -> tuple[bool, list[int]] | None:
     """One expired open run, taken `FOR UPDATE SKIP LOCKED` (a run whose owner is inside a fenced write is skipped:
     exactly one of the two commits), ended by C10's rule (store/shared/recovery.py `recover_run`: an `external`
     operation started and never finished counts as having acted) with C9's cap; outcome 'expired', its proposals
@@ -206,13 +207,13 @@ def sweep_one(conn: PgConnection, now: str, attempt_cap: int) -> tuple[bool, lis
     return result
 
 
-def hold_epoch(conn: PgConnection, session: str) -> None:
+def hold_epoch(conn: Connection, session: str) -> None:
     """C12: finish and release read the session's epoch under a share lock, so a forget cannot commit between that
     read and the history they write."""
     conn.execute("SELECT epoch FROM sessions WHERE session = ? FOR SHARE", (session,))
 
 
-def lock_for_forget(conn: PgConnection, session: str) -> None:
+def lock_for_forget(conn: Connection, session: str) -> None:
     """C12: forget takes the session row (finish waits, then sees the new epoch) and the pending rows (a claim
     waits, then finds them failed)."""
     conn.execute("INSERT INTO sessions (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (session,))
@@ -221,21 +222,21 @@ def lock_for_forget(conn: PgConnection, session: str) -> None:
                  (session,))
 
 
-def approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
-            destination: str, *args: Any) -> Decision:
-    """C11: the proposal locked, and the day's spending behind its advisory lock, then SQLite's approval."""
+def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
+            supplier_destination: str, lead_time_days: int = DEFAULT_LEAD_TIME_DAYS) -> Decision:
+    """C11: the proposal locked, and the day's spending behind its advisory lock, then the shared approval."""
     conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (SPEND_LOCK, day))
     conn.execute("SELECT 1 FROM proposals WHERE proposal_id = ? FOR UPDATE", (proposal_id,))
-    return actions.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)
+    return actions.approve(conn, proposal_id, by, now, day, day_max_cents, supplier_destination, lead_time_days)
 
 
-def lock_unknown_parts(conn: PgConnection, report_id: str) -> None:
+def lock_unknown_parts(conn: Connection, report_id: str) -> None:
     """C8: a second decision on the same report waits, then finds no part unknown (refused, nothing counted)."""
     conn.execute("SELECT delivery_id FROM deliveries WHERE report_id = ? AND state = 'unknown' FOR UPDATE",
                  (report_id,))
 
 
-def lock_cursor(conn: PgConnection, schedule: str) -> None:
+def lock_cursor(conn: Connection, schedule: str) -> None:
     conn.execute("SELECT 1 FROM schedule_cursors WHERE schedule = ? FOR UPDATE", (schedule,))
 
 
@@ -244,5 +245,5 @@ class ProducerState(producer_state.ProducerState):
     from the same stale reading)."""
 
     def get_cursor(self, schedule: str) -> Any:
-        lock_cursor(self._conn, schedule)  # type: ignore[arg-type]
+        lock_cursor(self._conn, schedule)
         return super().get_cursor(schedule)

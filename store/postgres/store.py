@@ -29,9 +29,10 @@ from .. import redaction
 from ..clock import Clock, SystemClock, to_text
 from ..errors import CommitUnknown, NotClaimed, SchemaTooOld, StoreError
 from ..locations import redact
-from ..records import Claim, Decision, FinishOutcome, MetricsSnapshot, RecoverySummary
+from ..records import Claim, FinishOutcome, MetricsSnapshot, RecoverySummary
 from ..shared import inbox, outbox, stats
 from ..shared import metrics as metric_reads
+from ..shared.connection import Connection
 from ..shared.health import reason as unwritable_reason
 from ..shared.store import (
     DEFAULT_ATTEMPT_CAP,
@@ -41,7 +42,7 @@ from ..shared.store import (
     BaseStore,
 )
 from . import guards, leadership, migrations, readback
-from .connection import Database, PgConnection
+from .connection import Database
 from .dialect import POSTGRES
 from .notify import Listener
 
@@ -53,56 +54,52 @@ READ_BACK_WAITS = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0)   # a read-back that cannot rea
 
 
 # Every write of a run starts with the lease fence (C15, store/postgres/guards.py `fence`), in its own transaction.
-def _finish(conn: PgConnection, claim: Claim, draft: Any, now: str, **kwargs: Any) -> Any:
+def _finish(conn: Connection, claim: Claim, draft: Any, now: str, **kwargs: Any) -> Any:
     guards.fence(conn, claim.run_id, claim.worker_id)
     guards.hold_epoch(conn, claim.session)
     return inbox.finish(conn, claim, draft, now, **kwargs)
 
 
-def _release(conn: PgConnection, claim: Claim, *args: Any, **kwargs: Any) -> str | None:
+def _release(conn: Connection, claim: Claim, *args: Any, **kwargs: Any) -> str | None:
     guards.fence(conn, claim.run_id, claim.worker_id)
     guards.hold_epoch(conn, claim.session)
     return inbox.release(conn, claim, *args, **kwargs)
 
 
-def _fail(conn: PgConnection, claim: Claim, *args: Any, **kwargs: Any) -> str:
+def _fail(conn: Connection, claim: Claim, *args: Any, **kwargs: Any) -> str:
     guards.fence(conn, claim.run_id, claim.worker_id)
     return inbox.fail(conn, claim, *args, **kwargs)
 
 
-def _forget(conn: PgConnection, session: str, by: str, now: str) -> tuple[int, int]:
+def _forget(conn: Connection, session: str, by: str, now: str) -> tuple[int, int]:
     guards.lock_for_forget(conn, session)
     return inbox.forget(conn, session, by, now)
 
 
-def _resolve(conn: PgConnection, report_id: str, decision: str, by: str, now: str) -> list[int]:
+def _resolve(conn: Connection, report_id: str, decision: str, by: str, now: str) -> list[int]:
     guards.lock_unknown_parts(conn, report_id)
     return outbox.resolve(conn, report_id, decision, by, now)
 
-
-def _approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
-             destination: str, *args: Any) -> Decision:
-    return guards.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)
 
 
 class PostgresStore(BaseStore):
     """`store.ports.Store` on PostgreSQL (psycopg 3, a connection pool, READ COMMITTED with explicit guards)."""
 
-    _admit = staticmethod(guards.admit)         # type: ignore[assignment]
-    _admit_answered = staticmethod(guards.admit_answered)  # type: ignore[assignment]
-    _finish = staticmethod(_finish)             # type: ignore[assignment]
-    _release = staticmethod(_release)           # type: ignore[assignment]
-    _fail = staticmethod(_fail)                 # type: ignore[assignment]
-    _guard_run = staticmethod(guards.fence)     # type: ignore[assignment]
-    _forget = staticmethod(_forget)             # type: ignore[assignment]
-    _approve = staticmethod(_approve)           # type: ignore[assignment]
-    _resolve = staticmethod(_resolve)           # type: ignore[assignment]
+    _admit = staticmethod(guards.admit)
+    _admit_answered = staticmethod(guards.admit_answered)
+    _finish = staticmethod(_finish)
+    _release = staticmethod(_release)
+    _fail = staticmethod(_fail)
+    _guard_run = staticmethod(guards.fence)
+    _forget = staticmethod(_forget)
+    _approve = staticmethod(guards.approve)
+    _resolve = staticmethod(_resolve)
     _producer_state = guards.ProducerState
     _sql = POSTGRES
     _leases = leadership
-    _seed = staticmethod(guards.seed_shop)      # type: ignore[assignment]
-    _sync = staticmethod(guards.sync_shop)      # type: ignore[assignment]
-    _import_sales = staticmethod(guards.import_sales)  # type: ignore[assignment]
+    _seed = staticmethod(guards.seed_shop)
+    _sync = staticmethod(guards.sync_shop)
+    _import_sales = staticmethod(guards.import_sales)
     _db_error = psycopg.Error
     db: Database
 
@@ -116,7 +113,7 @@ class PostgresStore(BaseStore):
         self._offset_at = float("-inf")
         self.listener: Listener | None = None
 
-    def _claim(self, conn: PgConnection, worker_id: str, run_id: str, now: str, cutoff: str,  # type: ignore[override]
+    def _claim(self, conn: Connection, worker_id: str, run_id: str, now: str, cutoff: str,
                skip_sessions: Sequence[str] = ()) -> Claim | None:
         return guards.claim(conn, worker_id, run_id, now, cutoff, skip_sessions, lease_s=self._lease)
 
@@ -220,7 +217,7 @@ class PostgresStore(BaseStore):
 
     # ---- K16: a commit whose answer was lost is read back, never guessed ---------------------------------------
     async def _settled(self, what: str, commit: Callable[[], Awaitable[Any]],
-                       read: Callable[[PgConnection], tuple[str, Any]],
+                       read: Callable[[Connection], tuple[str, Any]],
                        refused: Callable[[str], StoreError]) -> Any:
         """Run `commit`; when its connection was lost after COMMIT was sent, read the outcome back from the records
         on a fresh connection (store/postgres/readback.py): done (return it), not committed (run it again), or
@@ -238,7 +235,7 @@ class PostgresStore(BaseStore):
             if verdict == readback.REFUSED:
                 raise refused(f"its commit was lost and the records say it is {value}; nothing more is written")
 
-    async def _read_back(self, read: Callable[[PgConnection], tuple[str, Any]],
+    async def _read_back(self, read: Callable[[Connection], tuple[str, Any]],
                          lost: CommitUnknown) -> tuple[str, Any]:
         for wait in (*READ_BACK_WAITS, None):
             try:
@@ -310,7 +307,7 @@ class PostgresStore(BaseStore):
         now_dt = self.now_dt()
         start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
 
-        def read(conn: PgConnection) -> MetricsSnapshot:
+        def read(conn: Connection) -> MetricsSnapshot:
             window = stats.window(conn, start, end)
             size = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
             return metric_reads.snapshot(conn, now_dt, metric_reads.Sizes(size), window, tallies, self._sql.oldest_open)
@@ -318,7 +315,7 @@ class PostgresStore(BaseStore):
 
     async def vacuum(self) -> tuple[int, int]:
         """VACUUM (autovacuum does this on its own; this runs it now). Returns the database's size before and after."""
-        def run(conn: PgConnection) -> tuple[int, int]:
+        def run(conn: Connection) -> tuple[int, int]:
             def size() -> int:
                 return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
             before = size()
