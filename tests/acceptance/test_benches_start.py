@@ -43,9 +43,10 @@ SMALLEST: dict[str, tuple[str, ...]] = {
     "throughput": ("--items", "50", "--saturate", "5", "--repeats", "1"),
 }
 # benches run elsewhere: the reason is printed as the skip
-ELSEWHERE = {"real_model": "issue 26's bench: its own test runs it against the scripted model server"}
+ELSEWHERE = {"real_model": "the real-model bench: its own test runs it against the scripted model server",
+             "serve_gguf": "serves a GGUF on llama.cpp from the xllamacpp wheel, outside the project's virtualenv"}
 # modules of bench/ that are not commands (no `__main__`)
-HELPERS = {"__init__", "common", "eval_model_server", "soak_postgres"}
+HELPERS = {"__init__", "common", "eval_model_server", "soak_postgres", "real_model_questions"}
 
 
 def _modules() -> list[str]:
