@@ -1,5 +1,5 @@
-"""The store's contract, as Protocols split by who uses them. Every implementation (SQLite today in store/sqlite/;
-PostgreSQL next) offers every port, and tests/contract/store/ runs the same suite against each.
+"""The store's contract, as Protocols split by who uses them. Every implementation (SQLite in store/sqlite/,
+PostgreSQL in store/postgres/) offers every port, and tests/contract/store/ runs the same suite against each.
 
 Each method's contract is documented here, once. Every async method is one short transaction that holds no network
 call; times cross the seam as aware UTC datetimes. Expected outcomes (duplicate, conflict, refused, not claimed by
