@@ -91,7 +91,7 @@ class Metrics:
     def observe_model(self, outcome: str, seconds: float, tokens_in: int = 0, tokens_out: int = 0,
                       tokens_cached: int = 0) -> None:
         self.model_calls.labels(outcome).observe(seconds)
-        if tokens_cached:   # of the input tokens, those served from the provider's prompt cache (C18)
+        if tokens_cached:   # of the input tokens, those served from the provider's prompt cache
             self.model_tokens.labels("cached").inc(tokens_cached)
         if tokens_in:
             self.model_tokens.labels("input").inc(tokens_in)
