@@ -9,8 +9,9 @@ Two sources, one page:
   run or stopped.
 
 Every name starts with `shopbot_`. No label carries user data (no chat or sender ids, no texts, no till-made names,
-no error texts): labels are states, kinds and outcomes made by the code, so cardinality stays bounded. The README
-lists every metric with what to alert on (tests/test_metrics.py keeps that list in step with this page).
+no error texts): labels are states, kinds and outcomes made by the code, so cardinality stays bounded.
+docs/operations.md lists every metric with what to alert on (tests/integration/test_metrics.py keeps that list in
+step with this page).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The operator's command line: `shopbot <command>`. Every command has help and appears in the README."""
+"""The operator's command line: `shopbot <command>`. Every command has help, a line in the README's table and its
+full description in docs/running.md (tests/unit/test_docs.py)."""
 from __future__ import annotations
 
 import argparse

@@ -51,7 +51,9 @@ def test_every_command_is_documented_with_help():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     assert undocumented_commands(readme, COMMANDS) == []
+    full = (ROOT / "docs" / "running.md").read_text()       # the commands' full descriptions
     for name in COMMANDS:
+        assert f"`shopbot {name}" in full, f"shopbot {name} is not described in docs/running.md"
         assert sub.choices[name].description, f"shopbot {name} has no help"
 
 
