@@ -96,6 +96,7 @@ def broken_links(text: str, page: Path, root: Path) -> list[str]:
     return broken
 
 
+_TEAM_FOLDER = re.compile(r"(?:\.\./|/work/)shared\b")    # the team's notes beside the clone, not store/shared
 LINKED_DOCS = ("README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")))
 
 
@@ -103,7 +104,7 @@ LINKED_DOCS = ("README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROO
 def test_every_link_in_the_docs_resolves_inside_the_repository(doc):
     text = (ROOT / doc).read_text()
     assert broken_links(text, ROOT / doc, ROOT) == []
-    assert "shared/" not in text, f"{doc} points at the team's shared folder, which is not part of the product"
+    assert not _TEAM_FOLDER.search(text), f"{doc} points at the team's shared folder, which is not part of the product"
 
 
 def test_a_planted_broken_link_is_caught():
@@ -116,6 +117,8 @@ def test_a_planted_broken_link_is_caught():
         "README.md:1: no heading #no-such-heading in docs/running.md",
         "README.md:1: ../shared/DESIGN.md leaves the repository",
     ]
+    assert _TEAM_FOLDER.search("see /work/shared/DESIGN.md") and _TEAM_FOLDER.search("`../shared/notes`")
+    assert not _TEAM_FOLDER.search("store/shared/inbox.py and `store/shared/`")
 
 
 def test_env_example_matches_the_config_keys():
@@ -210,7 +213,7 @@ def test_a_planted_wrong_path_or_test_name_is_caught():
     text = ("Shown by: `tests/test_kill_points.py::test_killed_before_the_reply_then_one_reply_after_restart`;\n"
             "`store/inbox.py` (`admit`).\n"
             "`tests/unit/test_docs.py::test_no_such_test`, `::test_a_planted_wrong_path_or_test_name_is_caught`, "
-            "`::test_also_missing`; `docs/contracts.md`, `store/sqlite/inbox.py` and `bot/sandbox/bot_api/`.\n")
+            "`::test_also_missing`; `docs/contracts.md`, `store/shared/inbox.py` and `bot/sandbox/bot_api/`.\n")
     assert stale_references("::test_orphan", ROOT) == ["doc:1: ::test_orphan does not follow an existing Python file"]
     assert stale_references(text, ROOT) == [
         "doc:1: no such path tests/test_kill_points.py",
