@@ -71,6 +71,14 @@ log = logging.getLogger("shopbot.app")
 RETENTION_EVERY_S = 86400.0
 
 
+def stock_watcher(store: Store, cfg: Config, shop: ShopSpec) -> StockWatcher:
+    """The stock watcher as every process builds it: the app, and `shopbot settings reset`, which checks at once. The
+    same owner's chat and tolerance everywhere, so that a check anywhere admits and marks alike (a check without the
+    owner's chat would pass the restock notices by)."""
+    owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
+    return StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
+
+
 @dataclass
 class Parts:
     store: Store
@@ -202,7 +210,7 @@ class App:
         leaders = {name: Leader(store, name, holder, cfg.lease_s) for name in NAMES}
         presence = Presence(store, holder, cfg.lease_s)
         clock_producer = ClockProducer(store, shop.schedules, owner_chat)
-        watcher = StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
+        watcher = stock_watcher(store, cfg, shop)
         scheduler = producer_scheduler(clock_producer, watcher, shop.stock_cron, shop.timezone)
         scheduler.lease = leaders["producers"]
         units.use(shop.unit_words)     # "1 tub", "2 tubs" in every text (store/units.py)
@@ -234,7 +242,8 @@ class App:
         # always run where the relay runs: receipts stored before SHOPBOT_RECEIPT_REACTION was emptied are still set
         receipts = ReceiptRelay(store, sender, self.allowed_chat) if sender else None
         ingress = Ingress(store, bot, sender, self.owner_ids, poll_timeout=self.poll_timeout, rules=rules,
-                          lease=leaders["poller"], receipt=cfg.receipt_reaction) if bot and sender else None
+                          lease=leaders["poller"], receipt=cfg.receipt_reaction,
+                          on_stock_change=watcher.check) if bot and sender else None
         routes = [health_route(store, health), metrics_route(store, metrics, str(cfg.metrics_token))]
         if ingress and cfg.webhook_url:
             routes.append(webhook_route(ingress, str(cfg.webhook_secret)))

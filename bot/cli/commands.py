@@ -29,6 +29,7 @@ from store import (
     open_store,
     parse_clock,
     restore,
+    units,
 )
 from store.sqlite.invariants import check as check_invariants
 
@@ -402,9 +403,21 @@ def cmd_settings(args: argparse.Namespace) -> int:
     spec = next((i for i in shop.items if i.item == args.item), None)
     if spec is None:
         raise ValueError(f"unknown item {args.item!r} (the shop file has: {', '.join(i.item for i in shop.items)})")
-    done = with_store(args, lambda s: s.reset_setting(args.item))
+    from bot.app import stock_watcher
+
+    async def reset(store: Store) -> tuple[bool, tuple[str, ...]]:
+        if not await store.reset_setting(args.item):
+            return False, ()
+        # the stock watcher checks at once, here, as the worker does after a till count (its writes are idempotent
+        # by identity, so a running app's own check admits nothing twice): not at the next scheduled check
+        units.use(shop.unit_words)
+        return True, (await stock_watcher(store, cfg, shop).check()).admitted
+    done, admitted = with_store(args, reset)
     print(f"{args.item}: " + (f"back to the shop file's reorder point {spec.reorder_point} and target {spec.target}"
                               if done else "no applied values; the shop file's are in force"))
+    if admitted:
+        print("the stock watcher checked at once: reorder check(s) queued for "
+              + ", ".join(source.split(":")[1] for source in admitted))
     return 0
 
 

@@ -67,6 +67,7 @@ class PressResult:
     admission: AdmitResult
     answer: str             # the callback answer (after commit)
     decided: bool           # a decision was recorded: remove the buttons
+    stock_changed: bool = False   # a reorder point moved: the stock watcher checks after the commit (Ingress)
 
 
 def status_text(status: Status) -> str:
@@ -230,6 +231,7 @@ class Outcome:
     text: str
     decided: bool
     buttons: list[list[tuple[str, str]]] | None = None
+    stock_changed: bool = False     # what the stock watcher compares moved (an applied reorder point)
 
 
 def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: str,
@@ -270,7 +272,7 @@ def _setting_press(tx: Transaction, nonce: str, verb: str, target: str, by: str)
     except (ValueError, UnknownTarget) as exc:
         return Outcome(f"Not applied: {exc}", True)
     return Outcome(f"Applied: {item}'s reorder point is now {reorder_point} and its target {order_up_to}. "
-                   f"`shopbot settings reset {item}` goes back to the shop file's values.", True)
+                   f"`shopbot settings reset {item}` goes back to the shop file's values.", True, stock_changed=True)
 
 
 def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> Outcome:
@@ -372,14 +374,16 @@ def edit_order_card(tx: Transaction, proposal_id: int, line: str, subject: str) 
 def admit_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> PressResult:
     answer: list[str] = []
     decided: list[bool] = []
+    stock_changed: list[bool] = []
 
     def reply(t: Transaction, work_id: int) -> ReportDraft:
         outcome = decide_press(t, press, rules)
         answer.append(outcome.text)
         decided.append(outcome.decided)
+        stock_changed.append(outcome.stock_changed)
         return card_edit(t, press, outcome, rules)
     result = tx.admit_answered(Occurrence(f"cb:{press.callback_id}", f"tg:{press.chat_id}", press.data,
                                           WorkKind.CONTROL, f"tg:{press.chat_id}"), reply)
     if result.outcome is not Admission.ACCEPTED:     # a redelivered press: already answered
         return PressResult(result, "Already done.", False)
-    return PressResult(result, answer[0], decided[0])
+    return PressResult(result, answer[0], decided[0], stock_changed[0])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from telegram import Bot, Update
@@ -50,8 +50,11 @@ class Lease(Protocol):
 class Ingress:
     def __init__(self, store: Store, bot: Bot, sender: PressAnswers, owner_ids: Callable[[], frozenset[int]], *,
                  poll_timeout: int = 25, rules: owner.ApprovalRules | None = None, lease: Lease | None = None,
-                 receipt: str = "") -> None:
+                 receipt: str = "", on_stock_change: Callable[[], Awaitable[object]] | None = None) -> None:
         self.store = store
+        # the stock watcher's check, run after a batch whose press applied a reorder point, as the worker runs it
+        # after a till count: the new value is in force for the watcher at once, not at its next scheduled check
+        self.on_stock_change = on_stock_change
         self.bot = bot
         self.sender = sender
         self.router = Router(owner_ids, rules, receipt)
@@ -81,9 +84,16 @@ class Ingress:
         return await self.store.atomic(lambda tx: self.router.route(tx, parsed), fence=fence)
 
     async def after_commit(self, result: BatchResult) -> None:
-        """Answer button presses (the spinner): best effort, after the commit."""
+        """Answer button presses (the spinner): best effort, after the commit. Then, when a press applied a reorder
+        point, the stock watcher's check; a failed check is logged and the scheduled one tries again."""
         for press, pressed in result.presses:
             await self.sender.answer_callback(press.callback_id, pressed.answer)
+        if result.stock_changed and self.on_stock_change is not None:
+            try:
+                await self.on_stock_change()
+            except StoreError as exc:
+                log.error("stock check after an applied reorder point failed (%s); the scheduled check tries again",
+                          exc)
 
     async def fetch(self, offset: int | None, timeout: int) -> list[tuple[int | None, Update | None]]:
         """One `getUpdates` call, parsed update by update. PTB's own get_updates parses the batch at once: one

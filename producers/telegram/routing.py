@@ -30,6 +30,11 @@ class BatchResult:
     def bump(self, key: str) -> None:
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
 
+    @property
+    def stock_changed(self) -> bool:
+        """A press of the batch moved what the stock watcher compares (an applied reorder point)."""
+        return any(pressed.stock_changed for _, pressed in self.presses)
+
 
 def parse(raw: object, bot: Bot) -> Update | None:
     """One update alone: a malformed one must never stop ingestion (docs/contracts.md, Facts at the edges). PTB does

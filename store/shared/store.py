@@ -650,7 +650,9 @@ class BaseStore(abc.ABC):
     async def apply_setting(self, item: str, reorder_point: int, target: int, by: str) -> None:
         now = self.now()
         await self.db.write(lambda conn: sales.apply_setting(conn, item, reorder_point, target, by, now))
-        self.signals.work.notify()     # the stock watcher looks again at once
+        # the stock watcher lives above the store: its check after a change is the caller's (the Apply press's
+        # Ingress, `shopbot settings reset`), as after a till count
+        self.signals.work.notify()
 
     async def reset_setting(self, item: str) -> bool:
         done = await self.db.write(lambda conn: sales.reset_setting(conn, item))

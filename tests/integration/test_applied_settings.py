@@ -1,11 +1,19 @@
 """Applying a suggestion: the owner's Apply press (a recorded decision) makes the suggested reorder point and target
 the item's at once, for the stock watcher, `reorder_need`, the stock answers, `shopbot status` and /ops; Keep
-records the decision and changes nothing; a second press is no longer valid."""
+records the decision and changes nothing; a second press is no longer valid. In the running product the press runs
+the stock watcher's check right after its commit, as a till count does: the reorder check and its proposal come
+without waiting for the scheduled check."""
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bot.sandbox.local_setup import OWNER_ID, LocalRun, local_product
 from producers.stock_watch import StockWatcher
 from producers.telegram.owner import Press, admit_press
-from store import ItemSpec
+from store import ItemSpec, Occurrence, ReportDraft, Transaction, WorkKind
 from worker.ordering import Suggestion
 from worker.review import setting_buttons
 from worker.tools.shop import ItemArgs, NeedArgs, TurnContext, get_item, reorder_need
@@ -59,3 +67,74 @@ async def test_a_press_from_another_chat_is_no_longer_valid(store):
     stranger = await store.atomic(lambda tx: admit_press(tx, Press("cb1", 2, 2, apply, None)))
     assert stranger.answer == "This button is no longer valid."
     assert (await store.shop_item("vanilla") or {})["reorder_point"] == 8
+
+
+# The product's example shop, with a stock watcher schedule that does not fire during a test (29 February): an
+# episode can only come from the check the press runs. Chocolate: 12 on hand, reorder point 6 in the file.
+FAR_CRON = '[stock_watch]\ncron = "0 0 29 2 *"'
+CHOCOLATE = Suggestion("chocolate", 28, 0, 3.5, 1.0, 6, 12, 13, 20, "from the sales")
+
+
+@pytest.fixture
+def quiet_shop(tmp_path: Path) -> Path:
+    example = (Path(__file__).parents[2] / "bot" / "sandbox" / "shop.example.toml").read_text()
+    shop = example.replace('[stock_watch]\ncron = "*/15 * * * *"', FAR_CRON)
+    assert shop != example
+    (tmp_path / "shop.toml").write_text(shop)
+    return tmp_path / "shop.toml"
+
+
+async def press_apply(run: LocalRun) -> None:
+    """The owner presses Apply under a suggestion (13 and 20 for chocolate) in the running product; returns once the
+    poller confirmed the press's update, that is after the press's commit and everything it runs after it."""
+    parts = run.app.parts
+    assert parts.producers is not None
+    await asyncio.wait_for(parts.producers.started.wait(), 15)      # the start-up check is behind us
+
+    def offer(tx: Transaction) -> None:
+        rows = setting_buttons(tx, CHOCOLATE, OWNER_ID)
+        tx.admit_answered(Occurrence("notice:suggestion:chocolate", "notice:suggestion", "suggestion",
+                                     WorkKind.NOTICE, f"tg:{OWNER_ID}"),
+                          lambda t, work_id: ReportDraft("chocolate: reorder point 6 → 13, target 12 → 20",
+                                                         destination=f"tg:{OWNER_ID}", buttons=rows))
+    await parts.store.atomic(offer)
+    parts.store.signals.deliveries.notify()
+    await run.api.wait_for(lambda: any(m.text.startswith("chocolate: reorder point") for m in run.owner_messages()),
+                           timeout=15)
+    card = next(m for m in run.owner_messages() if m.text.startswith("chocolate: reorder point"))
+    apply = card.reply_markup["inline_keyboard"][0][0]
+    assert apply["text"] == "Apply chocolate"
+    update = run.api.post_callback(OWNER_ID, OWNER_ID, apply["callback_data"], card.message_id)
+    await run.admitted(update["update_id"], timeout=15)
+    chocolate = await parts.store.shop_item("chocolate")
+    assert chocolate is not None and (chocolate["on_hand"], chocolate["reorder_point"]) == (12, 13)
+
+
+def chocolate_proposed(run: LocalRun) -> bool:
+    return any(m.text.startswith("Order proposal") and "chocolate" in m.text.splitlines()[0]
+               for m in run.owner_messages())
+
+
+async def test_apply_runs_the_stock_watchers_check_at_once_in_the_running_product(quiet_shop):
+    async with local_product({"SHOPBOT_SHOP_FILE": str(quiet_shop), "SHOPBOT_DEBOUNCE_MS": "0",
+                              "SHOPBOT_CHAT_PACE_MS": "0"}) as run:
+        await press_apply(run)
+        # the episode was admitted by the check the press ran after its commit, before the poller went on
+        episode = await run.app.parts.store.work_with_report("stock:chocolate:1")
+        assert episode is not None
+        # and the worker's reorder check turns it into a proposal card, with no scheduled check in between
+        await run.api.wait_for(lambda: chocolate_proposed(run), timeout=20)
+
+
+async def test_negative_control_without_the_press_check_the_episode_waits_for_the_schedule(quiet_shop):
+    """The same press with the Ingress's check removed: the value is applied, yet no episode until a check runs
+    (here the scheduled one, called by hand), so the test above sees the press's own check."""
+    async with local_product({"SHOPBOT_SHOP_FILE": str(quiet_shop), "SHOPBOT_DEBOUNCE_MS": "0",
+                              "SHOPBOT_CHAT_PACE_MS": "0"}) as run:
+        parts = run.app.parts
+        assert parts.ingress is not None and parts.producers is not None
+        parts.ingress.on_stock_change = None
+        await press_apply(run)
+        assert await parts.store.work_with_report("stock:chocolate:1") is None
+        assert not chocolate_proposed(run)
+        assert (await parts.producers.watcher.check()).admitted == ("stock:chocolate:1",)

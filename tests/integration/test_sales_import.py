@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -132,3 +133,34 @@ def test_suggestions_from_imported_history_and_settings_reset(cli, tmp_path):
     assert "no applied values" in cli("settings", "reset", "vanilla")[1]
     assert cli("settings", "reset", "pistachio")[0] == 1
 
+
+
+def test_settings_reset_runs_the_stock_watchers_check_at_once(cli, tmp_path, monkeypatch):
+    """Vanilla: 2 on hand, reorder point 8 in the shop file, 0 applied. Reset by the store alone (the negative control)
+    admits nothing: only a check does. `shopbot settings reset` runs that check right after its commit, as a till
+    count does: vanilla's reorder check is queued at once for the owner, not at the next scheduled check."""
+    from bot.shop_file import load_shop
+    monkeypatch.setenv("SHOPBOT_OWNER_IDS", "1001")
+    items = load_shop(ROOT / "shop.example.toml").items
+
+    async def on_store(body):  # type: ignore[no-untyped-def]
+        store = await SqliteStore.open(tmp_path / "shop.sqlite3", SystemClock())
+        try:
+            return await body(store)
+        finally:
+            await store.close()
+
+    async def prepare(store) -> None:  # type: ignore[no-untyped-def]
+        await store.seed_shop(items, "shop.example.toml")
+        await store.apply_setting("vanilla", 0, 8, "owner 1")
+        assert await store.reset_setting("vanilla")          # the store alone: back to 8, no check run
+        assert await store.work_with_report("stock:vanilla:1") is None
+        await store.apply_setting("vanilla", 0, 8, "owner 1")
+    asyncio.run(on_store(prepare))
+    code, out, err = cli("settings", "reset", "vanilla")
+    assert code == 0, err
+    assert "back to the shop file's reorder point 8" in out
+    assert "the stock watcher checked at once: reorder check(s) queued for " in out and "vanilla" in out
+    with sqlite3.connect(tmp_path / "shop.sqlite3") as raw:
+        episode = raw.execute("SELECT state, destination FROM work WHERE source = 'stock:vanilla:1'").fetchall()
+    assert episode == [("pending", "tg:1001")]           # for the owner, as the app's own check admits it
