@@ -412,6 +412,19 @@ class StatusExtra(_Record):
 
 
 @dataclass(frozen=True)
+class AppliedSetting(_Record):
+    """An item's reorder point and target the owner applied (in force in place of the shop file's, which stand
+    beside them), and the decision's who and when."""
+    item: str
+    reorder_point: int
+    target: int
+    shop_file_reorder_point: int
+    shop_file_target: int
+    decided_by: str
+    decided_at: datetime
+
+
+@dataclass(frozen=True)
 class Status(_Record):
     """`Insights.status()` and `Transaction.status()`; `to_json()` is exactly `shopbot status --json`
     (docs/operations.md)."""
@@ -432,6 +445,7 @@ class Status(_Record):
     littles_law: Stats
     processes: tuple[ProcessView, ...] = ()       # every process sharing the store (C16), oldest first
     leases: tuple[LeaderView, ...] = ()           # every leader lease and its holder, by name
+    applied: tuple[AppliedSetting, ...] = ()      # the owner's applied reorder points and targets, by item
 
 
 @dataclass(frozen=True)

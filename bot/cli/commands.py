@@ -79,17 +79,15 @@ def cmd_admit(args: argparse.Namespace) -> int:
 
 @command("status")
 def cmd_status(args: argparse.Namespace) -> int:
-    async def read(store: Store) -> tuple[Any, list[dict[str, Any]]]:
-        return await store.status(), [i for i in await store.shop_items() if i["applied"]]
-    status, applied = with_store(args, read)
+    status = with_store(args, lambda s: s.status())
     if args.json:
         print(json.dumps(status.to_json(), indent=2, sort_keys=True))
     else:
         print_status(status, sys.stdout)
-        for item in applied:        # the owner's applied values, with the shop file's beside them
-            print(f"applied:    {item['item']} reorder point {item['reorder_point']} (shop file "
-                  f"{item['file_reorder_point']}), target {item['target']} (shop file {item['file_target']}), by "
-                  f"{item['applied']['by']}")
+        for setting in status.applied:        # the owner's applied values, with the shop file's beside them
+            print(f"applied:    {setting.item} reorder point {setting.reorder_point} (shop file "
+                  f"{setting.shop_file_reorder_point}), target {setting.target} (shop file "
+                  f"{setting.shop_file_target}), by {setting.decided_by}")
     return 0
 
 

@@ -145,6 +145,13 @@ def apply_setting(conn: Connection, item: str, reorder_point: int, target: int, 
                  "prompt = excluded.prompt", (item, reorder_point, target, by, now, prompt))
 
 
+def applied(conn: Connection) -> list[Row]:
+    """Every applied setting with the shop file's values beside it, by item (`shopbot status`)."""
+    return conn.execute("SELECT s.item, s.reorder_point, s.target, i.reorder_point AS file_reorder_point, "
+                        "i.target AS file_target, s.decided_by, s.decided_at FROM item_settings s "
+                        "JOIN items i ON i.item = s.item ORDER BY s.item").fetchall()
+
+
 def reset_setting(conn: Connection, item: str) -> bool:
     """Back to the shop file's values; False when the item had no applied values."""
     return conn.execute("DELETE FROM item_settings WHERE item = ?", (item,)).rowcount > 0

@@ -5,6 +5,7 @@ from datetime import datetime
 
 from ..clock import from_text
 from ..records import (
+    AppliedSetting,
     DeliveryCounts,
     DeliveryState,
     FailedPart,
@@ -19,7 +20,7 @@ from ..records import (
     UnknownPart,
     WorkCounts,
 )
-from . import inbox, producer_state
+from . import inbox, producer_state, sales
 from .connection import Connection
 
 
@@ -63,6 +64,9 @@ def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
         "SELECT kind, sum(count) FROM counters GROUP BY kind ORDER BY kind")}
     missed = tuple(Missed(r["schedule"], r["key"], r["reason"], _time(r["fire_time"]), from_text(r["recorded_at"]))
                    for r in producer_state.missed_occurrences(conn))
+    applied = tuple(AppliedSetting(r["item"], r["reorder_point"], r["target"], r["file_reorder_point"],
+                                   r["file_target"], r["decided_by"], from_text(r["decided_at"]))
+                    for r in sales.applied(conn))
     oldest_age, ahead = pending_age(now, oldest)
     return Status(
         work=WorkCounts.of(work), agent_work=WorkCounts.of(agent_work), deliveries=DeliveryCounts.of(deliveries),
@@ -70,7 +74,7 @@ def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
         oldest_pending_ahead_seconds=ahead, unknown=unknown, failed_work=failed_work,
         failed_deliveries=failed_deliveries, counters=counters, actions=action_states,
         quarantined_actions=quarantined, unknown_actions=unknown_actions, extra=StatusExtra(missed),
-        littles_law=window)
+        littles_law=window, applied=applied)
 
 
 def read_reports(conn: Connection, limit: int) -> list[ReportView]:

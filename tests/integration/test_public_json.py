@@ -2,10 +2,12 @@
 documents."""
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
 
+from store import SqliteStore, SystemClock
 from tests.integration.test_cli import shopbot
 from tests.support import ROOT
 
@@ -37,11 +39,21 @@ def shape_errors(doc: object, real: object, path: str = "$") -> list[str]:
     return [f"{path}: documented as {type(doc).__name__}, output is {type(real).__name__}"]
 
 
+async def apply_setting(db: Path) -> None:
+    """The owner's Apply (vanilla 12 and 36), so that `applied` holds an entry whose shape is compared."""
+    store = await SqliteStore.open(db, SystemClock())
+    try:
+        await store.apply_setting("vanilla", 12, 36, "owner:1001")
+    finally:
+        await store.close()
+
+
 def produced(tmp_path: Path) -> tuple[object, object]:
     db = tmp_path / "s.sqlite3"
     assert shopbot("admit", "--source", "tg:1001:5", "--session", "tg:1001", "--text", "how much vanilla",
                    db=db).returncode == 0
     assert shopbot("run", "--drain", db=db).returncode == 0
+    asyncio.run(apply_setting(db))
     status = json.loads(shopbot("status", "--json", db=db).stdout)
     reports = json.loads(shopbot("reports", "--json", db=db).stdout)
     return status, reports
@@ -53,6 +65,10 @@ def test_status_and_reports_json_match_the_documented_shapes(tmp_path):
     assert shape_errors(documented("reports"), reports) == []
     assert set(status["work"]) == {"pending", "running", "finished", "failed"}
     assert set(status["deliveries"]) == {"pending", "sending", "confirmed", "unknown", "failed", "denied"}
+    [vanilla] = status["applied"]
+    assert {k: v for k, v in vanilla.items() if k != "decided_at"} == {
+        "item": "vanilla", "reorder_point": 12, "target": 36, "shop_file_reorder_point": 8, "shop_file_target": 8,
+        "decided_by": "owner:1001"}
 
 
 def test_a_report_names_the_source_identity_of_the_message_it_answers(tmp_path):

@@ -116,3 +116,19 @@ async def test_an_applied_value_inside_a_transaction_with_its_decision(store: St
     await store.atomic(press)
     chocolate = await store.shop_item("chocolate")
     assert chocolate is not None and (chocolate["reorder_point"], chocolate["target"]) == (7, 15)
+
+
+async def test_status_lists_the_applied_values_beside_the_files(store: Store, clock: ManualClock):
+    await store.seed_shop(SHOP, "shop.toml")
+    assert (await store.status()).applied == ()
+    await store.apply_setting("vanilla", 25, 30, "owner 1")
+    clock.advance(60)
+    await store.atomic(lambda tx: tx.apply_setting("chocolate", 7, 15, "owner:2"))
+    applied = (await store.status()).applied
+    assert [(a.item, a.reorder_point, a.target, a.shop_file_reorder_point, a.shop_file_target, a.decided_by)
+            for a in applied] == [("chocolate", 7, 15, 6, 12, "owner:2"), ("vanilla", 25, 30, 8, 12, "owner 1")]
+    assert applied[1].decided_at == clock.now() - timedelta(seconds=60)
+    assert applied[0].to_json()["decided_at"].endswith("Z")
+    assert (await store.atomic(lambda tx: tx.status())).applied == applied     # the same read in a transaction
+    assert await store.reset_setting("vanilla")
+    assert [a.item for a in (await store.status()).applied] == ["chocolate"]
