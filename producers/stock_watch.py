@@ -19,7 +19,8 @@ The same transaction tells the owner of every order a till count received (`noti
 order's card edited), and asks about late orders: every order still on order after the supplier's lead time gets one
 notice `notice:order_due:<order>` with Received and Not arrived buttons (once: the identity makes it so).
 
-`check()` runs on the watcher's schedule and should be called after every stock change (after a till turn).
+`check()` runs on the watcher's schedule and should be called after every change of what it compares: after a till
+turn (the worker), after an applied reorder point (the Apply press's Ingress, `shopbot settings reset`).
 """
 from __future__ import annotations
 
