@@ -54,6 +54,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "ingress.refused_capacity": ("shopbot.ingress", "refused for capacity chat=%s source=%s"),
     "ingress.unsupported_update": ("shopbot.ingress", "unsupported update kind dropped update_id=%s"),
     "ingress.update_refused": ("shopbot.ingress", "update refused update_id=%s reason=%s sender=%s chat=%s"),
+    "ingress.stock_check_failed": ("shopbot.ingress", "stock check after an applied reorder point failed (%s); the "
+                                                      "scheduled check tries again"),
     # the till API
     "till.no_tokens": ("shopbot.till",
                        "no till tokens configured (SHOPBOT_TILL_TOKENS): every till request is answered 401"),
