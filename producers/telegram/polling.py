@@ -88,7 +88,7 @@ class Ingress:
     async def fetch(self, offset: int | None, timeout: int) -> list[tuple[int | None, Update | None]]:
         """One `getUpdates` call, parsed update by update. PTB's own get_updates parses the batch at once: one
         malformed update raises for all of them, and PTB then logs the raw batch, message texts included."""
-        kwargs: dict = {"timeout": timeout, "allowed_updates": ALLOWED_UPDATES}
+        kwargs: dict[str, object] = {"timeout": timeout, "allowed_updates": ALLOWED_UPDATES}
         if offset is not None:
             kwargs["offset"] = offset
         with warnings.catch_warnings():   # PTB suggests get_updates for this endpoint: see the docstring

@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
-from telegram import Bot, Update
+from telegram import Bot, Chat, Update, User
 
 from store import Admission, Occurrence, ReportDraft, Transaction, WorkKind
 
@@ -37,8 +38,11 @@ def parse(raw: object, bot: Bot) -> Update | None:
     data."""
     if not isinstance(raw, dict) or not _is_int(raw.get("update_id")):
         return None
+    cleaned = _clean(raw)
+    if not isinstance(cleaned, dict):   # it is: _clean keeps a dict a dict (this narrows the type)
+        return None
     try:
-        update = Update.de_json(_clean(raw), bot)
+        update = Update.de_json(cleaned, bot)
     except Exception:
         return None
     return update if update is not None and _well_formed(update) else None
@@ -89,7 +93,8 @@ class Router:
         self.rules = rules or owner.ApprovalRules()
         self.receipt = receipt      # C19: the reaction for each admitted owner message; "" for none
 
-    def _sender_ok(self, tx: Transaction, result: BatchResult, update_id: int, chat, user) -> bool:  # type: ignore[no-untyped-def]
+    def _sender_ok(self, tx: Transaction, result: BatchResult, update_id: int, chat: Chat | None,
+                   user: User | None) -> bool:
         """C3: private chats of allow-listed users whose chat id equals the sender id, never bots."""
         if user is None or chat is None:
             reason = "no_sender"
@@ -110,7 +115,7 @@ class Router:
     def route(self, tx: Transaction, parsed: Sequence[tuple[int | None, Update | None]]) -> BatchResult:
         result = BatchResult()
         for update_id, update in parsed:
-            failure = tx.isolated(lambda u=update: self._route_one(tx, result, u)) if update is not None else None
+            failure = tx.isolated(partial(self._route_one, tx, result, update)) if update is not None else None
             if update is None or failure is not None:
                 # a malformed update, or one this code could not handle: counted and confirmed as dropped,
                 # never allowed to stop ingestion; its own writes were undone
@@ -136,7 +141,7 @@ class Router:
         elif update.callback_query is not None:
             query = update.callback_query
             chat = query.message.chat if query.message is not None else None
-            if not self._sender_ok(tx, result, update.update_id, chat, query.from_user):
+            if not self._sender_ok(tx, result, update.update_id, chat, query.from_user) or chat is None:
                 return
             press = owner.Press(query.id, chat.id, query.from_user.id, query.data or "",
                                 query.message.message_id if query.message is not None else None)
