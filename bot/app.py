@@ -60,6 +60,7 @@ from store import (
     faults,
     open_store,
     parse_clock,
+    to_text,
     units,
 )
 from worker.agent_loop import Limits
@@ -178,7 +179,8 @@ class App:
         await store.listen()      # PostgreSQL: other processes' commits wake this one's parts at once (a hint)
         owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
         health = Health()
-        metrics = Metrics(lambda: self._parts_up(health), start_mark=store.now())   # turns count from here
+        metrics = Metrics(lambda: self._parts_up(health),
+                          start_mark=to_text(store.clock.now()))   # turns count from here
         sender = bot = typing = progress = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
@@ -379,7 +381,7 @@ class App:
         within about the lease plus half of it). A failure is logged and tried at the next period."""
         assert self.parts and self.parts.store.lease_s is not None
         store = self.parts.store
-        period = store.lease_s / 2
+        period = self.parts.store.lease_s / 2
         while not self._stopping.is_set():
             try:
                 await asyncio.wait_for(self._stopping.wait(), period)
@@ -418,9 +420,13 @@ class App:
                     "ingress", lead["poller"].run(lambda fence: ingress.poll()))))
             if p.relay:
                 relay, receipts = p.relay, p.receipts
+
+                def stop_relays() -> None:
+                    relay.stop()
+                    if receipts:
+                        receipts.stop()
                 tasks.create_task(self._supervised("relay", lead["relay"].run(
-                    lambda fence: _side_by_side(relay.run(), receipts.run() if receipts else None),
-                    lambda: (relay.stop(), receipts.stop() if receipts else None))))
+                    lambda fence: _side_by_side(relay.run(), receipts.run() if receipts else None), stop_relays)))
             if p.actions:
                 actions = p.actions
                 tasks.create_task(self._restarting(
@@ -469,7 +475,7 @@ class App:
                 leader.stop()
             await asyncio.gather(*runners, return_exceptions=True)
 
-    async def _drain(self, p: Parts) -> dict:
+    async def _drain(self, p: Parts) -> Status:
         if p.producers:
             await p.producers.clock.catch_up(fence=p.producers._fence())
             await p.producers.watcher.check(p.producers._fence())

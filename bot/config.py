@@ -268,7 +268,7 @@ class Config:
     test_mode: bool
     fault: str
     db_max_pages: int | None
-    extra: dict = field(default_factory=dict, repr=False)
+    extra: dict[str, str] = field(default_factory=dict, repr=False)
 
     def secrets(self) -> list[str]:
         """Every secret value, for log redaction (each till token on its own)."""

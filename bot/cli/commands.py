@@ -34,7 +34,7 @@ from store.sqlite.invariants import check as check_invariants
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
-def command(name: str):
+def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
     def register(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
         COMMANDS[name] = fn
         return fn
@@ -163,7 +163,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 @command("prune")
 def cmd_prune(args: argparse.Namespace) -> int:
-    async def prune(store: Store) -> tuple[dict, int, int]:
+    async def prune(store: Store) -> tuple[dict[str, int], int, int]:
         done = await store.prune(args.older_than)
         before = after = 0
         if args.vacuum:

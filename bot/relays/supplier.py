@@ -88,11 +88,12 @@ class ActionRelay:
         """A supplier call that `stop()` can cancel; raises Stopped when it did."""
         if self._stop.is_set():
             raise Stopped()
-        self._inflight = asyncio.ensure_future(call)
+        inflight = asyncio.ensure_future(call)
+        self._inflight = inflight
         try:
-            return await self._inflight
+            return await inflight
         except asyncio.CancelledError:
-            if self._stop.is_set() and self._inflight.cancelled():
+            if self._stop.is_set() and inflight.cancelled():
                 current = asyncio.current_task()
                 if current is None or not current.cancelling():
                     raise Stopped() from None

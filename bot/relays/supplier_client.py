@@ -147,7 +147,7 @@ class SupplierAdapter:
                     chunks.append(chunk)
                 return Answer(response.status_code, response.headers, b"".join(chunks))
 
-    async def place(self, key: str, payload: dict) -> ActionOutcome:
+    async def place(self, key: str, payload: dict[str, object]) -> ActionOutcome:
         try:
             answer = await self._call("POST", f"{self.base_url}/orders", json=payload,
                                       headers={"Idempotency-Key": key})
