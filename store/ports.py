@@ -1,5 +1,6 @@
-"""The store's contract, as Protocols split by who uses them. Every implementation (SQLite today in store/sqlite/;
-PostgreSQL next) offers every port, and tests/contract/store/ runs the same suite against each.
+"""The store's contract, as Protocols split by who uses them. Both implementations (SqliteStore in store/sqlite/,
+PostgresStore in store/postgres/, siblings over store/shared's BaseStore) offer every port, and tests/contract/store/
+runs the same suite against each.
 
 Each method's contract is documented here, once. Every async method is one short transaction that holds no network
 call; times cross the seam as aware UTC datetimes. Expected outcomes (duplicate, conflict, refused, not claimed by
@@ -473,7 +474,7 @@ class ShopRecords(Protocol):
 
     async def sales_days(self, first: date, last: date, timezone: str,
                          item: str | None = None) -> list[dict[str, Any]]:
-        """The sales history (store/sqlite/sales.py): every (item, shop-local day) in [first, last] with a record or
+        """The sales history (store/shared/sales.py): every (item, shop-local day) in [first, last] with a record or
         out of stock, by item and day: item, day (ISO), quantity (None without a record), source ('import' or
         'till'; an imported day takes the place of the till's, so no day counts twice), out_of_stock (the item stood
         at 0 on hand at some moment of the day)."""
@@ -503,7 +504,7 @@ class Insights(Protocol):
     async def status(self, window_seconds: float = 3600.0) -> Status:
         """Counts per state, oldest pending age, unknown and failed items, actions, counters, missed occurrences,
         Little's law over the window, the processes sharing the store and who holds each leader lease (C16);
-        `Status.to_json()` is the shape README documents for `status --json`."""
+        `Status.to_json()` is the shape docs/operations.md documents for `status --json`."""
 
     async def reports(self, limit: int = 20) -> list[ReportView]:
         """The latest reports, newest first, with their items' work ids and source identities and their parts'
