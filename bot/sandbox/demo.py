@@ -123,6 +123,7 @@ async def play(out: TextIO) -> Status:
         proposal = next(m for m in run.owner_messages() if m.text.startswith("Order proposal")
                         and "vanilla" in m.text.splitlines()[0])
         t.note("Lucy approves the vanilla order: the card is edited in place, then the supplier's answer arrives")
+        assert proposal.reply_markup is not None, "the proposal has its Approve / Reject buttons"
         run.api.post_callback(OWNER_ID, OWNER_ID, proposal.reply_markup["inline_keyboard"][0][0]["callback_data"],
                               proposal.message_id)
         for message in await run.replies(1):
