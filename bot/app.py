@@ -102,8 +102,8 @@ async def _side_by_side(*bodies: Coroutine[Any, Any, None] | None) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     for task in done:
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            raise exc
 
 
 async def supervise(name: str, start: Callable[[], Awaitable[None]], health: Health, stopping: asyncio.Event, *,

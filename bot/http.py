@@ -100,6 +100,7 @@ class GuardedH11(H11Protocol):
     lingering = 0               # of those, the ones still open for their client to read the answer
     header_deadline_s = HEADER_DEADLINE_S
 
+    # uvicorn's own signature, which narrows asyncio.Protocol's (uvicorn ignores the override error too)
     def connection_made(self, transport: asyncio.Transport) -> None:   # type: ignore[override]
         if self.limit_concurrency is not None and len(self.connections) >= self.limit_concurrency:
             GuardedH11.busy_refused += 1

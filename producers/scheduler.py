@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from datetime import UTC
 from typing import Any
 
@@ -93,7 +94,7 @@ class ProducerScheduler:
         with contextlib.suppress(LeaseLost):
             await self._wake(STOCK_JOB, self.watcher.check(self._fence()))
 
-    async def _wake(self, job: str, work) -> None:  # type: ignore[no-untyped-def]
+    async def _wake(self, job: str, work: Awaitable[object]) -> None:
         try:
             await work
         except StoreError as exc:

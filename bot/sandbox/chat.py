@@ -80,7 +80,8 @@ class ChatView:
 
 async def settled(run: LocalRun, update_id: int | None, timeout: float = SETTLE_TIMEOUT_S) -> bool:
     """Until the update (if any) was admitted and nothing is still waiting, running or unsent."""
-    store = run.app.parts.store      # type: ignore[union-attr]
+    assert run.app.parts is not None, "the local product has started"
+    store = run.app.parts.store
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     try:

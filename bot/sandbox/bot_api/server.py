@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 from bot.sandbox.bot_api.faults import FaultPlan, FloodLimit, _Drop, _Fault, flood_refusal
 from bot.sandbox.bot_api.methods import HANDLERS, _err, _json_response, _parse_params, _utf16_len
-from bot.sandbox.bot_api.state import CALLER, ApiState, Caller, _NoStore
+from bot.sandbox.bot_api.state import CALLER, ApiState, Caller, Poll, _NoStore
 from bot.sandbox.mini_http import BadHttp as _BadHttp
 from bot.sandbox.mini_http import Response as _Response
 from bot.sandbox.mini_http import read_request as _read_request
@@ -76,7 +76,7 @@ class LocalBotApi(ApiState):
             raise ValueError("a client label is a non-empty name without slashes")
         return f"{self.base_url}/{client}"
 
-    def polls_by(self, client: str) -> list:  # type: ignore[type-arg]
+    def polls_by(self, client: str) -> list[Poll]:
         return [p for p in self.polls if p.client == client]
 
     async def start(self) -> None:
