@@ -24,6 +24,7 @@ def test_demo_runs_and_never_shows_the_token(tmp_path):
                      "👀 on Lucy's message (stored)", "Checking stock…  (draft)", "┃ Figures:", "(tap to open)"):
         assert expected in out, expected
     assert "cents" not in out
+    assert "did not understand" not in out, "a reply answered a line the owner did not write (the turn's date head)"
     logged = log_file.read_text()
     assert "DEBUG" in logged
     secret_part = token.split(":", 1)[1]

@@ -272,3 +272,15 @@ async def test_a_spanish_reply_names_the_shops_spanish_unit_and_its_date(store, 
     assert DASH not in body
     body = await ask_worker(store, "¿cuánto cuesta la vainilla?", WorkerSettings(aliases=tuple(ALIASES.items())))
     assert body.startswith("vanilla cuesta $3.00 por tarrina.")
+
+
+async def test_the_turns_date_head_is_context_for_the_offline_model_never_a_line_it_answers(store, clock):
+    """C18 puts today's date at the head of the latest user message; the offline model reads the date from it and
+    answers only the owner's lines (before, every reply through the worker ended 'Some lines I did not
+    understand'). Negative control: with the head not split off (`_HEAD` unused), this test fails."""
+    from worker.models.offline import SOME_NOT_UNDERSTOOD
+    await seeded(store, clock)
+    settings = WorkerSettings(aliases=tuple(ALIASES.items()))
+    for text in ("how much vanilla", "¿cuánta vainilla hay?", "stock"):
+        body = await ask_worker(store, text, settings)
+        assert SOME_NOT_UNDERSTOOD not in body and "no entendí" not in body.lower(), body

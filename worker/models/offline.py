@@ -52,6 +52,8 @@ THANKS = {"en": "You're welcome!", "es": "¡De nada!"}
 ACK = {"en": "Good. I'm here when you need me: ask what's low, or how much of an item we have.",
        "es": "Perfecto. Aquí estoy: pregúntame qué falta o cuánto queda de un artículo."}
 _TODAY = re.compile(r"Today is [^(\n]*\((\d{4}-\d{2}-\d{2})\)")
+# C18: today's date and the time head the latest user message (`[Today is ...]`): context, not a line to answer
+_HEAD = re.compile(r"\A\[(Today is [^\]\n]*)\]\s*")
 
 
 def _items(stock: _Res) -> list[dict[str, Any]] | None:
@@ -531,6 +533,9 @@ class OfflineModel:
     ) -> ModelTurn:
         start = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
         request = messages[start].text if start >= 0 else ""
+        head = _HEAD.match(request)
+        if head is not None:
+            request, system = request[head.end():], f"{system}\n{head.group(1)}"
         results = _Results(messages[start + 1:], tools)
         asks, waiting = read_request(request, results, _today(system))
         known = [u for u in asks if u.intent != "unknown"]
