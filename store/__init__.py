@@ -53,6 +53,7 @@ from .records import (
     FinishOutcome,
     ItemSpec,
     LeaderView,
+    Lease,
     MetricsSnapshot,
     Occurrence,
     Policy,
@@ -127,7 +128,7 @@ __all__ = [
     "StoreUnavailable", "UnknownTarget",
     # records
     "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "DecisionKind", "Delivery",
-    "DeliveryState", "Fence",
+    "DeliveryState", "Fence", "Lease",
     "FinishOutcome", "ItemSpec", "LeaderView", "MetricsSnapshot", "Occurrence", "Policy", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
     "Violation", "WorkItem", "WorkKind", "WorkState",

@@ -264,7 +264,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from telegram.error import InvalidToken
     log.info("starting with database %s", describe_location(cfg.db))
-    from bot.app import StartAborted
+    from bot.supervision import StartAborted
     try:
         return asyncio.run(main())
     except StartAborted:
