@@ -52,12 +52,14 @@ from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
 from store import (
     Claim,
+    Destination,
     InstanceLock,
     PartStopped,
     Status,
     faults,
     open_store,
     parse_clock,
+    telegram_chat,
     units,
 )
 from worker.agent_loop import Limits
@@ -115,7 +117,7 @@ class App:
         log.info("recovery: %d released, %d failed, %d deliveries now unknown", len(summary.released),
                  len(summary.failed), len(summary.unknown_deliveries))
         await store.listen()      # PostgreSQL: other processes' commits wake this one's parts at once (a hint)
-        owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
+        owner_chat = Destination.telegram(cfg.owner_chat_id) if cfg.owner_chat_id else None
         health = Health()
         metrics = Metrics(lambda: self._parts_up(health), start_mark=store.now())   # turns count from here
         sender = bot = typing = progress = None
@@ -212,8 +214,8 @@ class App:
         and the progress drafts naming the run's steps (relays/progress.py, C20)."""
         p = self.parts
         async with contextlib.AsyncExitStack() as stack:
-            if p and claim.destination and claim.destination.startswith("tg:"):
-                chat_id = int(claim.destination[3:])
+            chat_id = telegram_chat(claim.destination)
+            if p and chat_id is not None:
                 if p.typing:
                     await stack.enter_async_context(p.typing.during(chat_id))
                 if p.progress and chat_id > 0:          # drafts are for private chats only (an owner's is)
@@ -242,7 +244,8 @@ class App:
             if self.cfg.owner_chat_id:
                 day = f"{self.parts.store.clock.now().astimezone(UTC):%Y-%m-%d}"
                 await self.parts.store.notice("config", f"{name}:{day}",
-                                              f"I had to stop my {name}: {exc}", f"tg:{self.cfg.owner_chat_id}")
+                                              f"I had to stop my {name}: {exc}",
+                                              Destination.telegram(self.cfg.owner_chat_id))
 
     async def _restarting(self, name: str, start: Any) -> None:
         assert self.parts

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from . import faults, units
 from .clock import Clock, ManualClock, SystemClock, from_text, parse_clock, to_text
+from .destination import Destination, telegram_chat
 from .errors import (
     CommitUnknown,
     IllegalTransition,
@@ -121,14 +122,14 @@ __all__ = [
     # words that agree with numbers (`1 tub`, `2 tubs`): every layer's texts use them
     "units",
     # time
-    "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text",
+    "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text", "telegram_chat",
     # errors
     "ShopbotError", "CommitUnknown", "IllegalTransition", "InstanceLocked", "LeaseLost", "NotClaimed",
     "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
     "StoreUnavailable", "UnknownTarget",
     # records
     "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "DecisionKind", "Delivery",
-    "DeliveryState", "Fence", "Lease",
+    "DeliveryState", "Destination", "Fence", "Lease",
     "FinishOutcome", "ItemSpec", "LeaderView", "MetricsSnapshot", "Occurrence", "Policy", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
     "Violation", "WorkItem", "WorkKind", "WorkState",

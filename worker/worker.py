@@ -33,6 +33,7 @@ from store import (
     WorkKind,
     faults,
     from_text,
+    telegram_chat,
     to_text,
 )
 from worker import history as conversation
@@ -361,9 +362,9 @@ class Worker:
 
         def apply(tx: Transaction) -> None:
             rows.clear()                 # a finish run again starts afresh (K16)
-            if (destination or "").startswith("tg:"):
+            if (chat := telegram_chat(destination)) is not None:
                 for offer in review.offers:
-                    rows.extend(setting_buttons(tx, offer, int(destination[3:])))     # type: ignore[index]
+                    rows.extend(setting_buttons(tx, offer, chat))
 
         faults.reached("K6")
         await self.store.finish(claim, lambda: ReportDraft(review.text, destination=destination, buttons=rows or None,
@@ -444,9 +445,9 @@ class Worker:
         def apply(tx: Transaction) -> None:
             found.clear()                # a finish run again (its first commit did not happen, K16) starts afresh
             rows.clear()
-            if not (destination or "").startswith("tg:"):
+            chat_id = telegram_chat(destination)
+            if chat_id is None:
                 return
-            chat_id = int(destination[3:])        # type: ignore[index]
             found.extend(tx.run_proposals(claim.run_id))
             open_ones = [p for p in found if p["state"] == "proposed"]
             for proposal in open_ones:
@@ -467,12 +468,12 @@ class Worker:
         """In the finish transaction, for a turn whose answer does not go to a Telegram chat: each proposal of the
         run goes to the owner's chat as its own message, rendered from the record, with Approve and Reject buttons;
         one rejected by policy is shown with the reason (C11)."""
-        destination = None if (claim.destination or "").startswith("tg:") else self.settings.notice_destination
+        destination = None if telegram_chat(claim.destination) is not None else self.settings.notice_destination
 
         def after(tx: Transaction, report_id: str) -> None:
-            if destination is None:
+            chat_id = telegram_chat(destination)
+            if destination is None or chat_id is None:
                 return
-            chat_id = int(destination[3:])
             for proposal in tx.run_proposals(claim.run_id):
                 text, buttons = proposal_message(proposal, self.settings.fmt())
                 if proposal["state"] == "awaiting_approval":
@@ -511,7 +512,7 @@ class Worker:
 
 def _chat(destination: str | None) -> int | None:
     """The owner's chat a turn answers (`tg:<chat_id>`), or None."""
-    return int(destination[3:]) if destination and destination.startswith("tg:") else None
+    return telegram_chat(destination)
 
 
 def offered_buttons(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id: int) -> list[list[tuple[str, str]]]:

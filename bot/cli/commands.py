@@ -28,6 +28,7 @@ from store import (
     open_store,
     parse_clock,
     restore,
+    telegram_chat,
 )
 from store.sqlite.invariants import check as check_invariants
 
@@ -68,7 +69,7 @@ def with_store(args: argparse.Namespace, fn: Callable[[Store], Any], *, create: 
 
 @command("admit")
 def cmd_admit(args: argparse.Namespace) -> int:
-    destination = args.destination or (args.session if args.session.startswith("tg:") else None)
+    destination = args.destination or (args.session if telegram_chat(args.session) is not None else None)
     result = with_store(args, lambda s: s.admit(Occurrence(args.source, args.session, args.text, WorkKind.AGENT,
                                                            destination)), create=True)
     print(result.outcome.value)

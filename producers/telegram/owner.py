@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 from store import (
     Admission,
     AdmitResult,
+    Destination,
     Occurrence,
     ReportDraft,
     Status,
@@ -105,7 +106,7 @@ def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
 
 def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", user_id: int | None = None,
                   rules: ApprovalRules | None = None) -> ReportDraft:
-    destination = f"tg:{chat_id}"
+    destination = Destination.telegram(chat_id)
     if command == "received":
         return ReportDraft(received_reply(tx, text, chat_id, f"owner:{user_id or chat_id}"), destination=destination)
     if command == "status":
@@ -113,7 +114,7 @@ def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", u
     if command == "pending":
         return pending_reply(tx, chat_id, rules)
     if command == "forget":
-        nonce = tx.create_prompt("forget", f"tg:{chat_id}", chat_id)
+        nonce = tx.create_prompt("forget", Destination.telegram(chat_id), chat_id)
         return ReportDraft("Forget this conversation? I will delete what I remember of it and cancel requests "
                            "still waiting. Replies already sent stay in the records.", destination=destination,
                            buttons=[[("Forget it", f"forget:{nonce}"), ("Keep it", f"keep:{nonce}")]])
@@ -134,7 +135,7 @@ def proposal_buttons(tx: Transaction, proposal: dict, chat_id: int, suffix: str 
 def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = None) -> ReportDraft:
     """/pending: everything that waits for the owner, each with its buttons: proposals awaiting Approve/Reject,
     replies that may not have arrived (Resend / I have it), orders on order (Received; Not arrived once late)."""
-    destination = f"tg:{chat_id}"
+    destination = Destination.telegram(chat_id)
     rules = rules or ApprovalRules()
     proposals = tx.awaiting_proposals()
     unknown = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
@@ -179,13 +180,15 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
 def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str,
                   rules: ApprovalRules | None = None) -> AdmitResult:
     """A control command: never refused for capacity, answered in its admission."""
-    return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", text, WorkKind.CONTROL, f"tg:{chat_id}"),
+    chat = Destination.telegram(chat_id)
+    return tx.admit_answered(Occurrence(source, chat, text, WorkKind.CONTROL, chat),
                              lambda t, work_id: command_reply(t, command, chat_id, text, rules=rules))
 
 
 def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply: str) -> AdmitResult:
-    return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", payload, WorkKind.CONTROL, f"tg:{chat_id}"),
-                             lambda t, work_id: ReportDraft(reply, destination=f"tg:{chat_id}"))
+    chat = Destination.telegram(chat_id)
+    return tx.admit_answered(Occurrence(source, chat, payload, WorkKind.CONTROL, chat),
+                             lambda t, work_id: ReportDraft(reply, destination=chat))
 
 
 def unknown_buttons(tx: Transaction, report_id: str, chat_id: int) -> list[list[tuple[str, str]]]:
@@ -334,7 +337,7 @@ def card_edit(tx: Transaction, press: Press, outcome: Outcome, rules: ApprovalRu
     the outbox): the card's text, then the decision with who and when; its buttons are the rows still open plus
     the decision's own (Received after an approval). Anything else (no longer valid, a card not found) is a new
     message."""
-    destination = f"tg:{press.chat_id}"
+    destination = Destination.telegram(press.chat_id)
     card = tx.sent_message(press.chat_id, press.message_id) if press.message_id is not None else None
     if not outcome.decided or card is None:
         return ReportDraft(outcome.text, destination=destination, buttons=outcome.buttons)
@@ -360,7 +363,7 @@ def edit_order_card(tx: Transaction, proposal_id: int, line: str, subject: str) 
     if card is None:
         return False
     body = f"{card['text'].rstrip()}\n{line}"
-    destination = f"tg:{chat_id}"
+    destination = Destination.telegram(chat_id)
     result = tx.admit_answered(
         Occurrence(f"notice:card:{proposal_id}:{subject}", "notice:card", body, WorkKind.NOTICE, destination),
         lambda t, work_id: ReportDraft(
@@ -378,8 +381,8 @@ def admit_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRu
         answer.append(outcome.text)
         decided.append(outcome.decided)
         return card_edit(t, press, outcome, rules)
-    result = tx.admit_answered(Occurrence(f"cb:{press.callback_id}", f"tg:{press.chat_id}", press.data,
-                                          WorkKind.CONTROL, f"tg:{press.chat_id}"), reply)
+    result = tx.admit_answered(Occurrence(f"cb:{press.callback_id}", Destination.telegram(press.chat_id), press.data,
+                                          WorkKind.CONTROL, Destination.telegram(press.chat_id)), reply)
     if result.outcome is not Admission.ACCEPTED:     # a redelivered press: already answered
         return PressResult(result, "Already done.", False)
     return PressResult(result, answer[0], decided[0])
