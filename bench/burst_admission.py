@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from store import Admission, AdmitResult, ManualClock, Occurrence, SqliteStore
-from store.sqlite import inbox
+from store.shared import inbox
 
 from .common import cleanup, median, print_machine, remove_db, scratch_dir, spread
 

@@ -88,7 +88,7 @@ def sync_admits(path: Path, n: int) -> tuple[float, dict[str, float]]:
     insert) on a plain sqlite3 connection with the store's pragmas, one BEGIN IMMEDIATE ... COMMIT each: the store's
     SQL and commit without aiosqlite and asyncio, timed statement by statement (us per admission)."""
     from store.clock import to_text
-    from store.sqlite import inbox
+    from store.shared import inbox
     from store.sqlite.connection import configure
 
     remove_db(path)

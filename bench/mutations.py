@@ -36,7 +36,7 @@ class Mutation:
 M = Mutation
 MUTATIONS: list[Mutation] = [
     # C1 admission
-    M("C1", "store/sqlite/inbox.py", "if open_count[0] >= capacity:", "if open_count[0] > capacity:",
+    M("C1", "store/shared/inbox.py", "if open_count[0] >= capacity:", "if open_count[0] > capacity:",
       ("tests/integration/sqlite/test_inbox.py",), "capacity refuses one item too late"),
     M("C1", "store/sqlite/migrations/0019_open_agent_tally.sql",
       "    UPDATE open_agent_tally SET n = n - 1 WHERE slot = 1 + NEW.work_id % 16;",
@@ -44,12 +44,12 @@ MUTATIONS: list[Mutation] = [
       ("tests/contract/store/test_inbox_contract.py::"
        "test_capacity_is_exact_under_concurrent_admissions_and_the_kept_count_follows_every_move",),
       "a finished item never gives its place back (the kept open-work count)"),
-    M("C1", "store/sqlite/inbox.py", "        same = existing[\"session\"] == occurrence.session and "
+    M("C1", "store/shared/inbox.py", "        same = existing[\"session\"] == occurrence.session and "
       "retention.payload_matches(existing, occurrence.payload)", "        same = True", ("tests/integration/sqlite/test_inbox.py",), "a conflict is taken for a duplicate"),
     M("C1", "producers/till.py", '        self.store.tally("till_unauthorized")',
       '        await self.store.count("till_unauthorized")', ("tests/integration/test_refusal_counts.py",),
       "a refused till request is a commit again"),
-    M("C1", "store/sqlite/tallies.py",
+    M("C1", "store/shared/tallies.py",
       "                self._in_flight[(minute, kind)] = self._in_flight.get((minute, kind), 0) + n",
       "                pass", ("tests/integration/test_refusal_counts.py",), "flushed counts are never marked written"),
     # C2 acknowledge only after commit
@@ -73,24 +73,24 @@ MUTATIONS: list[Mutation] = [
       "       (OLD.state = 'pending' AND NEW.state IN ('running', 'failed', 'finished'))", ("tests/integration/sqlite/test_inbox.py",),
       "pending work may become finished without running"),
     # C5 claim
-    M("C5", "store/sqlite/inbox.py", 'DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now)',
+    M("C5", "store/shared/inbox.py", 'DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now)',
       'DUE = ("(w.admitted_at <= :now OR w.admitted_at > :now)', ("tests/integration/sqlite/test_inbox.py", "tests/integration/test_clock_steps.py"),
       "the debounce window is ignored"),
-    M("C5", "store/sqlite/inbox.py", "    if held != len(ids):", "    if held < 0:", ("tests/integration/sqlite/test_inbox.py",),
+    M("C5", "store/shared/inbox.py", "    if held != len(ids):", "    if held < 0:", ("tests/integration/sqlite/test_inbox.py",),
       "a worker ends work it does not hold"),
-    M("C5", "store/sqlite/inbox.py", 'DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now)',
+    M("C5", "store/shared/inbox.py", 'DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now)',
       'DUE = ("(w.admitted_at <= :cutoff)', ("tests/integration/test_clock_steps.py",),
       "a backward clock step holds admitted work (issue 21)"),
     # C6 finish and report together
-    M("C6", "store/sqlite/outbox.py", "[(report_id, work_id) for work_id in sorted(set(work_ids))]",
+    M("C6", "store/shared/outbox.py", "[(report_id, work_id) for work_id in sorted(set(work_ids))]",
       "[(report_id, work_id) for work_id in sorted(set(work_ids))[:1]]",
       ("tests/integration/sqlite/test_inbox.py", "tests/integration/sqlite/test_invariants.py", "tests/integration/test_worker.py"),
       "a report is linked to the first item of its turn only"),
     # C7 delivery
-    M("C7", "store/sqlite/outbox.py", "PART_LIMIT = 4000 ", "PART_LIMIT = 5000 ",
+    M("C7", "store/shared/outbox.py", "PART_LIMIT = 4000 ", "PART_LIMIT = 5000 ",
       ("tests/integration/test_rules_caught.py::test_every_part_that_reaches_telegram_holds_at_most_4000_characters",
        "tests/integration/sqlite/test_outbox.py"), "parts over 4,000 characters"),
-    M("C7", "store/sqlite/outbox.py", "    rows = conn.execute(\"UPDATE deliveries SET state = 'unknown', updated_at = ?, \"",
+    M("C7", "store/shared/outbox.py", "    rows = conn.execute(\"UPDATE deliveries SET state = 'unknown', updated_at = ?, \"",
       "    rows = conn.execute(\"UPDATE deliveries SET state = 'pending', updated_at = ?, \"",
       ("tests/integration/sqlite/test_recovery_and_stats.py",), "a delivery found sending at start is resent"),
     # C8 resolving unknowns
@@ -98,20 +98,20 @@ MUTATIONS: list[Mutation] = [
       "WHEN OLD.state = 'unknown' AND NEW.state = 'pending' AND 0 AND (", ("tests/integration/sqlite/test_outbox.py",),
       "an unknown delivery is resent without a recorded decision"),
     # C9 attempts
-    M("C9", "store/sqlite/inbox.py", "    if not refund and claim.attempt >= attempt_cap:",
+    M("C9", "store/shared/inbox.py", "    if not refund and claim.attempt >= attempt_cap:",
       "    if not refund and claim.attempt > attempt_cap:", ("tests/integration/test_worker.py", "tests/integration/sqlite/test_inbox.py"),
       "one attempt more than the cap"),
     # C10 recovery and the instance lock
     M("C10", "store/sqlite/lock.py", "            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)", "            pass",
       ("tests/integration/sqlite/test_schema.py",), "two processes own one database"),
-    M("C10", "store/sqlite/recovery.py", "        if acted is not None:", "        if False:",
+    M("C10", "store/shared/recovery.py", "        if acted is not None:", "        if False:",
       ("tests/integration/sqlite/test_recovery_and_stats.py",), "a turn that acted outside is rerun after a crash"),
     # C11 external effects
-    M("C11", "store/sqlite/actions.py", "(proposal_id, secrets.token_hex(16), supplier_destination,",
+    M("C11", "store/shared/actions.py", "(proposal_id, secrets.token_hex(16), supplier_destination,",
       "(proposal_id, f'{proposal_id:032x}', supplier_destination,",
       ("tests/integration/test_rules_caught.py::test_the_idempotency_key_is_random_and_not_reused_when_row_ids_repeat_after_a_"
        "restore",), "the idempotency key is derived from a row id"),
-    M("C11", "store/sqlite/shop.py", '    if spec["open_proposal"] is not None:', "    if False:",
+    M("C11", "store/shared/shop.py", '    if spec["open_proposal"] is not None:', "    if False:",
       ("tests/integration/test_rules_caught.py::test_the_store_refuses_a_second_open_proposal_for_an_item",),
       "the store's check of one open proposal per item"),
     M("C11", "store/sqlite/migrations/0004_actions.sql",
@@ -121,7 +121,7 @@ MUTATIONS: list[Mutation] = [
                                             "proposal_from_another_connection",),
       "the database's unique index of one open proposal per item"),
     # C12 forget
-    M("C12", "store/sqlite/inbox.py", '    deleted = conn.execute("DELETE FROM history WHERE session = ?", (session,))'
+    M("C12", "store/shared/inbox.py", '    deleted = conn.execute("DELETE FROM history WHERE session = ?", (session,))'
       '.rowcount', '    deleted = conn.execute("DELETE FROM history WHERE session = ? AND 0", (session,)).rowcount',
       ("tests/integration/sqlite/test_inbox.py", "tests/integration/test_cli.py::test_forget_cancels_waiting_work",
        "tests/integration/test_rules_caught.py::test_forget_deletes_the_history_the_conversation_had"), "history is kept"),
@@ -129,11 +129,11 @@ MUTATIONS: list[Mutation] = [
     M("C13", "worker/figures.py", "        return token if value is not None and value in allowed else DASH",
       "        return token", ("tests/integration/test_worker.py", "tests/unit/test_figures.py"), "a narrated number is kept"),
     # C14 Little's law
-    M("C14", "store/sqlite/stats.py", "            time_in_system += (ended - admitted).total_seconds()",
+    M("C14", "store/shared/stats.py", "            time_in_system += (ended - admitted).total_seconds()",
       "            time_in_system += (ended - max(admitted, t0)).total_seconds() * 1.2",
       ("tests/integration/test_rules_caught.py::test_littles_law_holds_on_a_real_run_of_the_queue",
        "tests/integration/sqlite/test_recovery_and_stats.py"), "W is measured wrong"),
-    M("C14", "store/sqlite/stats.py", "        area += max(0.0, (ended - max(admitted, t0)).total_seconds())",
+    M("C14", "store/shared/stats.py", "        area += max(0.0, (ended - max(admitted, t0)).total_seconds())",
       "        area += max(0.0, (ended - max(admitted, t0)).total_seconds()) * 1.2",
       ("tests/integration/test_rules_caught.py::test_littles_law_holds_on_a_real_run_of_the_queue",),
       "L is measured wrong (the independent sample sees it)"),
@@ -143,10 +143,10 @@ MUTATIONS: list[Mutation] = [
       ("tests/edge/test_config_edges.py",), '"1001 1002" becomes one owner id'),
     M("config", "bot/config.py", "        if chat and (len(chat) != 1 or chat[0] not in owner_ids):",
       "        if chat and len(chat) != 1:", ("tests/edge/test_config_edges.py",), "an owner chat outside the owners"),
-    M("secrets", "store/sqlite/outbox.py", "    body = redaction.error_detail(draft.body) if draft.is_error else "
+    M("secrets", "store/shared/outbox.py", "    body = redaction.error_detail(draft.body) if draft.is_error else "
       "redaction.secrets_only(draft.body)", "    body = draft.body", ("tests/integration/test_secrets.py",),
       "reports are stored unredacted"),
-    M("secrets", "store/sqlite/moves.py", '        columns["reason"] = redaction.error_detail(columns["reason"])',
+    M("secrets", "store/shared/moves.py", '        columns["reason"] = redaction.error_detail(columns["reason"])',
       "        pass", ("tests/integration/test_secrets.py",), "reasons are stored unredacted"),
     M("database", "store/sqlite/connection.py", "            await _close_quietly(conn)\n            if isinstance",
       "            if isinstance", ("tests/integration/sqlite/test_damaged_databases.py::test_formerly_bug_a_bad_database_file_makes_every"

@@ -64,7 +64,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from store import Admission, ManualClock, Occurrence, ReportDraft, SqliteStore
-from store.sqlite import inbox
+from store.shared import inbox
 
 from .common import HERE, cleanup, median, print_machine, remove_db, scratch_dir
 

@@ -1,7 +1,7 @@
 """`shopbot import-sales FILE.csv`: a till's sales history, read as `date,item,quantity` (one line per item and
 shop-local day, a header line first). All or nothing: every bad line is reported with its line number (the header
 is line 1) and nothing is stored. The store then checks each (item, day) against what it has already recorded
-(store/sqlite/sales.py): the same quantity again changes nothing, another quantity is a conflict."""
+(store/shared/sales.py): the same quantity again changes nothing, another quantity is a conflict."""
 from __future__ import annotations
 
 import csv

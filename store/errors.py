@@ -101,3 +101,10 @@ class InstanceLocked(StoreError):
         super().__init__(
             f"another shopbot process (pid {pid or 'unknown'}) owns {path}; one process per database runs the "
             "worker, the relays and recovery. Stop it first, or use a different SHOPBOT_DB.")
+
+
+def trigger_table(text: str) -> str | None:
+    """The table a trigger's refusal names (`C7: deliveries: ...`), if it names one (both dialects' triggers)."""
+    words = text.replace(":", " ").split()
+    return next((w for w in words if w in ("work", "reports", "deliveries", "actions", "proposals", "resolutions")),
+                None)

@@ -1,5 +1,6 @@
-"""The store's contract, as Protocols split by who uses them. Every implementation (SQLite today in store/sqlite/;
-PostgreSQL next) offers every port, and tests/contract/store/ runs the same suite against each.
+"""The store's contract, as Protocols split by who uses them. Both implementations (SqliteStore in store/sqlite/,
+PostgresStore in store/postgres/, siblings over store/shared's BaseStore) offer every port, and tests/contract/store/
+runs the same suite against each.
 
 Each method's contract is documented here, once. Every async method is one short transaction that holds no network
 call; times cross the seam as aware UTC datetimes. Expected outcomes (duplicate, conflict, refused, not claimed by
@@ -473,7 +474,7 @@ class ShopRecords(Protocol):
 
     async def sales_days(self, first: date, last: date, timezone: str,
                          item: str | None = None) -> list[dict[str, Any]]:
-        """The sales history (store/sqlite/sales.py): every (item, shop-local day) in [first, last] with a record or
+        """The sales history (store/shared/sales.py): every (item, shop-local day) in [first, last] with a record or
         out of stock, by item and day: item, day (ISO), quantity (None without a record), source ('import' or
         'till'; an imported day takes the place of the till's, so no day counts twice), out_of_stock (the item stood
         at 0 on hand at some moment of the day)."""

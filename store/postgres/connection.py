@@ -5,13 +5,15 @@ The shape is SQLite's (store/sqlite/connection.py): a transaction is one plain f
 `Transaction` handed to producers and ingress stays synchronous. What differs: PostgreSQL has no global writer
 lock, so every check-then-act that SQLite's BEGIN IMMEDIATE serialises takes its own guard (store/postgres/guards.py).
 
-`PgConnection` gives the store's SQL modules the small part of sqlite3's interface they use (`execute` with `?`
-placeholders, `executemany`, rows readable by name and by position), so SQL that is the same in both dialects is
-written once, in store/sqlite; what differs is in this package.
+`PgConnection` is the store's `Connection` (store/shared/connection.py: `execute`, `executemany`, rows readable by
+name and by position), so SQL that is the same in both dialects is written once, in store/shared; what differs is
+written in PostgreSQL's words in this package (dialect.py, guards.py, leadership.py). The statements are never
+rewritten: only their placeholder marks follow psycopg's paramstyle (`paramstyle`).
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import uuid
@@ -24,9 +26,8 @@ from psycopg import errors as pgerrors
 from psycopg.adapt import Loader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import CommitUnknown, IllegalTransition, StoreBusy, StoreError, StoreUnavailable
+from ..errors import CommitUnknown, IllegalTransition, StoreBusy, StoreError, StoreUnavailable, trigger_table
 from ..locations import redact
-from ..sqlite.connection import _trigger_table
 
 T = TypeVar("T")
 
@@ -68,30 +69,23 @@ class _IntegralNumeric(Loader):
 
 _PLACEHOLDER = re.compile(r"\?")
 _NAMED = re.compile(r"(?<![:\w']):([A-Za-z_]\w*)")
-_INDEXED_BY = re.compile(r" (?:INDEXED BY \w+|NOT INDEXED)\b")
-_CROSS_JOIN_ON = re.compile(r"\bCROSS JOIN (\w+(?: \w+)?) ON\b")
-_GROUP_CONCAT = re.compile(r"\bgroup_concat\(([^()]*)\)")
-_EMPTY_NOT_IN = re.compile(r"\bNOT IN \(\)")
-_EMPTY_IN = re.compile(r"\bIN \(\)")
 
 
-def dialect(sql: str, named: bool = False) -> str:
-    """sqlite3's `?` placeholders become psycopg's `%s` (a literal `%` is doubled); an empty `IN ()` list, which
-    SQLite accepts, becomes a comparison with an empty array of the column's type; SQLite's `group_concat(x)` is
-    `string_agg(x, ',')`; SQLite's planner hints (`INDEXED BY`, `CROSS JOIN ... ON` for the join order) become plain
-    SQL (PostgreSQL's planner chooses)."""
-    sql = _EMPTY_NOT_IN.sub("<> ALL ('{}')", sql.replace("%", "%%"))
-    sql = _EMPTY_IN.sub("= ANY ('{}')", sql)
-    sql = _GROUP_CONCAT.sub(r"string_agg(\1, ',')", sql)
-    sql = _INDEXED_BY.sub("", sql)
-    if named:      # sqlite3's `:name` placeholders (a dict of parameters) become psycopg's `%(name)s`
+@functools.lru_cache(maxsize=1024)
+def paramstyle(sql: str, named: bool = False) -> str:
+    """The placeholder marks of the store's SQL in psycopg's paramstyle, and nothing else of the statement: `?` is
+    `%s` (a literal `%` doubled, as psycopg reads `%` as a mark), and with a mapping of parameters `:name` is
+    `%(name)s`. (The DB-API leaves the paramstyle to each driver: sqlite3 takes `?` and `:name`, psycopg `%s` and
+    `%(name)s`; psycopg itself turns its marks into PostgreSQL's `$1`.) What differs between the dialects is
+    written per dialect (store/shared/dialect.py), never made here."""
+    sql = sql.replace("%", "%%")
+    if named:
         return _NAMED.sub(r"%(\1)s", sql)
-    sql = _CROSS_JOIN_ON.sub(r"JOIN \1 ON", sql)
     return _PLACEHOLDER.sub("%s", sql)
 
 
 class PgConnection:
-    """One pooled connection inside one open transaction, with the slice of sqlite3's interface the SQL uses."""
+    """One pooled connection inside one open transaction: the store's `Connection` (store/shared/connection.py)."""
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
@@ -99,22 +93,22 @@ class PgConnection:
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
         cursor = self.raw.cursor()
         if isinstance(params, Mapping):
-            cursor.execute(dialect(sql, named=True), params)
+            cursor.execute(paramstyle(sql, named=True), params)
         else:
-            cursor.execute(dialect(sql), tuple(params))
+            cursor.execute(paramstyle(sql), tuple(params))
         return cursor
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]] | Iterator[Sequence[Any]]) -> None:
         rows = list(rows)
         if rows:
-            self.raw.cursor().executemany(dialect(sql), rows)
+            self.raw.cursor().executemany(paramstyle(sql), rows)
 
 
 def translate(exc: psycopg.Error) -> StoreError:
     """Driver errors become the store's own, by SQLSTATE; nothing outside store/ sees psycopg."""
     text = str(exc).split("\nCONTEXT:")[0].strip()
     if isinstance(exc, pgerrors.RaiseException):     # the triggers' `Cn: ...` refusals (RAISE EXCEPTION, P0001)
-        return IllegalTransition(text, table=_trigger_table(text))
+        return IllegalTransition(text, table=trigger_table(text))
     if isinstance(exc, (pgerrors.LockNotAvailable, pgerrors.SerializationFailure, pgerrors.DeadlockDetected,
                         pgerrors.QueryCanceled)):
         return StoreBusy(f"the database stayed locked by another transaction for over {LOCK_TIMEOUT_MS} ms: {text}")
@@ -148,6 +142,8 @@ class Database:
     def __init__(self, pool: ConnectionPool[Any], url: str) -> None:
         self._pool = pool
         self.url = url
+        # the store's in-memory counts (store/shared/tallies.py), written with the next write while there are any
+        self.hooks: Any = None
 
     @classmethod
     async def open(cls, url: str, *, max_size: int = 8) -> Database:
@@ -191,10 +187,16 @@ class Database:
                     if retry and raw.broken:
                         raise _IdleConnectionLost() from None   # the pool discards the broken connection
                     raise
+                # the in-memory counts ride along with a write while there are any, as on SQLite
+                hooked = commit and self.hooks is not None and bool(self.hooks)
                 try:
                     result = fn(PgConnection(raw), *args)
+                    if hooked:
+                        self.hooks.before_commit(PgConnection(raw))
                 except BaseException:
                     raw.execute("ROLLBACK")
+                    if hooked:
+                        self.hooks.rolled_back()
                     raise
                 if not commit:
                     raw.execute("ROLLBACK")
@@ -202,11 +204,15 @@ class Database:
                 try:
                     raw.execute("COMMIT")
                 except psycopg.Error as exc:
+                    if hooked:
+                        self.hooks.rolled_back()
                     if commit_outcome_unknown(raw, exc):
                         raise CommitUnknown(f"the connection was lost after COMMIT was sent: "
                                             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
                                             ) from exc
                     raise
+                if hooked:
+                    self.hooks.committed()
                 return result
         except PoolTimeout as exc:
             raise StoreBusy(f"no free database connection within {CONNECT_TIMEOUT_S} s: {exc}") from exc

@@ -1,5 +1,5 @@
 """PostgreSQL's own SQL: the guards for every check-then-act that SQLite's single writer (BEGIN IMMEDIATE) makes safe,
-and the few statements whose text differs between the dialects. Everything else is the shared SQL of store/sqlite,
+and the few statements whose text differs between the dialects. Everything else is the shared SQL of store/shared,
 run through `PgConnection`.
 
 Under READ COMMITTED two transactions may both read, then both write. Each spot below serialises on a lock:
@@ -21,7 +21,6 @@ Under READ COMMITTED two transactions may both read, then both write. Each spot 
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,10 +28,11 @@ from psycopg import errors as pgerrors
 
 from ..errors import NotClaimed
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
-from ..sqlite import actions, inbox, invariants, producer_state, recovery, retention, sales, shop
-from ..sqlite.inbox import DUE, OWNER_FIRST
-from ..sqlite.store import DEFAULT_LEASE_S
-from .connection import PgConnection
+from ..shared import actions, inbox, producer_state, recovery, retention, sales, shop
+from ..shared.connection import Connection
+from ..shared.inbox import DUE, OWNER_FIRST
+from ..shared.orders import DEFAULT_LEAD_TIME_DAYS
+from ..shared.store import DEFAULT_LEASE_S
 
 ADMISSION_LOCK = 0x5_0B07_0002   # advisory lock key: agent admission (the capacity budget)
 SPEND_LOCK = 0x50B_0703          # advisory lock namespace (int4, with a hashed key): one spending day
@@ -40,25 +40,25 @@ IDENTITY_LOCK = 0x50B_0704       # advisory lock namespace (int4, with a hashed 
 SHOP_LOCK = 0x5_0B07_0005        # advisory lock key: seeding and syncing the shop's items (processes start at once)
 
 
-def seed_shop(conn: PgConnection, *args: Any, **kwargs: Any) -> bool:
+def seed_shop(conn: Connection, *args: Any, **kwargs: Any) -> bool:
     """The shop seeded once however many processes start at once on an empty database (K18): behind a lock, the
     second finds it seeded."""
     conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
-    return shop.seed(conn, *args, **kwargs)  # type: ignore[arg-type]
+    return shop.seed(conn, *args, **kwargs)
 
 
-def sync_shop(conn: PgConnection, *args: Any, **kwargs: Any) -> list[str]:
+def sync_shop(conn: Connection, *args: Any, **kwargs: Any) -> list[str]:
     conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
-    return shop.sync(conn, *args, **kwargs)  # type: ignore[arg-type]
+    return shop.sync(conn, *args, **kwargs)
 
 
-def import_sales(conn: PgConnection, *args: Any, **kwargs: Any) -> Any:
+def import_sales(conn: Connection, *args: Any, **kwargs: Any) -> Any:
     """Two imports at once: the second checks its days after the first committed (behind the shop's lock)."""
     conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
-    return sales.import_lines(conn, *args, **kwargs)  # type: ignore[arg-type]
+    return sales.import_lines(conn, *args, **kwargs)
 
 
-def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:
+def _existing(conn: Connection, occurrence: Occurrence) -> AdmitResult | None:
     row = conn.execute("SELECT work_id, session, payload, pruned_at, payload_sha256 FROM work WHERE source = ?",
                        (occurrence.source,)).fetchone()
     if row is None:
@@ -68,7 +68,7 @@ def _existing(conn: PgConnection, occurrence: Occurrence) -> AdmitResult | None:
     return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, row["work_id"])
 
 
-def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
+def admit(conn: Connection, occurrence: Occurrence, now: str, capacity: int,
           open_count: list[int] | None = None) -> AdmitResult:
     """C1 as on SQLite (identity, then capacity for agent work, then the insert), with the capacity count taken under
     the admission lock and the insert idempotent on the source."""
@@ -80,9 +80,9 @@ def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
             open_count = []
         if not open_count:             # once per transaction: lock, then read what every committed admitter left
             conn.execute("SELECT pg_advisory_xact_lock(?)", (ADMISSION_LOCK,))
-            open_count.append(inbox.kept_open_agent_work(conn))  # type: ignore[arg-type]
+            open_count.append(inbox.kept_open_agent_work(conn))
         if open_count[0] >= capacity:
-            inbox.count(conn, now, "refused_capacity")   # type: ignore[arg-type]
+            inbox.count(conn, now, "refused_capacity")
             return AdmitResult(Admission.REFUSED)
     row = conn.execute(
         "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES (?, ?, ?, ?, ?, ?) "
@@ -98,15 +98,15 @@ def admit(conn: PgConnection, occurrence: Occurrence, now: str, capacity: int,
     return AdmitResult(Admission.ACCEPTED, row[0])
 
 
-def admit_answered(conn: PgConnection, occurrence: Occurrence, now: str, answer: Any) -> AdmitResult:
-    """A control or notice item with its report (store/sqlite/inbox.py), with its identity locked first: the same
+def admit_answered(conn: Connection, occurrence: Occurrence, now: str, answer: Any) -> AdmitResult:
+    """A control or notice item with its report (store/shared/inbox.py), with its identity locked first: the same
     item admitted by two connections at once is one accepted and one duplicate, never a unique violation (its
     report is built between the identity check and the insert, so ON CONFLICT alone cannot cover it)."""
     conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (IDENTITY_LOCK, occurrence.source))
-    return inbox.admit_answered(conn, occurrence, now, answer)  # type: ignore[arg-type]
+    return inbox.admit_answered(conn, occurrence, now, answer)
 
 
-def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
+def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
           skip_sessions: Sequence[str] = (), *, lease_s: float = DEFAULT_LEASE_S) -> Claim | None:
     """C5 as on SQLite (the same due rule, `DUE`, clock steps included), safe with several claimers: only a
     session's anchor qualifies and it is locked SKIP LOCKED, so a concurrent claimer takes another session or none,
@@ -115,14 +115,14 @@ def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cu
     runs_one_open_per_session, the backstop of T2) means the session is busy: another session is tried, or none."""
     skip = tuple(skip_sessions)
     while True:
-        marks = ",".join(f":skip{i}" for i in range(len(skip)))
+        skipped = f"AND w.session NOT IN ({','.join(f':skip{i}' for i in range(len(skip)))})" if skip else ""
         row = conn.execute(
             f"""SELECT w.session, w.work_id FROM work w
                 WHERE w.state = 'pending' AND w.kind = 'agent'
                   AND NOT EXISTS (SELECT 1 FROM work x WHERE x.session = w.session AND x.kind = 'agent'
                                   AND x.state IN ('pending', 'running') AND x.work_id < w.work_id)
                   AND {DUE}
-                  AND w.session NOT IN ({marks})
+                  {skipped}
                 ORDER BY {OWNER_FIRST} LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
             {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
         if row is None:
@@ -142,7 +142,7 @@ def claim(conn: PgConnection, worker_id: str, run_id: str, now: str, debounce_cu
         return found
 
 
-def _open_run(conn: PgConnection, worker_id: str, run_id: str, session: str, now: str,
+def _open_run(conn: Connection, worker_id: str, run_id: str, session: str, now: str,
               lease_s: float) -> Claim | None:
     rows = conn.execute(
         "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = ?, run_id = ?, not_before = NULL "
@@ -168,7 +168,7 @@ FENCE = ("SELECT 1 FROM runs WHERE run_id = ? AND worker_id = coalesce(?, worker
          "AND lease_expires_at > clock_timestamp() FOR UPDATE")
 
 
-def fence(conn: PgConnection, run_id: str, worker_id: str | None = None) -> None:
+def fence(conn: Connection, run_id: str, worker_id: str | None = None) -> None:
     """Raise NotClaimed (nothing written: the caller's transaction rolls back) unless `run_id` still holds its lease.
     `worker_id` is checked when the caller knows it (finish, fail, release); the journal and the tools name the run
     only (a run id is a random 128-bit value drawn per claim, never reused)."""
@@ -176,7 +176,7 @@ def fence(conn: PgConnection, run_id: str, worker_id: str | None = None) -> None
         raise NotClaimed(run_id, "its lease is over (expired, or the run ended); nothing of it is written")
 
 
-def renew(conn: PgConnection, run_id: str, lease_s: float) -> bool:
+def renew(conn: Connection, run_id: str, lease_s: float) -> bool:
     """Extend a live lease by `lease_s` from now on the database clock; False (nothing changed) once it lapsed or the
     run ended."""
     expression, params = lease_expiry(lease_s)
@@ -189,9 +189,9 @@ def renew(conn: PgConnection, run_id: str, lease_s: float) -> bool:
 SWEEP_REASON = "the run's lease expired (its process died, stopped or lost the database)"
 
 
-def sweep_one(conn: PgConnection, now: str, attempt_cap: int) -> tuple[bool, list[int]] | None:
+def sweep_one(conn: Connection, now: str, attempt_cap: int) -> tuple[bool, list[int]] | None:
     """One expired open run, taken `FOR UPDATE SKIP LOCKED` (a run whose owner is inside a fenced write is skipped:
-    exactly one of the two commits), ended by C10's rule (store/sqlite/recovery.py `recover_run`: an `external`
+    exactly one of the two commits), ended by C10's rule (store/shared/recovery.py `recover_run`: an `external`
     operation started and never finished counts as having acted) with C9's cap; outcome 'expired', its proposals
     void (C11). None when no run is expired. A live lease is never touched."""
     run = conn.execute(
@@ -203,17 +203,17 @@ def sweep_one(conn: PgConnection, now: str, attempt_cap: int) -> tuple[bool, lis
     result = recovery.recover_run(conn, run, now, attempt_cap, reason=SWEEP_REASON, started_external_acted=True,
                                   ended_as="expired")
     if not result[1]:          # an open run without running items (none is written so; planted or old): just end it
-        inbox._end_run(conn, run["run_id"], now, "expired", stop_reason=SWEEP_REASON)  # type: ignore[arg-type]
+        inbox._end_run(conn, run["run_id"], now, "expired", stop_reason=SWEEP_REASON)
     return result
 
 
-def hold_epoch(conn: PgConnection, session: str) -> None:
+def hold_epoch(conn: Connection, session: str) -> None:
     """C12: finish and release read the session's epoch under a share lock, so a forget cannot commit between that
     read and the history they write."""
     conn.execute("SELECT epoch FROM sessions WHERE session = ? FOR SHARE", (session,))
 
 
-def lock_for_forget(conn: PgConnection, session: str) -> None:
+def lock_for_forget(conn: Connection, session: str) -> None:
     """C12: forget takes the session row (finish waits, then sees the new epoch) and the pending rows (a claim
     waits, then finds them failed)."""
     conn.execute("INSERT INTO sessions (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (session,))
@@ -222,21 +222,21 @@ def lock_for_forget(conn: PgConnection, session: str) -> None:
                  (session,))
 
 
-def approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
-            destination: str, *args: Any) -> Decision:
-    """C11: the proposal locked, and the day's spending behind its advisory lock, then SQLite's approval."""
+def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
+            supplier_destination: str, lead_time_days: int = DEFAULT_LEAD_TIME_DAYS) -> Decision:
+    """C11: the proposal locked, and the day's spending behind its advisory lock, then the shared approval."""
     conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (SPEND_LOCK, day))
     conn.execute("SELECT 1 FROM proposals WHERE proposal_id = ? FOR UPDATE", (proposal_id,))
-    return actions.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)  # type: ignore[arg-type]
+    return actions.approve(conn, proposal_id, by, now, day, day_max_cents, supplier_destination, lead_time_days)
 
 
-def lock_unknown_parts(conn: PgConnection, report_id: str) -> None:
+def lock_unknown_parts(conn: Connection, report_id: str) -> None:
     """C8: a second decision on the same report waits, then finds no part unknown (refused, nothing counted)."""
     conn.execute("SELECT delivery_id FROM deliveries WHERE report_id = ? AND state = 'unknown' FOR UPDATE",
                  (report_id,))
 
 
-def lock_cursor(conn: PgConnection, schedule: str) -> None:
+def lock_cursor(conn: Connection, schedule: str) -> None:
     conn.execute("SELECT 1 FROM schedule_cursors WHERE schedule = ? FOR UPDATE", (schedule,))
 
 
@@ -245,29 +245,5 @@ class ProducerState(producer_state.ProducerState):
     from the same stale reading)."""
 
     def get_cursor(self, schedule: str) -> Any:
-        lock_cursor(self._conn, schedule)  # type: ignore[arg-type]
+        lock_cursor(self._conn, schedule)
         return super().get_cursor(schedule)
-
-
-def unknown_reports(conn: PgConnection) -> list[dict[str, Any]]:
-    """As store/sqlite/outbox.py, grouped by every column shown (PostgreSQL refuses bare columns)."""
-    rows = conn.execute(
-        "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
-        "w.kind AS kind, substr(r.body, 1, 80) AS preview, r.created_at AS created_at "
-        "FROM deliveries d JOIN reports r USING (report_id) JOIN work w ON w.work_id = r.anchor "
-        "WHERE d.state = 'unknown' GROUP BY d.report_id, d.chat_id, w.kind, r.body, r.created_at "
-        "ORDER BY min(d.delivery_id)").fetchall()
-    return [dict(r) for r in rows]
-
-
-# The invariant rules in PostgreSQL's words: SQLite's `a IS NOT b` (b not NULL) is `a IS DISTINCT FROM b`.
-_IS_NOT = re.compile(r"\bIS NOT (?!NULL\b|DISTINCT\b)")
-RULES = {rule: (text, _IS_NOT.sub("IS DISTINCT FROM ", query)) for rule, (text, query) in invariants.RULES.items()}
-
-
-def check(conn: PgConnection) -> list[Any]:
-    from ..records import Violation
-    # each branch of a rule's UNION ALL on its own: SQLite unites an integer subject with a text one, PostgreSQL not
-    return [Violation(rule, str(subject), detail)
-            for rule, (_, query) in RULES.items() for branch in query.split(" UNION ALL ")
-            for subject, detail in conn.execute(branch).fetchall()]

@@ -6,11 +6,13 @@ row) waits until that transaction has committed, so a fenced write and a takeove
 """
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from ..clock import to_text
 from ..errors import LeaseLost
 from ..records import Fence
-from ..sqlite import leadership as sqlite_leadership
+from ..shared.outbox import UNKNOWN_REASON
 from .connection import PgConnection
 
 _SPAN = "clock_timestamp() + make_interval(secs => ?)"
@@ -53,6 +55,12 @@ def fence(conn: PgConnection, held: Fence, now: Any = None) -> None:
         raise LeaseLost(held.name, held.holder, held.generation)
 
 
+def release_all(conn: PgConnection, now: datetime) -> int:
+    """`recover` (start-up recovery where one process owns the database): every lease ends now."""
+    at = to_text(now)
+    return int(conn.execute("UPDATE leader_leases SET expires_at = ? WHERE expires_at > ?", (at, at)).rowcount)
+
+
 def heartbeat(conn: PgConnection, holder: str, pid: int, host: str, now: Any, forget_after_s: float) -> None:
     conn.execute("INSERT INTO processes (holder, pid, host, started_at, seen_at) "
                  "VALUES (?, ?, ?, clock_timestamp(), clock_timestamp()) "
@@ -61,7 +69,8 @@ def heartbeat(conn: PgConnection, holder: str, pid: int, host: str, now: Any, fo
                  (float(forget_after_s),))
 
 
-depart = sqlite_leadership.depart
+def depart(conn: PgConnection, holder: str) -> None:
+    conn.execute("DELETE FROM processes WHERE holder = ?", (holder,))
 
 
 def leaders(conn: PgConnection, now: Any = None) -> list[dict[str, Any]]:
@@ -82,5 +91,18 @@ def processes(conn: PgConnection, now: Any = None) -> list[dict[str, Any]]:
             for r in rows]
 
 
+_LAPSED = ("state = 'sending' AND NOT EXISTS (SELECT 1 FROM leader_leases l WHERE l.name = '{name}' "
+           "AND l.holder || '/' || l.generation = {table}.sender AND l.expires_at > clock_timestamp())")
+
+
 def sweep_sending(conn: PgConnection, now_text: str) -> tuple[list[int], list[int]]:
-    return sqlite_leadership.sweep_sending(conn, now_text, "clock_timestamp()", ())
+    """C7/C16: a `sending` delivery or action whose sender's lease is over (on the database clock) becomes unknown."""
+    deliveries = conn.execute(
+        "UPDATE deliveries SET state = 'unknown', updated_at = ?, reason = ? WHERE "
+        + _LAPSED.format(name="relay", table="deliveries") + " RETURNING delivery_id",
+        (now_text, UNKNOWN_REASON)).fetchall()
+    actions = conn.execute(
+        "UPDATE actions SET state = 'unknown', updated_at = ?, reason = ? WHERE "
+        + _LAPSED.format(name="actions", table="actions") + " RETURNING action_id",
+        (now_text, UNKNOWN_REASON)).fetchall()
+    return sorted(int(r[0]) for r in deliveries), sorted(int(r[0]) for r in actions)

@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..records import Claim, FinishOutcome
-from ..sqlite.inbox import work_item
-from .connection import PgConnection
+from ..shared.connection import Connection
+from ..shared.inbox import work_item
 
 DONE, AGAIN, REFUSED = "done", "again", "refused"
 
 
-def held_claim(conn: PgConnection, run_id: str) -> Claim | None:
+def held_claim(conn: Connection, run_id: str) -> Claim | None:
     """The open turn `run_id`, rebuilt from its run and the items it holds (None if it is not open)."""
     run = conn.execute("SELECT worker_id, session, attempt, session_epoch FROM runs "
                        "WHERE run_id = ? AND ended_at IS NULL", (run_id,)).fetchone()
@@ -35,7 +35,7 @@ def held_claim(conn: PgConnection, run_id: str) -> Claim | None:
     return Claim(run_id, run["worker_id"], run["session"], items, int(run["attempt"]), int(run["session_epoch"]))
 
 
-def finish_outcome(conn: PgConnection, claim: Claim, next_run_id: str | None) -> tuple[str, Any]:
+def finish_outcome(conn: Connection, claim: Claim, next_run_id: str | None) -> tuple[str, Any]:
     run = conn.execute("SELECT ended_at, outcome, report_id FROM runs WHERE run_id = ?", (claim.run_id,)).fetchone()
     if run is None:
         return REFUSED, "no such run"
@@ -52,7 +52,7 @@ def finish_outcome(conn: PgConnection, claim: Claim, next_run_id: str | None) ->
     return REFUSED, f"ended {run['outcome']}"
 
 
-def sending_outcome(conn: PgConnection, delivery_id: int) -> tuple[str, Any]:
+def sending_outcome(conn: Connection, delivery_id: int) -> tuple[str, Any]:
     row = conn.execute("SELECT state FROM deliveries WHERE delivery_id = ?", (delivery_id,)).fetchone()
     state = row["state"] if row else None
     if state == "sending":

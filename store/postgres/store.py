@@ -1,10 +1,11 @@
 """The PostgreSQL store: every port of store/ports.py on a PostgreSQL database (SHOPBOT_DB=postgresql://...).
 
-It is SQLite's store (store/sqlite/store.py) with another connection and the guarded statements of
-store/postgres/guards.py: each method is still one short transaction, a synchronous function run whole in a thread
-on one pooled connection. What is PostgreSQL's own: the URL, the pool, the migrations under an advisory lock, the
-change hint (migration 0015's counter of this database's writes instead of `PRAGMA data_version`), the database
-clock, and no file backup (pg_dump is the operator's tool).
+A sibling of SQLite's store over the same base (store/shared/store.py: the transaction discipline and the shared
+queries), never a subclass of it: each method is still one short transaction, a synchronous function run whole in a
+thread on one pooled connection. What is PostgreSQL's own: the guarded statements of store/postgres/guards.py,
+the URL, the pool, the migrations under an advisory lock, the change hint (migration 0015's counter of this
+database's writes instead of `PRAGMA data_version`), the database clock, leases (C15), the database's size
+(pg_database_size), and no file backup (pg_dump is the operator's tool).
 
 Time. The triggers, leases and guards never read a clock. The times the contracts compare (admission, debounce,
 not-before, report and delivery times) are the store's text times, taken from `Clock`; with the system clock that
@@ -20,7 +21,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -29,18 +29,21 @@ from .. import redaction
 from ..clock import Clock, SystemClock, to_text
 from ..errors import CommitUnknown, NotClaimed, SchemaTooOld, StoreError
 from ..locations import redact
-from ..records import Claim, Decision, FinishOutcome, MetricsSnapshot, RecoverySummary
-from ..sqlite import health, inbox, outbox, stats
-from ..sqlite import metrics as metric_reads
-from ..sqlite.store import (
+from ..records import Claim, FinishOutcome, MetricsSnapshot, RecoverySummary
+from ..shared import inbox, outbox, stats
+from ..shared import metrics as metric_reads
+from ..shared.connection import Connection
+from ..shared.health import reason as unwritable_reason
+from ..shared.store import (
     DEFAULT_ATTEMPT_CAP,
     DEFAULT_CAPACITY,
     DEFAULT_DEBOUNCE_MS,
     DEFAULT_LEASE_S,
-    SqliteStore,
+    BaseStore,
 )
 from . import guards, leadership, migrations, readback
-from .connection import Database, PgConnection
+from .connection import Database
+from .dialect import POSTGRES
 from .notify import Listener
 
 log = logging.getLogger("shopbot.store")
@@ -51,68 +54,54 @@ READ_BACK_WAITS = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0)   # a read-back that cannot rea
 
 
 # Every write of a run starts with the lease fence (C15, store/postgres/guards.py `fence`), in its own transaction.
-def _finish(conn: PgConnection, claim: Claim, draft: Any, now: str, **kwargs: Any) -> Any:
+def _finish(conn: Connection, claim: Claim, draft: Any, now: str, **kwargs: Any) -> Any:
     guards.fence(conn, claim.run_id, claim.worker_id)
     guards.hold_epoch(conn, claim.session)
-    return inbox.finish(conn, claim, draft, now, **kwargs)  # type: ignore[arg-type]
+    return inbox.finish(conn, claim, draft, now, **kwargs)
 
 
-def _release(conn: PgConnection, claim: Claim, *args: Any, **kwargs: Any) -> str | None:
+def _release(conn: Connection, claim: Claim, *args: Any, **kwargs: Any) -> str | None:
     guards.fence(conn, claim.run_id, claim.worker_id)
     guards.hold_epoch(conn, claim.session)
-    return inbox.release(conn, claim, *args, **kwargs)  # type: ignore[arg-type]
+    return inbox.release(conn, claim, *args, **kwargs)
 
 
-def _fail(conn: PgConnection, claim: Claim, *args: Any, **kwargs: Any) -> str:
+def _fail(conn: Connection, claim: Claim, *args: Any, **kwargs: Any) -> str:
     guards.fence(conn, claim.run_id, claim.worker_id)
-    return inbox.fail(conn, claim, *args, **kwargs)  # type: ignore[arg-type]
+    return inbox.fail(conn, claim, *args, **kwargs)
 
 
-def _forget(conn: PgConnection, session: str, by: str, now: str) -> tuple[int, int]:
+def _forget(conn: Connection, session: str, by: str, now: str) -> tuple[int, int]:
     guards.lock_for_forget(conn, session)
-    return inbox.forget(conn, session, by, now)  # type: ignore[arg-type]
+    return inbox.forget(conn, session, by, now)
 
 
-def _resolve(conn: PgConnection, report_id: str, decision: str, by: str, now: str) -> list[int]:
+def _resolve(conn: Connection, report_id: str, decision: str, by: str, now: str) -> list[int]:
     guards.lock_unknown_parts(conn, report_id)
-    return outbox.resolve(conn, report_id, decision, by, now)  # type: ignore[arg-type]
+    return outbox.resolve(conn, report_id, decision, by, now)
 
 
-def _approve(conn: PgConnection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
-             destination: str, *args: Any) -> Decision:
-    return guards.approve(conn, proposal_id, by, now, day, day_max_cents, destination, *args)
 
-
-class _SizesAsPages(PgConnection):
-    """The three PRAGMAs of SQLite's metrics snapshot answered from PostgreSQL: one "page" of the whole database."""
-
-    _ANSWERS = {"PRAGMA page_size": "SELECT 1", "PRAGMA page_count": "SELECT pg_database_size(current_database())",
-                "PRAGMA freelist_count": "SELECT 0"}
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        return super().execute(self._ANSWERS.get(sql, sql), params)
-
-
-class PostgresStore(SqliteStore):
+class PostgresStore(BaseStore):
     """`store.ports.Store` on PostgreSQL (psycopg 3, a connection pool, READ COMMITTED with explicit guards)."""
 
-    _admit = staticmethod(guards.admit)         # type: ignore[assignment]
-    _admit_answered = staticmethod(guards.admit_answered)  # type: ignore[assignment]
-    _finish = staticmethod(_finish)             # type: ignore[assignment]
-    _release = staticmethod(_release)           # type: ignore[assignment]
-    _fail = staticmethod(_fail)                 # type: ignore[assignment]
-    _guard_run = staticmethod(guards.fence)     # type: ignore[assignment]
-    _forget = staticmethod(_forget)             # type: ignore[assignment]
-    _approve = staticmethod(_approve)           # type: ignore[assignment]
-    _resolve = staticmethod(_resolve)           # type: ignore[assignment]
-    _unknown_reports = staticmethod(guards.unknown_reports)  # type: ignore[assignment]
+    _admit = staticmethod(guards.admit)
+    _admit_answered = staticmethod(guards.admit_answered)
+    _finish = staticmethod(_finish)
+    _release = staticmethod(_release)
+    _fail = staticmethod(_fail)
+    _guard_run = staticmethod(guards.fence)
+    _forget = staticmethod(_forget)
+    _approve = staticmethod(guards.approve)
+    _resolve = staticmethod(_resolve)
     _producer_state = guards.ProducerState
-    _check = staticmethod(guards.check)         # type: ignore[assignment]
+    _sql = POSTGRES
     _leases = leadership
-    _seed = staticmethod(guards.seed_shop)      # type: ignore[assignment]
-    _sync = staticmethod(guards.sync_shop)      # type: ignore[assignment]
-    _import_sales = staticmethod(guards.import_sales)  # type: ignore[assignment]
+    _seed = staticmethod(guards.seed_shop)
+    _sync = staticmethod(guards.sync_shop)
+    _import_sales = staticmethod(guards.import_sales)
     _db_error = psycopg.Error
+    db: Database
 
     def __init__(self, db: Any, clock: Clock, *, lease_s: float = DEFAULT_LEASE_S, **options: Any) -> None:
         super().__init__(db, clock, **options)
@@ -124,7 +113,7 @@ class PostgresStore(SqliteStore):
         self._offset_at = float("-inf")
         self.listener: Listener | None = None
 
-    def _claim(self, conn: PgConnection, worker_id: str, run_id: str, now: str, cutoff: str,  # type: ignore[override]
+    def _claim(self, conn: Connection, worker_id: str, run_id: str, now: str, cutoff: str,
                skip_sessions: Sequence[str] = ()) -> Claim | None:
         return guards.claim(conn, worker_id, run_id, now, cutoff, skip_sessions, lease_s=self._lease)
 
@@ -189,12 +178,8 @@ class PostgresStore(SqliteStore):
         return store
 
     @property
-    def path(self) -> Any:
-        raise AttributeError("a PostgreSQL store has no file path; use `location`")
-
-    @property
     def location(self) -> str:
-        return redact(self.db.url)  # type: ignore[attr-defined]
+        return redact(self.db.url)
 
     # ---- the database clock -------------------------------------------------------------------------------
     async def _measure_offset(self) -> None:
@@ -232,7 +217,7 @@ class PostgresStore(SqliteStore):
 
     # ---- K16: a commit whose answer was lost is read back, never guessed ---------------------------------------
     async def _settled(self, what: str, commit: Callable[[], Awaitable[Any]],
-                       read: Callable[[PgConnection], tuple[str, Any]],
+                       read: Callable[[Connection], tuple[str, Any]],
                        refused: Callable[[str], StoreError]) -> Any:
         """Run `commit`; when its connection was lost after COMMIT was sent, read the outcome back from the records
         on a fresh connection (store/postgres/readback.py): done (return it), not committed (run it again), or
@@ -250,7 +235,7 @@ class PostgresStore(SqliteStore):
             if verdict == readback.REFUSED:
                 raise refused(f"its commit was lost and the records say it is {value}; nothing more is written")
 
-    async def _read_back(self, read: Callable[[PgConnection], tuple[str, Any]],
+    async def _read_back(self, read: Callable[[Connection], tuple[str, Any]],
                          lost: CommitUnknown) -> tuple[str, Any]:
         for wait in (*READ_BACK_WAITS, None):
             try:
@@ -263,7 +248,7 @@ class PostgresStore(SqliteStore):
 
     async def _commit_finish(self, body: Callable[[Any], FinishOutcome], claim: Claim,
                              next_run_id: str | None) -> FinishOutcome:
-        return await self._settled(  # type: ignore[no-any-return]
+        return await self._settled(
             f"the finish of run {claim.run_id}", lambda: self.db.write(body),
             lambda conn: readback.finish_outcome(conn, claim, next_run_id),
             lambda why: NotClaimed(claim.run_id, why))
@@ -279,7 +264,7 @@ class PostgresStore(SqliteStore):
         work, deliveries or actions sets the matching signal at once; a reconnect or `SCAN_S` without a notification
         sets them all (a full scan). A hint only: `poll_changes` and every part's own periodic look stay."""
         if self.listener is None:
-            self.listener = Listener(self.db.url, self.signals)  # type: ignore[attr-defined]
+            self.listener = Listener(self.db.url, self.signals)
             self.listener.start()
 
     async def close(self) -> None:
@@ -314,29 +299,29 @@ class PostgresStore(SqliteStore):
             except StoreError as exc:
                 last = (time.monotonic(), exc)
             self._last_probe = last
-        return health.reason(last[1]) if last[1] is not None else None
+        return unwritable_reason(last[1]) if last[1] is not None else None
 
     async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> MetricsSnapshot:
-        """SQLite's figures (store/sqlite/metrics.py `snapshot`); the sizes are the database's (pg_database_size),
+        """SQLite's figures (store/shared/metrics.py `snapshot`); the sizes are the database's (pg_database_size),
         with no free pages and no WAL file of its own (the server's WAL is the cluster's)."""
         now_dt = self.now_dt()
         start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
 
-        def read(conn: PgConnection) -> MetricsSnapshot:
-            window = stats.window(conn, start, end)  # type: ignore[arg-type]
-            return metric_reads.snapshot(_SizesAsPages(conn.raw), now_dt, Path("/nonexistent/shopbot"),  # type: ignore[arg-type]
-                                         window, tallies)
+        def read(conn: Connection) -> MetricsSnapshot:
+            window = stats.window(conn, start, end)
+            size = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+            return metric_reads.snapshot(conn, now_dt, metric_reads.Sizes(size), window, tallies, self._sql.oldest_open)
         return await self.db.read(read)
 
     async def vacuum(self) -> tuple[int, int]:
         """VACUUM (autovacuum does this on its own; this runs it now). Returns the database's size before and after."""
-        def run(conn: PgConnection) -> tuple[int, int]:
+        def run(conn: Connection) -> tuple[int, int]:
             def size() -> int:
                 return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
             before = size()
             conn.execute("VACUUM")
             return before, size()
-        return await self.db.raw(run)  # type: ignore[arg-type]
+        return await self.db.raw(run)
 
     async def backup(self, target: str) -> None:
         raise StoreError(

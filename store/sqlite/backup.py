@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..clock import Clock, to_text
 from ..errors import NotShopbotDatabase, RestoreRefused, SchemaTooNew
-from . import migrations, outbox
+from ..shared import outbox
+from . import migrations
 from .connection import configure, opening_error
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

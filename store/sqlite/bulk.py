@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..clock import to_text
-from .outbox import split_parts
+from ..shared.outbox import split_parts
 
 DELIVERY_MODES = ("confirmed", "pending", "none")
 

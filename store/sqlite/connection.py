@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 
-from ..errors import IllegalTransition, NotShopbotDatabase, StoreBusy, StoreError, StoreUnavailable
+from ..errors import IllegalTransition, NotShopbotDatabase, StoreBusy, StoreError, StoreUnavailable, trigger_table
 
 T = TypeVar("T")
 
@@ -32,19 +32,12 @@ PRAGMAS = (
 )
 
 
-def _trigger_table(text: str) -> str | None:
-    """The table a trigger's message names (`C7: deliveries: ...`), if it names one."""
-    words = text.replace(":", " ").split()
-    return next((w for w in words if w in ("work", "reports", "deliveries", "actions", "proposals", "resolutions")),
-                None)
-
-
 def translate(exc: sqlite3.Error) -> StoreError:
     """Driver errors become the store's own; nothing outside store/ sees sqlite3."""
     text = str(exc)
     if isinstance(exc, sqlite3.IntegrityError) and ("C4" in text or "C5" in text or "C6" in text
                                                    or "C7" in text or "C8" in text or "C1" in text):
-        return IllegalTransition(text, table=_trigger_table(text))
+        return IllegalTransition(text, table=trigger_table(text))
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         return StoreBusy(f"the database stayed locked by another process for over {BUSY_TIMEOUT_MS} ms: {text}")
     if isinstance(exc, sqlite3.OperationalError) and any(

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..errors import StoreBusy, StoreError, StoreUnavailable
+from ..shared.health import reason
+
+__all__ = ["probe", "reason"]
 
 PROBE_BUSY_TIMEOUT_MS = 250
 SCRATCH_PAGES = 2
@@ -36,17 +38,3 @@ def probe(conn: sqlite3.Connection, now: str, busy_timeout_ms: int) -> None:
         conn.execute("COMMIT")
     finally:
         conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
-
-
-def reason(exc: StoreError) -> str:
-    """A fixed sentence for why a write could not commit: no path, no SQL, no data."""
-    text = str(exc).lower()
-    if isinstance(exc, StoreBusy) or "locked" in text or "busy" in text:
-        return "the database is write-locked by another connection"
-    if "full" in text:
-        return "the database is full: no room for new pages"
-    if "readonly" in text or "read-only" in text:
-        return "the database is read-only"
-    if isinstance(exc, StoreUnavailable):
-        return "the database cannot be written (I/O error)"
-    return "the database cannot be written"

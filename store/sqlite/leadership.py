@@ -13,8 +13,7 @@ from typing import Any
 from ..clock import from_text, to_text
 from ..errors import LeaseLost
 from ..records import Fence
-
-UNKNOWN_REASON = "its sender's lease lapsed while it was sending: it may or may not have been sent"
+from ..shared.outbox import UNKNOWN_REASON
 
 
 def acquire(conn: sqlite3.Connection, name: str, holder: str, lease_s: float, now: datetime) -> int | None:
@@ -83,20 +82,18 @@ def processes(conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
 
 
 _LAPSED = ("state = 'sending' AND NOT EXISTS (SELECT 1 FROM leader_leases l WHERE l.name = '{name}' "
-           "AND l.holder || '/' || l.generation = {table}.sender AND l.expires_at > {now})")
+           "AND l.holder || '/' || l.generation = {table}.sender AND l.expires_at > ?)")
 
 
-def sweep_sending(conn: Any, now_text: str, now_sql: str = "?", now_args: tuple[Any, ...] | None = None
-                  ) -> tuple[list[int], list[int]]:
+def sweep_sending(conn: sqlite3.Connection, now_text: str) -> tuple[list[int], list[int]]:
     """C7/C16: a delivery (or action) `sending` whose sender's lease is no longer current may or may not have left:
     it becomes unknown. One whose sender still holds its lease is left alone, whoever runs the sweep."""
-    args = now_args if now_args is not None else (now_text,)
     deliveries = conn.execute(
         "UPDATE deliveries SET state = 'unknown', updated_at = ?, reason = ? WHERE "
-        + _LAPSED.format(name="relay", table="deliveries", now=now_sql) + " RETURNING delivery_id",
-        (now_text, UNKNOWN_REASON, *args)).fetchall()
+        + _LAPSED.format(name="relay", table="deliveries") + " RETURNING delivery_id",
+        (now_text, UNKNOWN_REASON, now_text)).fetchall()
     actions = conn.execute(
         "UPDATE actions SET state = 'unknown', updated_at = ?, reason = ? WHERE "
-        + _LAPSED.format(name="actions", table="actions", now=now_sql) + " RETURNING action_id",
-        (now_text, UNKNOWN_REASON, *args)).fetchall()
+        + _LAPSED.format(name="actions", table="actions") + " RETURNING action_id",
+        (now_text, UNKNOWN_REASON, now_text)).fetchall()
     return sorted(int(r[0]) for r in deliveries), sorted(int(r[0]) for r in actions)

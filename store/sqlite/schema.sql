@@ -530,7 +530,7 @@ CREATE TABLE processes (
     seen_at     TEXT NOT NULL
 );
 
--- C19: receipts, the reaction that tells the owner a message was stored (migration 0017, store/sqlite/receipts.py).
+-- C19: receipts, the reaction that tells the owner a message was stored (migration 0017, store/shared/receipts.py).
 -- Written in the admission's transaction, set by the receipt relay; an unknown outcome leaves it pending (idempotent).
 CREATE TABLE receipts (
     receipt_id  INTEGER PRIMARY KEY,

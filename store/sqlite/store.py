@@ -1,129 +1,40 @@
 """The SQLite store: every port of store/ports.py on one SQLite file (WAL, synchronous=FULL).
 
-Each method is one short transaction, a synchronous function run whole in aiosqlite's thread (store/sqlite/
-connection.py); none holds a network call. The contracts are documented once, on the ports; what is SQLite's own
-(the file path, `PRAGMA data_version`, the page cap, the instance lock, the online backup) stays in this package.
+The shared queries and the transaction discipline are the base's (store/shared/store.py); this is what is SQLite's
+own: the file path, `PRAGMA data_version`, the page cap and the file's sizes, the instance lock's consequences (no
+leases: start-up recovery under the lock), the write probe, VACUUM and the online backup. The hooks are the shared
+SQL as it is: one writer at a time (BEGIN IMMEDIATE) makes every check-then-act whole.
 """
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import sqlite3
 import time
-import uuid
-from collections.abc import Callable, Sequence
-from datetime import date, datetime, timedelta
+from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from .. import redaction
-from ..clock import Clock, from_text, to_text
+from ..clock import Clock, to_text
 from ..errors import SchemaTooOld, StoreError
-from ..records import (
-    Action,
-    ActionMove,
-    Admission,
-    AdmitResult,
-    Claim,
-    Delivery,
-    Fence,
-    FinishOutcome,
-    ItemSpec,
-    LeaderView,
-    MetricsSnapshot,
-    Occurrence,
-    Policy,
-    ProcessView,
-    Receipt,
-    RecoverySummary,
-    ReportDraft,
-    ReportView,
-    SaleLine,
-    SalesImport,
-    Stats,
-    Status,
-    Violation,
-    WorkKind,
-)
-from ..signals import Signals
-from . import (
-    actions,
-    health,
-    inbox,
-    insights,
-    invariants,
-    journal,
-    leadership,
-    migrations,
-    orders,
-    outbox,
-    producer_state,
-    receipts,
-    recovery,
-    retention,
-    sales,
-    shop,
-    stats,
-)
-from . import metrics as metric_reads
+from ..records import Claim, MetricsSnapshot, RecoverySummary
+from ..shared import metrics as metric_reads
+from ..shared import stats
+from ..shared.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, DEFAULT_LEASE_S, BaseStore
+from . import health, leadership, migrations
 from .connection import BUSY_TIMEOUT_MS, Database
-from .status import read_reports, read_status
-from .tallies import FLUSH_S, Tallies
-from .transaction import SqliteTransaction as Transaction
+from .dialect import SQLITE
 
-DEFAULT_CAPACITY = 100
-DEFAULT_DEBOUNCE_MS = 300     # see README: long enough for a double tap or a burst of short messages
-DEFAULT_ATTEMPT_CAP = 3
-DEFAULT_LEASE_S = 30.0        # SHOPBOT_LEASE_S: a claim's lease where claims are leases (PostgreSQL, C15)
-
-# Every relay move of an action (store/sqlite/actions.py); tests/unit checks that every ActionMove has one.
-_ACTION_MOVES: dict[ActionMove, Callable[..., None]] = {
-    ActionMove.MARK_SENDING: actions.mark_sending, ActionMove.MARK_DELIVERED: actions.mark_delivered,
-    ActionMove.MARK_NOT_SENT: actions.mark_not_sent, ActionMove.MARK_FAILED: actions.mark_failed,
-    ActionMove.MARK_UNKNOWN: actions.mark_unknown, ActionMove.QUARANTINE: actions.quarantine}
+__all__ = ["DEFAULT_ATTEMPT_CAP", "DEFAULT_CAPACITY", "DEFAULT_DEBOUNCE_MS", "DEFAULT_LEASE_S", "SqliteStore"]
 
 
-class SqliteStore:
+class SqliteStore(BaseStore):
     """The embedded default implementation of `store.ports.Store`."""
 
-    lease_s: float | None = None    # claims are not leases here: one process owns the file (the instance lock)
-
-    def __init__(self, db: Database, clock: Clock, *, capacity: int, debounce_ms: int, attempt_cap: int) -> None:
-        self.db = db
-        self.clock = clock
-        self.capacity = capacity
-        self.debounce = timedelta(milliseconds=debounce_ms)
-        self.attempt_cap = attempt_cap
-        self.signals = Signals()
-        self._seen_version: int | None = None
-        self._last_probe: tuple[float, StoreError | None] | None = None   # /healthz's write probe (`writable`)
-        self.tallies = Tallies()
-        db.hooks = self.tallies
-        self._flush: asyncio.TimerHandle | None = None
-        self._flushing: asyncio.Task[None] | None = None
-        self._loop = asyncio.get_running_loop()
-        self._closed = False
-
-    # The statements whose text or guards differ by dialect (store/postgres/store.py overrides them); everything
-    # else is the SQL of this package's modules, shared.
-    _admit = staticmethod(inbox.admit)
-    _admit_answered = staticmethod(inbox.admit_answered)
-    _claim = staticmethod(inbox.claim)
-    _finish = staticmethod(inbox.finish)
-    _release = staticmethod(inbox.release)
-    _fail = staticmethod(inbox.fail)
-    _guard_run = staticmethod(journal._run_open)   # what a run's journal and tool writes check first
-    _forget = staticmethod(inbox.forget)
-    _approve = staticmethod(actions.approve)
-    _resolve = staticmethod(outbox.resolve)
-    _unknown_reports = staticmethod(outbox.unknown_reports)
-    _producer_state = producer_state.ProducerState
-    _check = staticmethod(invariants.check_connection)
-    _seed = staticmethod(shop.seed)
-    _sync = staticmethod(shop.sync)
-    _import_sales = staticmethod(sales.import_lines)
-    _leases: Any = leadership
-    _db_error: type[Exception] = sqlite3.Error
+    db: Database
+    _sql = SQLITE
+    _leases = leadership
+    _db_error = sqlite3.Error
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
     @classmethod
@@ -152,23 +63,6 @@ class SqliteStore:
             raise
         return cls(db, clock, capacity=capacity, debounce_ms=debounce_ms, attempt_cap=attempt_cap)
 
-    async def close(self) -> None:
-        self._closed = True              # no new flush is armed; the last counts are written below
-        if self._flush is not None:
-            self._flush.cancel()
-            self._flush = None
-        flushing = self._flushing
-        if flushing is not None:
-            await asyncio.gather(flushing, return_exceptions=True)
-        if self._flush is not None:      # re-armed by the flush that just ended
-            self._flush.cancel()
-            self._flush = None
-        try:
-            await self.flush_counts()
-        except StoreError:
-            pass         # a database that cannot be written loses these counts, as a crash would
-        await self.db.close()
-
     @property
     def path(self) -> Path:
         return self.db.path
@@ -177,17 +71,6 @@ class SqliteStore:
     def location(self) -> str:
         return str(self.db.path)
 
-    def now(self) -> str:
-        """The clock's time in the store's text form (for the SQL of this package)."""
-        return to_text(self.now_dt())
-
-    def now_dt(self) -> datetime:
-        """The time every stamp and comparison of this store uses (the clock's; PostgreSQL's is the server's)."""
-        return self.clock.now()
-
-    async def schema_version(self) -> int:
-        return await self.db.read(migrations.current_version)
-
     async def data_version(self) -> int:
         """Changes when another connection commits (cheap cross-process change detection)."""
         return int(await self.db.raw(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0]))
@@ -195,231 +78,6 @@ class SqliteStore:
     async def listen(self) -> None:
         """Nothing on SQLite: one process per file wakes its parts in-process, and `poll_changes` notices another
         connection's commit (a CLI admission or resolution)."""
-
-    async def poll_changes(self) -> bool:
-        """`PRAGMA data_version` moves when another connection committed: then every signal is notified."""
-        version = await self.data_version()
-        changed, self._seen_version = version != self._seen_version, version
-        if changed:
-            self.signals.work.notify()
-            self.signals.deliveries.notify()
-            self.signals.actions.notify()
-            self.signals.receipts.notify()
-        return changed
-
-    # ---- admission (C1, C2) -------------------------------------------------------------------------------
-    async def admit(self, occurrence: Occurrence) -> AdmitResult:
-        return (await self.admit_many([occurrence]))[0]
-
-    async def admit_many(self, occurrences: Sequence[Occurrence]) -> list[AdmitResult]:
-        """A whole batch in one commit (a getUpdates batch); each occurrence gets its own outcome."""
-        now = self.now()
-        def batch(conn: sqlite3.Connection) -> list[AdmitResult]:
-            open_count: list[int] = []       # counted once for the batch, then kept up to date
-            return [self._admit(conn, o, now, self.capacity, open_count) for o in occurrences]
-        results = await self.db.write(batch)
-        if any(r.outcome is Admission.ACCEPTED for r in results):
-            self.signals.work.notify()
-        return results
-
-    async def admit_answered(self, occurrence: Occurrence, answer: Callable[[Any, int], ReportDraft]) -> AdmitResult:
-        """A control or notice item with its report, in one transaction. `answer(tx, work_id)` builds the report
-        inside the transaction (it may read and decide through `tx`, a `Transaction`)."""
-        now = self.now()
-        result = await self.db.write(lambda conn: Transaction(conn, now, self).admit_answered(occurrence, answer))
-        if result.report_id:
-            self.signals.deliveries.notify()
-        return result
-
-    async def notice(self, kind: str, subject: str, text: str, destination: str) -> bool:
-        """A system notice `notice:<kind>:<subject>` with its report; the identity makes it once only. The text is
-        outside error text as far as the store knows: redacted before it is stored (store/redaction.py)."""
-        text = redaction.error_detail(text)
-        result = await self.admit_answered(
-            Occurrence(f"notice:{kind}:{subject}", f"notice:{kind}", text, WorkKind.NOTICE, destination),
-            lambda tx, work_id: ReportDraft(text, destination=destination))
-        return result.outcome is Admission.ACCEPTED
-
-    async def count(self, kind: str, by: int = 1) -> int:
-        now = self.now()
-        return await self.db.write(lambda conn: inbox.count(conn, now, kind, by))
-
-    def tally(self, kind: str, by: int = 1) -> None:
-        """C1: count a refusal (bad till token, stranger, malformed update) in memory, no commit. The counts ride
-        along with the next commit that writes anyway, or are flushed at most once a second (store/tallies.py). Safe
-        to call from inside a transaction's function (the connection thread)."""
-        self.tallies.add(self.now(), kind, by)
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self._loop:
-            self._arm_flush()
-        else:
-            self._loop.call_soon_threadsafe(self._arm_flush)
-
-    def _arm_flush(self) -> None:
-        if self._flush is None and self._flushing is None and not self._closed:
-            self._flush = self._loop.call_later(FLUSH_S, self._start_flush)
-
-    def _start_flush(self) -> None:
-        self._flush = None
-        self._flushing = self._loop.create_task(self._flush_quietly())
-
-    async def _flush_quietly(self) -> None:
-        try:
-            await self.flush_counts()
-        except StoreError:
-            pass                   # the database is busy or full: the counts wait for the next try
-        finally:
-            self._flushing = None
-        if self.tallies:           # counted while this flush ran, or not written: flushed a second from now
-            self._arm_flush()
-
-    async def flush_counts(self) -> int:
-        """Write the counts held in memory now (one commit, only when there are any). Returns the kinds written."""
-        if not self.tallies:
-            return 0
-        def flush(conn: sqlite3.Connection) -> int:
-            kinds = len(self.tallies.pending())
-            self.tallies.before_commit(conn)    # Database sees the change and completes the hook at commit
-            return kinds
-        return await self.db.write(flush)
-
-    async def atomic(self, fn: Callable[[Transaction], Any], *, fence: Fence | None = None) -> Any:
-        """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2). With
-        `fence` (a singleton's leader lease) the transaction first checks the lease is still held (C16)."""
-        now_dt = self.now_dt()
-        now = to_text(now_dt)
-
-        def body(conn: sqlite3.Connection) -> Any:
-            if fence is not None:
-                self._leases.fence(conn, fence, now_dt)
-            return fn(Transaction(conn, now, self))
-        result = await self.db.write(body)
-        self.signals.work.notify()
-        self.signals.deliveries.notify()
-        self.signals.receipts.notify()
-        return result
-
-    # ---- the worker (C5, C6, C9) ---------------------------------------------------------------------------
-    async def claim(self, worker_id: str, skip_sessions: Sequence[str] = ()) -> Claim | None:
-        now_dt = self.now_dt()
-        cutoff = to_text(now_dt - self.debounce)
-        run_id = uuid.uuid4().hex
-        return await self.db.write(
-            lambda conn: self._claim(conn, worker_id, run_id, to_text(now_dt), cutoff, skip_sessions))
-
-    async def next_claim_time(self) -> datetime | None:
-        """When the earliest waiting session becomes due (debounce, not-before, judged as `inbox.DUE` judges them
-        under a backward clock step); None when none is waiting."""
-        now = self.clock.now()
-        rows = await self.db.read(inbox.waiting_sessions)
-
-        def due(admitted_text: str, not_before: str | None, released: str | None) -> datetime:
-            admitted = from_text(admitted_text)
-            debounced = now if admitted > now else admitted + self.debounce
-            held = from_text(not_before) if not_before and not (released and from_text(released) > now) else None
-            return max(debounced, held) if held else debounced
-        times = [due(*row) for row in rows]
-        return min(times) if times else None
-
-    async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
-                     user_text: str | None = None, model_said: tuple[str, str] | None = None,
-                     stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
-                     apply: Callable[[Transaction], None] | None = None,
-                     after: Callable[[Transaction, str], None] | None = None,
-                     claim_next: str | None = None) -> FinishOutcome:
-        """C6. `draft` may be a function called after `apply`, inside the transaction (a report made from what `apply`
-        read or did). `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
-        then: the worker announces them with their buttons). With `claim_next` (a worker id) the next due turn is
-        claimed in the same commit: one commit per turn instead of two (C5 holds: the claim commits before its
-        model runs)."""
-        now_dt = self.now_dt()
-        now = to_text(now_dt)
-        cutoff = to_text(now_dt - self.debounce)
-        next_run_id = uuid.uuid4().hex if claim_next is not None else None   # known, to read a lost commit back
-
-        def body(conn: sqlite3.Connection) -> FinishOutcome:
-            outcome = self._finish(conn, claim, draft, now, user_text=user_text, model_said=model_said,
-                                   stop_reason=stop_reason, usage=usage,
-                                   apply=(lambda c: apply(Transaction(c, now, self))) if apply else None)
-            if after is not None and not outcome.discarded:
-                after(Transaction(conn, now, self), outcome.report_id)
-            if claim_next is not None and next_run_id is not None:
-                outcome = dataclasses.replace(
-                    outcome, next_claim=self._claim(conn, claim_next, next_run_id, now, cutoff))
-            return outcome
-        outcome = await self._commit_finish(body, claim, next_run_id)
-        self.signals.deliveries.notify()
-        return outcome
-
-    async def _commit_finish(self, body: Callable[[Any], FinishOutcome], claim: Claim,
-                             next_run_id: str | None) -> FinishOutcome:
-        """The finish's commit. SQLite's file either took it or not; PostgreSQL reads a lost commit back (K16)."""
-        return await self.db.write(body)
-
-    async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict[str, Any]]],
-                            render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:
-        """A till turn: every request's counts applied to the stock (count events with till and request id) and the
-        report rendered from the applied counts, in the finish transaction (C6)."""
-        now = self.now()
-        work_ids = {item.source: item.work_id for item in claim.items}
-        applied: list[tuple[str, str, int, int]] = []
-
-        def apply(conn: sqlite3.Connection) -> None:
-            applied.clear()              # a transaction run again (a commit that did not happen) starts afresh
-            for source, payload in requests:
-                for item, old, new in shop.apply_counts(conn, payload["counts"], source, work_ids[source], now):
-                    applied.append((source, item, old, new))
-        outcome = await self._commit_finish(lambda conn: self._finish(
-            conn, claim, lambda: ReportDraft(render(applied), destination=claim.destination), now,
-            stop_reason="counts applied", apply=apply), claim, None)
-        self.signals.deliveries.notify()
-        return outcome
-
-    async def fail(self, claim: Claim, draft: ReportDraft, *, stop_reason: str | None = None,
-                   usage: tuple[int, int, int] = (0, 0, 0)) -> str:
-        now = self.now()
-        report_id = await self.db.write(
-            lambda conn: self._fail(conn, claim, draft, now, stop_reason=stop_reason, usage=usage))
-        self.signals.deliveries.notify()
-        return report_id
-
-    async def release(self, claim: Claim, *, delay_seconds: float, reason: str, refund: bool = False,
-                      usage: tuple[int, int, int] = (0, 0, 0)) -> str | None:
-        now_dt = self.now_dt()
-        not_before = to_text(now_dt + timedelta(seconds=delay_seconds)) if delay_seconds > 0 else None
-        report_id = await self.db.write(lambda conn: self._release(
-            conn, claim, to_text(now_dt), not_before, self.attempt_cap, reason=reason, refund=refund, usage=usage))
-        (self.signals.deliveries if report_id else self.signals.work).notify()
-        return report_id
-
-    async def op_started(self, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], effect: str) -> None:
-        now = self.now()
-        await self.db.write(lambda conn: journal.op_started(conn, run_id, call_id, tool, arguments, effect, now,
-                                                            guard=self._guard_run))
-
-    async def run_steps(self, run_id: str) -> list[str]:
-        return await self.db.read(journal.steps, run_id)
-
-    async def op_finished(self, run_id: str, call_id: str, status: str, result: dict[str, Any], *,
-                          acted_outside: bool = False) -> None:
-        now = self.now()
-        await self.db.write(lambda conn: journal.op_finished(conn, run_id, call_id, status, result, now,
-                                                             acted_outside=acted_outside, guard=self._guard_run))
-
-    async def history(self, session: str, limit: int = 20) -> list[tuple[str, str]]:
-        return await self.db.read(inbox.history, session, limit)
-
-    async def exchanges(self, session: str, limit: int = 20) -> list[tuple[str, str, str | None]]:
-        return await self.db.read(inbox.exchanges, session, limit)
-
-    async def forget(self, session: str, by: str) -> tuple[int, int]:
-        now = self.now()
-        result = await self.db.write(lambda conn: self._forget(conn, session, by, now))
-        self.signals.deliveries.notify()
-        return result
 
     async def renew(self, claim: Claim) -> bool:
         """No expiry on SQLite (one process owns the file under the instance lock): True while the run is open."""
@@ -430,327 +88,6 @@ class SqliteStore:
         """No leases on SQLite: nothing ever expires (start-up `recover` under the instance lock is its recovery)."""
         return RecoverySummary((), (), ())
 
-    async def recover(self) -> RecoverySummary:
-        now_dt = self.now_dt()
-        now = to_text(now_dt)
-
-        def body(conn: sqlite3.Connection) -> RecoverySummary:
-            leadership.release_all(conn, now_dt)    # under the instance lock: no other process leads (C16)
-            return recovery.recover(conn, now, self.attempt_cap)
-        summary = await self.db.write(body)
-        self.signals.work.notify()
-        self.signals.deliveries.notify()
-        return summary
-
-    # ---- the relay (C7, C8) --------------------------------------------------------------------------------
-    async def due_deliveries(self, limit: int = 20, skip_chats: Sequence[int] = ()) -> list[Delivery]:
-        now = self.now()
-        return await self.db.read(outbox.due_deliveries, now, limit, skip_chats)
-
-    async def next_delivery_time(self) -> datetime | None:
-        text = await self.db.read(outbox.next_wake)
-        return from_text(text) if text else None
-
-    async def mark_sending(self, delivery_id: int, confirm: tuple[int, str] | None = None, *,
-                           fence: Fence | None = None) -> None:
-        """`sending` committed before the HTTP call. `confirm` (delivery id, receipt) records the previous part's
-        receipt in the same commit: one commit per message instead of two; each delivery is still marked sending only
-        just before its own call. With `fence` (the relay's lease) the lease is checked in the same transaction and
-        recorded as the delivery's sender (C16)."""
-        now_dt = self.now_dt()
-        now = to_text(now_dt)
-
-        def body(conn: sqlite3.Connection) -> None:
-            if fence is not None:
-                self._leases.fence(conn, fence, now_dt)
-            if confirm is not None:
-                outbox.mark_confirmed(conn, confirm[0], confirm[1], now)
-            outbox.mark_sending(conn, delivery_id, now)
-            if fence is not None:
-                conn.execute("UPDATE deliveries SET sender = ? WHERE delivery_id = ?", (fence.sender, delivery_id))
-
-        await self._commit_sending(body, delivery_id)
-
-    async def _commit_sending(self, body: Callable[[Any], None], delivery_id: int) -> None:
-        """The `sending` mark's commit; PostgreSQL reads a lost one back from the delivery's state (K16)."""
-        await self.db.write(body)
-
-    async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
-        now = self.now()
-        await self.db.write(lambda conn: outbox.mark_confirmed(conn, delivery_id, receipt, now))
-
-    async def mark_not_sent(self, delivery_id: int, reason: str, retry_after: float | None = None) -> None:
-        now_dt = self.now_dt()
-        not_before = to_text(now_dt + timedelta(seconds=retry_after)) if retry_after else None
-        await self.db.write(lambda conn: outbox.mark_not_sent(conn, delivery_id, not_before, reason, to_text(now_dt)))
-
-    async def mark_failed(self, delivery_id: int, reason: str) -> None:
-        now = self.now()
-        await self.db.write(lambda conn: outbox.mark_failed(conn, delivery_id, reason, now))
-
-    async def mark_unknown(self, delivery_id: int, reason: str) -> None:
-        now = self.now()
-        await self.db.write(lambda conn: outbox.mark_unknown(conn, delivery_id, reason, now))
-
-    async def mark_denied(self, delivery_id: int, reason: str) -> None:
-        now = self.now()
-        await self.db.write(lambda conn: outbox.mark_denied(conn, delivery_id, reason, now))
-
-    async def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
-        now = self.now()
-        moved = await self.db.write(lambda conn: Transaction(conn, now, self).resolve(report_id, decision, by))
-        self.signals.deliveries.notify()
-        return moved
-
-    # ---- leader leases (C16) -----------------------------------------------------------------------------------
-    # ---- receipts (C19) -------------------------------------------------------------------------------------
-    async def due_receipts(self, limit: int = 20) -> list[Receipt]:
-        now = self.now()
-        return await self.db.read(receipts.due, now, limit)
-
-    async def next_receipt_time(self) -> datetime | None:
-        text = await self.db.read(receipts.next_wake)
-        return from_text(text) if text else None
-
-    async def receipt_set(self, receipt_id: int) -> None:
-        now = self.now()
-        await self.db.write(lambda conn: receipts.mark_set(conn, receipt_id, now))
-
-    async def receipt_retry(self, receipt_id: int, reason: str, retry_after: float) -> None:
-        now_dt = self.now_dt()
-        not_before = to_text(now_dt + timedelta(seconds=retry_after))
-        await self.db.write(lambda conn: receipts.mark_retry(conn, receipt_id, not_before, reason, to_text(now_dt)))
-
-    async def receipt_failed(self, receipt_id: int, reason: str) -> None:
-        now = self.now()
-        await self.db.write(lambda conn: receipts.mark_failed(conn, receipt_id, reason, now))
-
-    async def receipts(self, chat_id: int | None = None, limit: int = 100) -> list[Receipt]:
-        return await self.db.read(receipts.listed, chat_id, limit)
-
-    def _lease_span(self, lease_s: float) -> float:
-        """A lease of `lease_s` real seconds in the store clock's seconds (an accelerated test clock runs faster)."""
-        return lease_s * float(getattr(self.clock, "factor", 1.0))
-
-    async def acquire_leader(self, name: str, holder: str, lease_s: float) -> int | None:
-        now_dt, span = self.now_dt(), self._lease_span(lease_s)
-        return await self.db.write(lambda conn: self._leases.acquire(conn, name, holder, span, now_dt))
-
-    async def renew_leader(self, name: str, holder: str, generation: int, lease_s: float) -> bool:
-        now_dt, span = self.now_dt(), self._lease_span(lease_s)
-        return bool(await self.db.write(lambda conn: self._leases.renew(conn, name, holder, generation, span, now_dt)))
-
-    async def resign_leader(self, name: str, holder: str, generation: int) -> bool:
-        now_dt = self.now_dt()
-        return bool(await self.db.write(lambda conn: self._leases.resign(conn, name, holder, generation, now_dt)))
-
-    async def fenced(self, fence: Fence) -> None:
-        now_dt = self.now_dt()
-        await self.db.write(lambda conn: self._leases.fence(conn, fence, now_dt))
-
-    async def heartbeat(self, holder: str, pid: int, host: str, forget_after_s: float) -> None:
-        now_dt, span = self.now_dt(), self._lease_span(forget_after_s)
-        await self.db.write(lambda conn: self._leases.heartbeat(conn, holder, pid, host, now_dt, span))
-
-    async def depart(self, holder: str) -> None:
-        await self.db.write(lambda conn: self._leases.depart(conn, holder))
-
-    async def leaders(self) -> list[dict[str, Any]]:
-        now_dt = self.now_dt()
-        return await self.db.read(lambda conn: self._leases.leaders(conn, now_dt))
-
-    async def processes(self) -> list[dict[str, Any]]:
-        now_dt = self.now_dt()
-        return await self.db.read(lambda conn: self._leases.processes(conn, now_dt))
-
-    async def sweep_sending(self) -> tuple[list[int], list[int]]:
-        now = self.now()
-        found = await self.db.write(lambda conn: self._leases.sweep_sending(conn, now))
-        if found[0]:
-            self.signals.deliveries.notify()
-        return found
-
-    # ---- the shop ------------------------------------------------------------------------------------------
-    async def shop_items(self) -> list[dict[str, Any]]:
-        return await self.db.read(shop.list_items)
-
-    async def shop_item(self, item: str) -> dict[str, Any] | None:
-        return await self.db.read(shop.get_item, item)
-
-    async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[dict[str, Any]]:
-        """Units sold and restocked per item in (since, until], from the stock records (store/insights.py)."""
-        return await self.db.read(insights.sales, to_text(since), to_text(until), item)
-
-    async def on_order(self, item: str | None = None) -> list[dict[str, Any]]:
-        """Approved orders not failed or voided (store/insights.py)."""
-        return await self.db.read(insights.on_order, item)
-
-    async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
-        """The latest till counts, newest first (store/insights.py)."""
-        return await self.db.read(insights.recent_counts, item, limit)
-
-    async def open_proposals(self) -> list[dict[str, Any]]:
-        """Proposals awaiting the owner's decision (store/insights.py)."""
-        return await self.db.read(insights.open_proposals)
-
-    async def seed_shop(self, specs: Sequence[ItemSpec], source: str) -> bool:
-        now = self.now()
-        return await self.db.write(lambda conn: self._seed(conn, specs, source, now))
-
-    async def sync_shop(self, specs: Sequence[ItemSpec], source: str, reset_stock: bool = False) -> list[str]:
-        now = self.now()
-        return await self.db.write(lambda conn: self._sync(conn, specs, source, now, reset_stock=reset_stock))
-
-    async def record_draft(self, run_id: str, item: str, quantity: int) -> dict[str, Any]:
-        now = self.now()
-
-        def body(conn: sqlite3.Connection) -> dict[str, Any]:
-            self._guard_run(conn, run_id)
-            return shop.record_draft(conn, run_id, item, quantity, now)
-        return await self.db.write(body)
-
-    async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int,
-                              policy: Policy | None = None) -> dict[str, Any]:
-        """C11: the proposal (validated by policy) and its operation's completion in one transaction."""
-        now = self.now()
-
-        def body(conn: sqlite3.Connection) -> dict[str, Any]:
-            self._guard_run(conn, run_id)
-            result = shop.record_proposal(conn, run_id, supplier, item, quantity, now, policy)
-            journal.op_finished(conn, run_id, call_id, "done", result, now, guard=self._guard_run)
-            return result
-        return await self.db.write(body)
-
-    # ---- on order (store/orders.py) ------------------------------------------------------------------------------
-    async def open_orders(self, item: str | None = None) -> list[dict[str, Any]]:
-        """Orders on order (all, or one item's), oldest first. Each: proposal_id, item, quantity, unit, approved_at,
-        due_at, action_state, receipt, and `status` (e.g. "confirmed by the supplier (their id SUP-1)")."""
-        return await self.db.read(orders.open_orders, item)
-
-    async def order(self, proposal_id: int) -> dict[str, Any] | None:
-        """One order in any state (on_order, received, not_arrived, cancelled), or None."""
-        return await self.db.read(orders.get, proposal_id)
-
-    async def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict[str, Any]:
-        """The owner's Received in one transaction: the ordered quantity is added to the stock (or, with `counted`,
-        the stock is set to the count) as a stock event of kind 'received', and the order is settled. Raises
-        UnknownTarget / IllegalTransition / ValueError (nothing changes)."""
-        now = self.now()
-        return await self.db.write(lambda conn: orders.receive(conn, proposal_id, by, now, counted))
-
-    async def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
-        """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""
-        now = self.now()
-        return await self.db.write(lambda conn: orders.not_arrived(conn, proposal_id, by, now))
-
-    async def stock_events(self, item: str, limit: int = 100) -> list[dict[str, Any]]:
-        """An item's latest stock events, oldest first: event_id, kind ('seed', 'count', 'sync', 'restock',
-        'received'), old_on_hand, new_on_hand, source, created_at. Sales are the decreases between consecutive
-        events; 'restock' and 'received' events are deliveries, never negative sales."""
-        return await self.db.read(shop.stock_events, item, limit)
-
-    # ---- the sales history and applied settings (store/sqlite/sales.py) -------------------------------------------
-    async def sales_days(self, first: date, last: date, timezone: str,
-                         item: str | None = None) -> list[dict[str, Any]]:
-        return await self.db.read(sales.days, first, last, timezone, item)
-
-    async def import_sales(self, lines: Sequence[SaleLine], timezone: str, source: str) -> SalesImport:
-        now = self.now()
-        return await self.db.write(lambda conn: self._import_sales(conn, lines, timezone, source, now))
-
-    async def apply_setting(self, item: str, reorder_point: int, target: int, by: str) -> None:
-        now = self.now()
-        await self.db.write(lambda conn: sales.apply_setting(conn, item, reorder_point, target, by, now))
-        self.signals.work.notify()     # the stock watcher looks again at once
-
-    async def reset_setting(self, item: str) -> bool:
-        done = await self.db.write(lambda conn: sales.reset_setting(conn, item))
-        self.signals.work.notify()
-        return bool(done)
-
-    # ---- actions (C11) ---------------------------------------------------------------------------------------
-    async def due_actions(self, limit: int = 10) -> list[Action]:
-        return await self.db.read(actions.due, self.now(), limit)
-
-    async def unknown_actions(self) -> list[Action]:
-        return await self.db.read(actions.unknown)
-
-    async def next_action_time(self) -> datetime | None:
-        text = await self.db.read(actions.next_wake)
-        return from_text(text) if text else None
-
-    async def action_move(self, move: ActionMove, action_id: int, *args: Any, fence: Fence | None = None) -> None:
-        """One relay move (store/records.py `ActionMove`) in its own transaction; with `fence` (the action relay's
-        lease) checked first, and recorded as the sender of a `mark_sending` (C16)."""
-        if not isinstance(move, ActionMove):
-            raise TypeError(f"an action move is an ActionMove, not {type(move).__name__} {move!r}")
-        fn = _ACTION_MOVES[move]
-        now_dt = self.now_dt()
-        now = to_text(now_dt)
-
-        def body(conn: sqlite3.Connection) -> None:
-            if fence is not None:
-                self._leases.fence(conn, fence, now_dt)
-            fn(conn, action_id, *args, now)
-            if fence is not None and move is ActionMove.MARK_SENDING:
-                conn.execute("UPDATE actions SET sender = ? WHERE action_id = ?", (fence.sender, action_id))
-        await self.db.write(body)
-
-    async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,
-                            detail: str | None = None) -> str:
-        now = self.now()
-        state = await self.db.write(lambda conn: actions.decide(conn, action_id, decision, by, now, receipt=receipt,
-                                                                detail=detail))
-        self.signals.actions.notify()
-        return state
-
-    async def actions(self, quarantined_only: bool = False) -> list[dict[str, Any]]:
-        return await self.db.read(actions.listing, quarantined_only)
-
-    async def awaiting_proposals(self) -> list[dict[str, Any]]:
-        """Proposals awaiting the owner's Approve or Reject (not expired), oldest first."""
-        return await self.db.read(actions.awaiting, self.now())
-
-    async def expire_proposals(self) -> list[int]:
-        now = self.now()
-        # looked at before written: the action relay asks every second, and an idle bot must not take the write lock
-        # (a reader such as /metrics would queue behind it while another process holds that lock)
-        if not await self.db.read(lambda conn: actions.expiring(conn, now)):
-            return []
-        return await self.db.write(lambda conn: actions.expire(conn, now))
-
-    # ---- the producers' records ---------------------------------------------------------------------------
-    async def missed_occurrences(self, limit: int = 20) -> list[dict[str, Any]]:
-        return await self.db.read(producer_state.missed_occurrences, limit)
-
-    async def stock_watch(self) -> list[dict[str, Any]]:
-        return await self.db.read(producer_state.stock_levels)
-
-    async def item_names(self) -> list[str]:
-        return await self.db.read(producer_state.item_names)
-
-    async def work_with_report(self, source: str) -> dict[str, Any] | None:
-        return await self.db.read(producer_state.work_with_report, source)
-
-    # ---- reading ---------------------------------------------------------------------------------------------
-    async def stats(self, start: datetime, end: datetime) -> Stats:
-        return await self.db.read(stats.window, to_text(start), to_text(end))
-
-    async def status(self, window_seconds: float = 3600.0) -> Status:
-        now_dt = self.now_dt()
-        window = await self.stats(now_dt - timedelta(seconds=window_seconds), now_dt)
-        status = await self.db.read(lambda conn: read_status(conn, now_dt, window))
-        counters = dict(status.counters)
-        for kind, n in self.tallies.pending().items():        # counted in memory, not yet flushed
-            counters[kind] = counters.get(kind, 0) + n
-        # who shares the store, and who leads what (C16)
-        return dataclasses.replace(status, counters=counters,
-                                   processes=tuple(ProcessView.of(p) for p in await self.processes()),
-                                   leases=tuple(LeaderView.of(lease) for lease in await self.leaders()))
-
-    async def reports(self, limit: int = 20) -> list[ReportView]:
-        return await self.db.read(read_reports, limit)
-
     async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> MetricsSnapshot:
         """Operational figures for /metrics (store/metrics.py `snapshot`, plus C14's `stats` over the window) in one
         read snapshot: never the write lock, no user data. Pass the same `tallies` dict at every call (the caller
@@ -759,8 +96,15 @@ class SqliteStore:
         start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
 
         def read(conn: sqlite3.Connection) -> MetricsSnapshot:
-            return metric_reads.snapshot(conn, now_dt, self.path, stats.window(conn, start, end), tallies)
+            return metric_reads.snapshot(conn, now_dt, self._sizes(conn), stats.window(conn, start, end), tallies,
+                                         self._sql.oldest_open)
         return await self.db.read(read)
+
+    def _sizes(self, conn: sqlite3.Connection) -> metric_reads.Sizes:
+        page_size, page_count, free = (conn.execute(f"PRAGMA {p}").fetchone()[0]
+                                       for p in ("page_size", "page_count", "freelist_count"))
+        wal = Path(f"{self.path}-wal")
+        return metric_reads.Sizes(page_size * page_count, page_size * free, wal.stat().st_size if wal.exists() else 0)
 
     async def writable(self, probe_interval_s: float = 5.0) -> str | None:
         """None while writes can commit, else a fixed sentence why not (no path, no data). A write that failed for
@@ -781,40 +125,6 @@ class SqliteStore:
         if failure is not None and failure[0] > last_probe[0]:
             return health.reason(failure[1])
         return None
-
-    async def ops_view(self, tallies: dict[str, Any]) -> dict[str, Any]:
-        """The operator page's figures (store/metrics.py `ops_view`): each read through an index, the counts by
-        state kept in `tallies` as for `metrics`; a read."""
-        now_dt = self.clock.now()
-        return await self.db.read(metric_reads.ops_view, now_dt, tallies)
-
-    async def runs_ended_since(self, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
-        """Runs that ended at or after `mark`, oldest end first (store/metrics.py `runs_ended_since`); a read."""
-        return await self.db.read(metric_reads.runs_ended_since, mark, limit)
-
-    async def day_series(self, hours: int = 24) -> list[dict[str, Any]]:
-        """λ, W and L per hour over the last `hours` hours, oldest first; a read."""
-        now_dt = self.clock.now()
-        return await self.db.read(metric_reads.window_series, now_dt - timedelta(hours=hours), now_dt, hours)
-
-    async def check(self) -> list[Violation]:
-        return await self.db.read(self._check)
-
-    async def prune(self, older_than_days: float, batch: int = 2000) -> dict[str, int]:
-        """Retention (store/retention.py): remove or empty what ended more than `older_than_days` ago, in short
-        transactions of at most `batch` rows of each kind, until nothing is left. Returns the rows per kind. Never
-        open work, a part not yet ended, an action, or an identity."""
-        if older_than_days < 1:
-            raise ValueError("retention keeps at least one day: --older-than must be 1 or more")
-        now_dt = self.clock.now()
-        cutoff, now = to_text(now_dt - timedelta(days=older_than_days)), to_text(now_dt)
-        totals: dict[str, int] = {}
-        while True:
-            done = await self.db.write(retention.prune_batch, cutoff, now, batch)
-            for kind, n in done.items():
-                totals[kind] = totals.get(kind, 0) + n
-            if not any(done.values()):
-                return totals
 
     async def vacuum(self) -> tuple[int, int]:
         """VACUUM: give the pages freed by a prune back to the file system. Holds the write lock for its whole
@@ -842,3 +152,6 @@ class SqliteStore:
             finally:
                 dest.close()
         await self.db.raw(copy)
+
+    async def schema_version(self) -> int:
+        return await self.db.read(migrations.current_version)

@@ -4,6 +4,8 @@ packaged shop file, and an install that holds exactly the four packages.
 Rules (docs/architecture.md): `bot` may import everything; `producers` and `worker` import the store's public
 interface only (the names of `store/__init__.py`), never `bot` and never each other; `bot.sandbox` is used only by
 itself, the CLI's demo/chat/local-api commands and the tests; `store` imports nothing of the project above it.
+Inside the store the two dialects are siblings: store/sqlite and store/postgres never import each other, and the
+shared base (store/shared) imports neither.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pathlib import Path
 from tests.support import ROOT
 
 PACKAGES = ("bot", "producers", "store", "worker")
+DIALECTS = ("store.sqlite", "store.postgres")
 SANDBOX_USERS = {"bot/cli/commands.py"}         # demo, chat and local-api start the sandbox
 
 
@@ -47,8 +50,15 @@ def violations(root: Path) -> list[str]:
             for line, name in imports(path, root):
                 top = name.split(".")[0]
                 reason = None
+                module = ".".join(path.relative_to(root).with_suffix("").parts)
+                own = next((d for d in DIALECTS if module == d or module.startswith(d + ".")), None)
+                other = next((d for d in DIALECTS if name == d or name.startswith(d + ".")), None)
                 if package == "store" and top != "store":
                     reason = f"store imports {name}: it imports nothing of the project above it"
+                elif other is not None and own is not None and other != own:
+                    reason = f"{own} imports {name}: the dialects never import each other"
+                elif other is not None and module.startswith("store.shared"):
+                    reason = f"the shared store imports {name}: the base knows no dialect"
                 elif package in ("producers", "worker") and top == "bot":
                     reason = f"{package} imports {name}: only bot imports bot"
                 elif {package, top} == {"producers", "worker"}:
@@ -84,6 +94,12 @@ def test_a_planted_import_that_breaks_the_rule_is_caught(tmp_path):
     (tmp_path / "worker" / "planted.py").write_text("from store.shop import Policy\nfrom store import Store\n")
     (tmp_path / "store" / "planted.py").write_text("import bot.config\n")
     (tmp_path / "bot" / "planted.py").write_text("from .sandbox import demo\nfrom store.shop import Policy\n")
+    for sub in ("sqlite", "postgres", "shared"):
+        (tmp_path / "store" / sub).mkdir()
+        (tmp_path / "store" / sub / "__init__.py").write_text("")
+    (tmp_path / "store" / "postgres" / "planted.py").write_text("from ..sqlite import inbox\n")
+    (tmp_path / "store" / "sqlite" / "planted.py").write_text("from store.postgres.guards import claim\n")
+    (tmp_path / "store" / "shared" / "planted.py").write_text("from ..sqlite.connection import Database\n")
     found = violations(tmp_path)
     assert found == [
         "bot/planted.py:1: bot/planted.py imports bot.sandbox: the sandbox is for the local setup, demo/chat "
@@ -91,6 +107,9 @@ def test_a_planted_import_that_breaks_the_rule_is_caught(tmp_path):
         "producers/planted.py:1: producers imports bot.app: only bot imports bot",
         "producers/planted.py:2: producers imports worker: producers and worker never import each other",
         "store/planted.py:1: store imports bot.config: it imports nothing of the project above it",
+        "store/postgres/planted.py:1: store.postgres imports store.sqlite: the dialects never import each other",
+        "store/shared/planted.py:1: the shared store imports store.sqlite.connection: the base knows no dialect",
+        "store/sqlite/planted.py:1: store.sqlite imports store.postgres.guards: the dialects never import each other",
         "worker/planted.py:1: worker imports store.shop: only the store's public interface (store/__init__.py)",
     ]
 

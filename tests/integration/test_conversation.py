@@ -248,7 +248,7 @@ async def test_owner_sessions_are_claimed_before_producer_sessions_with_one_work
 
 async def test_negative_control_without_the_owner_first_order_the_older_producer_turn_goes_first(
         shop_store, clock, monkeypatch):
-    from store.sqlite import inbox
+    from store.shared import inbox
     monkeypatch.setattr(inbox, "OWNER_FIRST", "w.work_id")
     await shop_store.admit(Occurrence("stock:vanilla:1", "stock:vanilla", "check vanilla", WorkKind.AGENT, "tg:1"))
     clock.set(NOW + timedelta(seconds=1))

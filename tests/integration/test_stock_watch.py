@@ -8,7 +8,8 @@ import pytest
 
 from producers.stock_watch import StockWatcher
 from store import ItemSpec, Occurrence, SqliteStore, Store
-from store.sqlite import migrations, shop
+from store.shared import shop
+from store.sqlite import migrations
 from worker.models.offline import OfflineModel
 from worker.worker import Worker
 

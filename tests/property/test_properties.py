@@ -48,9 +48,9 @@ from store import (
     WorkKind,
     to_text,
 )
+from store.shared import store as store_api
+from store.shared.outbox import split_parts
 from store.sqlite import invariants
-from store.sqlite import store as store_api
-from store.sqlite.outbox import split_parts
 from tests.support.strategies import PROFILE, examples
 
 # the long profile runs far past pytest-timeout's 180 s default (pyproject.toml)
@@ -231,7 +231,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     def expected_claim(self) -> str | None:
         cutoff = self.now() - timedelta(milliseconds=DEBOUNCE_MS)
-        # the owner's sessions (tg:) before the others, oldest first within each (store/sqlite/inbox.py OWNER_FIRST)
+        # the owner's sessions (tg:) before the others, oldest first within each (store/shared/inbox.py OWNER_FIRST)
         for work_id in sorted(self.works, key=lambda i: (not self.works[i].session.startswith("tg:"), i)):
             w = self.works[work_id]
             if w.kind != "agent" or w.state != "pending":

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from store.shared.invariants import check_connection
 from store.sqlite.invariants import check
 from tests.support.proc import connect_read_only
 
@@ -26,12 +27,11 @@ class Audit:
 def _violations(db: Path | str) -> list:  # type: ignore[type-arg]
     if isinstance(db, Path):
         return check(db)
-    from store.postgres import guards
     from store.postgres.connection import PgConnection, configure
     with connect_read_only(db) as conn:
         configure(conn)
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        return guards.check(PgConnection(conn))
+        return check_connection(PgConnection(conn))
 
 
 def audit(db: Path | str, sent_texts: list[str], supplier_orders: list[dict] | None = None, *,

@@ -146,7 +146,7 @@ def test_a_planted_wrong_path_or_test_name_is_caught():
     text = ("Shown by: `tests/test_kill_points.py::test_killed_before_the_reply_then_one_reply_after_restart`;\n"
             "`store/inbox.py` (`admit`).\n"
             "`tests/unit/test_docs.py::test_no_such_test`, `::test_a_planted_wrong_path_or_test_name_is_caught`, "
-            "`::test_also_missing`; `docs/contracts.md`, `store/sqlite/inbox.py` and `bot/sandbox/bot_api/`.\n")
+            "`::test_also_missing`; `docs/contracts.md`, `store/shared/inbox.py` and `bot/sandbox/bot_api/`.\n")
     assert stale_references("::test_orphan", ROOT) == ["doc:1: ::test_orphan does not follow an existing Python file"]
     assert stale_references(text, ROOT) == [
         "doc:1: no such path tests/test_kill_points.py",

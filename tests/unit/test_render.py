@@ -14,7 +14,7 @@ from bot.sandbox.bot_api import LocalBotApi
 from bot.sandbox.bot_api.entities import HtmlRefused, parse_html
 from producers.telegram.client import make_bot
 from store import ItemSpec, Occurrence, ReportDraft, WorkKind
-from store.sqlite.outbox import PART_LIMIT, split_parts, units
+from store.shared.outbox import PART_LIMIT, split_parts, units
 from worker.models.offline import OfflineModel
 from worker.worker import Worker
 

@@ -19,7 +19,7 @@ from store.records import (
     UnknownPart,
     WorkCounts,
 )
-from store.sqlite.store import _ACTION_MOVES
+from store.shared.store import _ACTION_MOVES
 from tests.integration.test_public_json import documented, shape_errors
 from worker.models import ModelRefused, RefusalReason
 

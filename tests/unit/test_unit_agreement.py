@@ -8,7 +8,7 @@ import pytest
 from bot.shop_file import load_shop
 from producers.stock_watch import count_notice, overdue_notice, reorder_prompt
 from store import units
-from store.sqlite.orders import describe
+from store.shared.orders import describe
 from worker.figures import Figure, figure_line
 from worker.models.offline_results import _count
 

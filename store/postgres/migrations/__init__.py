@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from ...errors import SchemaTooNew, SchemaTooOld, StoreBusy
-from ...sqlite import migrations as sqlite_migrations
+from ...shared import migration_files
 from ..connection import PgConnection
 
 MIGRATION_LOCK = 0x5_0B07_0001   # the advisory lock key of schema changes (any constant shared by all processes)
@@ -16,7 +16,7 @@ SETTLE_S = 300.0                 # the longest a process waits for another's mig
 
 def available() -> list[tuple[int, str, str]]:
     """(version, name, sql) for every PostgreSQL migration file, in order (numbered as SQLite's)."""
-    return sqlite_migrations.available(__package__)
+    return migration_files.available(__package__)
 
 
 LATEST = available()[-1][0]   # numbers only increase and may leave a gap (as SQLite's)

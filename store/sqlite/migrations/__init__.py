@@ -1,28 +1,17 @@
 """Numbered migrations, each applied in one transaction together with its version record."""
 from __future__ import annotations
 
-import re
 import sqlite3
-from importlib import resources
 
 from ...errors import NotShopbotDatabase, SchemaTooNew
+from ...shared import migration_files
 
 FOREIGN_KEYS_OFF = "-- pragma: foreign_keys=OFF"   # a migration that rebuilds a table starts so
-_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
 def available(package: str | None = None) -> list[tuple[int, str, str]]:
     """(version, name, sql) for every migration file of `package` (this one by default), in order."""
-    found = []
-    for entry in resources.files(package or __package__).iterdir():
-        match = _NAME.match(entry.name)
-        if match:
-            found.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
-    found.sort()
-    numbers = [version for version, _, _ in found]
-    if len(set(numbers)) != len(numbers) or (numbers and numbers[0] != 1):
-        raise RuntimeError(f"migration numbers must start at 1 and never repeat: {numbers}")
-    return found
+    return migration_files.available(package or __package__)
 
 
 # Numbers are assigned per change and may leave a gap while a branch waits for another's migration; they only

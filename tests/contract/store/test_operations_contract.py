@@ -47,6 +47,16 @@ async def test_prune_never_takes_less_than_a_day(store: Store):
         raise AssertionError("a prune of less than a day was accepted")
 
 
+async def test_formerly_bug_a_refusal_counted_twice_in_one_minute_adds_up_on_every_store(store: Store):
+    """The counts held in memory are written by an upsert that adds to the minute's row; on PostgreSQL the bare
+    `count` of its SET was ambiguous, so a second flush in the same minute failed (and was kept waiting)."""
+    store.tally("refused_token")
+    assert await store.flush_counts() == 1
+    store.tally("refused_token", 2)
+    assert await store.flush_counts() == 1
+    assert (await store.status()).counters["refused_token"] == 3
+
+
 async def test_a_runs_steps_are_its_journaled_tools_in_order(store: Store):
     await store.admit(Occurrence("tg:1:5", "tg:1", "stock", WorkKind.AGENT, "tg:1"))
     claim = await store.claim("w1")

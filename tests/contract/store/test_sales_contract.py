@@ -1,5 +1,5 @@
 """The sales history (till days and imported days, never both), the import's all-or-nothing checks, and the owner's
-applied reorder point and target, on every store (store/sqlite/sales.py)."""
+applied reorder point and target, on every store (store/shared/sales.py)."""
 from __future__ import annotations
 
 from datetime import date, timedelta

@@ -17,7 +17,7 @@ import pytest
 from store import Admission, DecisionKind, IllegalTransition, Occurrence, ReportDraft, StoreError, WorkKind
 from store.postgres import PostgresStore, guards
 from store.postgres.connection import PgConnection
-from store.sqlite import actions, inbox, outbox
+from store.shared import actions, inbox, outbox
 
 NOW = "2027-03-01T09:00:00.000000Z"
 BARRIER_WAIT_S = 0.5
@@ -265,5 +265,5 @@ async def test_two_producers_moving_one_cursor_at_once_both_count(pg, monkeypatc
 
 
 async def test_without_the_cursor_lock_one_producer_step_is_lost(pg, monkeypatch):
-    from store.sqlite.producer_state import ProducerState
+    from store.shared.producer_state import ProducerState
     assert _cursor_race(pg, monkeypatch, ProducerState).hour in (1, 2)        # both moved on from the same reading

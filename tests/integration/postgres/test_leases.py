@@ -15,7 +15,7 @@ import pytest
 
 from store import ManualClock, NotClaimed, Occurrence, ReportDraft, StoreError, WorkKind, open_store
 from store.postgres import PostgresStore, guards
-from store.sqlite import inbox
+from store.shared import inbox
 
 LEASE_S = 0.6
 NOW = "2027-03-01T09:00:00.000000Z"

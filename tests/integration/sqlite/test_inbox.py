@@ -126,7 +126,7 @@ async def test_report_body_is_immutable_and_generations_are_allocated(store, raw
     with pytest.raises(sqlite3.IntegrityError, match="C6"):
         raw.execute("DELETE FROM reports WHERE report_id = 'r1.1'")
     # a later result for the same anchor is a new generation (allocated by the store)
-    from store.sqlite import outbox
+    from store.shared import outbox
     second = await store.db.write(lambda conn: outbox.insert_report(conn, [1], ReportDraft("second"), store.now(),
                                                                      run_id=None))
     assert second == "r1.2"

@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from store import IllegalTransition, Occurrence, ReportDraft
-from store.sqlite.outbox import PART_LIMIT, split_parts
+from store.shared.outbox import PART_LIMIT, split_parts
 
 
 async def finished_report(store, body="hello", text="stock", source="tg:1:1"):

@@ -1,7 +1,6 @@
 """What `shopbot status`, `shopbot reports` and the owner's /status read."""
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 
 from ..clock import from_text
@@ -21,6 +20,7 @@ from ..records import (
     WorkCounts,
 )
 from . import inbox, producer_state
+from .connection import Connection
 
 
 def pending_age(now: datetime, oldest: str | None) -> tuple[float | None, float | None]:
@@ -39,7 +39,7 @@ def _time(text: str | None) -> datetime | None:
     return from_text(text) if text else None
 
 
-def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> Status:
+def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
     work = dict(conn.execute("SELECT state, count(*) FROM work GROUP BY state").fetchall())
     agent_work = dict(conn.execute("SELECT state, count(*) FROM work WHERE kind = 'agent' GROUP BY state").fetchall())
     deliveries = dict(conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state").fetchall())
@@ -73,7 +73,7 @@ def read_status(conn: sqlite3.Connection, now: datetime, window: Stats) -> Statu
         littles_law=window)
 
 
-def read_reports(conn: sqlite3.Connection, limit: int) -> list[ReportView]:
+def read_reports(conn: Connection, limit: int) -> list[ReportView]:
     rows = conn.execute("SELECT * FROM reports ORDER BY created_at DESC, anchor DESC, generation DESC LIMIT ?",
                         (limit,)).fetchall()
     result = []

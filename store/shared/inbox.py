@@ -6,7 +6,6 @@ given, so a producer can admit inside its own transaction together with its curs
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,6 +24,7 @@ from ..records import (
     WorkState,
 )
 from . import outbox, retention, shop
+from .connection import Connection, Row
 
 OPEN_AGENT = "kind = 'agent' AND state IN ('pending', 'running')"
 
@@ -33,7 +33,7 @@ def minute_of(now: str) -> str:
     return now[:16]
 
 
-def count(conn: sqlite3.Connection, now: str, kind: str, by: int = 1) -> int:
+def count(conn: Connection, now: str, kind: str, by: int = 1) -> int:
     """Bump a per-minute counter (refusals, strangers, malformed input) and return its new value."""
     row = conn.execute(
         "INSERT INTO counters (minute, kind, count) VALUES (?, ?, ?) "
@@ -42,7 +42,7 @@ def count(conn: sqlite3.Connection, now: str, kind: str, by: int = 1) -> int:
     return row[0]
 
 
-def open_agent_work(conn: sqlite3.Connection, cap: int | None = None) -> int:
+def open_agent_work(conn: Connection, cap: int | None = None) -> int:
     """Open agent work (pending + running), counted; with `cap`, counting stops there. Admission reads the kept
     count instead (`kept_open_agent_work`); this count is what `shopbot check` (W1) holds it against."""
     if cap is None:
@@ -51,13 +51,13 @@ def open_agent_work(conn: sqlite3.Connection, cap: int | None = None) -> int:
                         (cap,)).fetchone()[0]
 
 
-def kept_open_agent_work(conn: sqlite3.Connection) -> int:
+def kept_open_agent_work(conn: Connection) -> int:
     """Open agent work as the triggers of migration 0019 keep it: a few rows read, however long the queue (C1's
     capacity check no longer slows as work piles up)."""
     return int(conn.execute("SELECT sum(n) FROM open_agent_tally").fetchone()[0])
 
 
-def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: int,
+def admit(conn: Connection, occurrence: Occurrence, now: str, capacity: int,
           open_count: list[int] | None = None) -> AdmitResult:
     """C1 on an open transaction: identity first, then capacity (agent work only), then the insert.
 
@@ -85,7 +85,7 @@ def admit(conn: sqlite3.Connection, occurrence: Occurrence, now: str, capacity: 
     return AdmitResult(Admission.ACCEPTED, work_id)
 
 
-def admit_answered(conn: sqlite3.Connection, occurrence: Occurrence, now: str,
+def admit_answered(conn: Connection, occurrence: Occurrence, now: str,
                    answer: Callable[[int], ReportDraft]) -> AdmitResult:
     """A control or notice item: admitted, run and finished with its report in this one transaction (docs/contracts.md,
     Words).
@@ -111,12 +111,12 @@ def admit_answered(conn: sqlite3.Connection, occurrence: Occurrence, now: str,
     return AdmitResult(Admission.ACCEPTED, result.work_id, report_id)
 
 
-def work_item(row: sqlite3.Row) -> WorkItem:
+def work_item(row: Row) -> WorkItem:
     return WorkItem(row["work_id"], row["source"], row["session"], WorkKind(row["kind"]), row["payload"],
                     row["destination"], WorkState(row["state"]), row["attempts"], from_text(row["admitted_at"]))
 
 
-def session_epoch(conn: sqlite3.Connection, session: str) -> int:
+def session_epoch(conn: Connection, session: str) -> int:
     row = conn.execute("SELECT epoch FROM sessions WHERE session = ?", (session,)).fetchone()
     return row[0] if row else 0
 
@@ -134,21 +134,22 @@ DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now) AND (w.not_before IS 
 OWNER_FIRST = "CASE WHEN w.session LIKE 'tg:%' THEN 0 ELSE 1 END, w.work_id"
 
 
-def claim(conn: sqlite3.Connection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
+def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
           skip_sessions: Sequence[str] = ()) -> Claim | None:
     """C5: the pending items of one due session become one turn, running for this worker, committed before any
     model runs. A session is due when its oldest pending item was admitted at or before the cutoff (the debounce
     window is not reset by later items) and has no not-before time in the future, and no turn of it is running
     (`DUE`, which also keeps a backward clock step from holding admitted work)."""
     skip = tuple(skip_sessions)
-    marks = ",".join(f":skip{i}" for i in range(len(skip)))
+    # an empty NOT IN () is SQLite's only: the clause is left out when nothing is skipped
+    skipped = f"AND w.session NOT IN ({','.join(f':skip{i}' for i in range(len(skip)))})" if skip else ""
     row = conn.execute(
         f"""SELECT w.session, w.work_id FROM work w
             WHERE w.state = 'pending' AND w.kind = 'agent'
               AND w.work_id = (SELECT min(x.work_id) FROM work x
                                WHERE x.session = w.session AND x.state IN ('pending', 'running') AND x.kind = 'agent')
               AND {DUE}
-              AND w.session NOT IN ({marks})
+              {skipped}
             ORDER BY {OWNER_FIRST} LIMIT 1""",
         {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
     if row is None:
@@ -177,7 +178,7 @@ def start_run(conn: Any, rows: Sequence[Any], worker_id: str, run_id: str, sessi
     return Claim(run_id, worker_id, session, items, attempt, epoch)
 
 
-def waiting_sessions(conn: sqlite3.Connection) -> list[tuple[str, str | None, str | None]]:
+def waiting_sessions(conn: Connection) -> list[tuple[str, str | None, str | None]]:
     """(admitted_at, not_before, released_at) of the oldest item of every session whose turn is not running."""
     return [tuple(r) for r in conn.execute(
         "SELECT w.admitted_at, w.not_before, (SELECT r.ended_at FROM runs r WHERE r.run_id = w.run_id) "
@@ -186,7 +187,7 @@ def waiting_sessions(conn: sqlite3.Connection) -> list[tuple[str, str | None, st
         "AND x.state IN ('pending', 'running') AND x.kind = 'agent')").fetchall()]
 
 
-def _held(conn: sqlite3.Connection, claim: Claim) -> None:
+def _held(conn: Connection, claim: Claim) -> None:
     """C5: a worker finishes, releases or fails only the exact set it claimed and still holds."""
     ids = [item.work_id for item in claim.items]
     held = conn.execute(
@@ -197,7 +198,7 @@ def _held(conn: sqlite3.Connection, claim: Claim) -> None:
         raise NotClaimed(claim.run_id, f"holds {held} of the {len(ids)} items of its turn; it cannot end them")
 
 
-def _end_run(conn: sqlite3.Connection, run_id: str, now: str, outcome: str, *, report_id: str | None = None,
+def _end_run(conn: Connection, run_id: str, now: str, outcome: str, *, report_id: str | None = None,
              stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0)) -> None:
     if outcome == "finished" and report_id is not None:
         shop.activate_proposals(conn, run_id, report_id, now)
@@ -210,11 +211,11 @@ def _end_run(conn: sqlite3.Connection, run_id: str, now: str, outcome: str, *, r
         (now, outcome, report_id, redaction.error_detail(stop_reason), *usage, run_id))
 
 
-def finish(conn: sqlite3.Connection, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft],
+def finish(conn: Connection, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft],
            now: str, *,
            user_text: str | None = None, model_said: tuple[str, str] | None = None, stop_reason: str | None = None,
            usage: tuple[int, int, int] = (0, 0, 0),
-           apply: Callable[[sqlite3.Connection], None] | None = None) -> FinishOutcome:
+           apply: Callable[[Connection], None] | None = None) -> FinishOutcome:
     """C6 in one transaction: items finished, report inserted and linked, operations attached, history updated.
 
     `apply` runs domain changes that belong to the same commit (a till count's stock update). The fault point
@@ -250,7 +251,7 @@ def finish(conn: sqlite3.Connection, claim: Claim, draft: ReportDraft | Callable
     return FinishOutcome(report_id)
 
 
-def _discard_if_forgotten(conn: sqlite3.Connection, claim: Claim, now: str,
+def _discard_if_forgotten(conn: Connection, claim: Claim, now: str,
                           usage: tuple[int, int, int]) -> str | None:
     """C12: a turn whose conversation was forgotten while it ran is never stored nor run again: its items fail with
     a report saying so. Returns that report's id, or None when the conversation was not forgotten."""
@@ -265,7 +266,7 @@ def _discard_if_forgotten(conn: sqlite3.Connection, claim: Claim, now: str,
     return report_id
 
 
-def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: ReportDraft, now: str,
+def _fail_items(conn: Connection, ids: Sequence[int], draft: ReportDraft, now: str,
                 run_id: str | None) -> str:
     """Items (running or pending) become failed with one error report linked to all of them (C9, R3)."""
     conn.execute(f"UPDATE work SET state = 'failed', ended_at = ? WHERE work_id IN ({','.join('?' * len(ids))})",
@@ -273,7 +274,7 @@ def _fail_items(conn: sqlite3.Connection, ids: Sequence[int], draft: ReportDraft
     return outbox.insert_report(conn, ids, draft, now, run_id=run_id)
 
 
-def fail(conn: sqlite3.Connection, claim: Claim, draft: ReportDraft, now: str, *,
+def fail(conn: Connection, claim: Claim, draft: ReportDraft, now: str, *,
          stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0), ended_as: str = "failed") -> str:
     """running -> failed with an error report the owner will see (C9). `ended_as` is the run's outcome ('expired'
     when a sweep ends a lapsed lease, C15)."""
@@ -290,7 +291,7 @@ def cap_failure(attempts: int, destination: str | None, reason: str) -> ReportDr
         "kept as failed, and you can ask again.", destination=destination, is_error=True)
 
 
-def release(conn: sqlite3.Connection, claim: Claim, now: str, not_before: str | None, attempt_cap: int, *,
+def release(conn: Connection, claim: Claim, now: str, not_before: str | None, attempt_cap: int, *,
             reason: str, refund: bool = False, usage: tuple[int, int, int] = (0, 0, 0),
             ended_as: str | None = None) -> str | None:
     """running -> pending with a not-before time, or failed at the attempt cap (C9). `refund` gives back the
@@ -314,7 +315,7 @@ def release(conn: sqlite3.Connection, claim: Claim, now: str, not_before: str | 
     return None
 
 
-def forget(conn: sqlite3.Connection, session: str, by: str, now: str) -> tuple[int, int]:
+def forget(conn: Connection, session: str, by: str, now: str) -> tuple[int, int]:
     """C12: delete the session's agent history and cancel its pending work (pending -> failed, with a report naming
     who cancelled). A running turn finds the new epoch at finish and is discarded. Returns (history rows, cancelled)."""
     deleted = conn.execute("DELETE FROM history WHERE session = ?", (session,)).rowcount
@@ -333,11 +334,11 @@ def forget(conn: sqlite3.Connection, session: str, by: str, now: str) -> tuple[i
     return deleted, len(rows)
 
 
-def history(conn: sqlite3.Connection, session: str, limit: int) -> list[tuple[str, str]]:
+def history(conn: Connection, session: str, limit: int) -> list[tuple[str, str]]:
     return [(role, text) for role, text, _ in exchanges(conn, session, limit)]
 
 
-def exchanges(conn: sqlite3.Connection, session: str, limit: int) -> list[tuple[str, str, str | None]]:
+def exchanges(conn: Connection, session: str, limit: int) -> list[tuple[str, str, str | None]]:
     rows = conn.execute("SELECT role, text, messages FROM history WHERE session = ? ORDER BY entry_id DESC LIMIT ?",
                         (session, limit)).fetchall()
     return [(r["role"], r["text"], r["messages"]) for r in reversed(rows)]

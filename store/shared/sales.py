@@ -14,7 +14,6 @@ Days are shop-local dates (the caller gives the shop's time zone); times in the 
 """
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -23,6 +22,7 @@ from zoneinfo import ZoneInfo
 from ..clock import from_text, to_text
 from ..errors import UnknownTarget
 from ..records import SaleLine, SalesImport
+from .connection import Connection, Row
 
 _TILL_KINDS = ("count", "restock")       # the till's counts (a restock is a count that received an order)
 
@@ -31,7 +31,7 @@ def _utc_start(day: date, zone: ZoneInfo) -> str:
     return to_text(datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC))
 
 
-def days(conn: sqlite3.Connection, first: date, last: date, timezone: str,
+def days(conn: Connection, first: date, last: date, timezone: str,
          item: str | None = None) -> list[dict[str, Any]]:
     """Every (item, day) in [first, last] that has a record or was out of stock, ordered by item and day:
     item, day (ISO), quantity (None without a record), source ('import', 'till' or None), out_of_stock."""
@@ -49,7 +49,7 @@ def days(conn: sqlite3.Connection, first: date, last: date, timezone: str,
         "WHERE e.created_at < :end AND (:item IS NULL OR e.item = :item) AND (e.created_at >= :start OR "
         "e.event_id = (SELECT max(b.event_id) FROM stock_events b WHERE b.item = e.item AND b.created_at < :start)) "
         "ORDER BY e.item, e.event_id", {"start": start, "end": end, "item": item}).fetchall()
-    by_item: dict[str, list[sqlite3.Row]] = {}
+    by_item: dict[str, list[Row]] = {}
     for row in rows:
         by_item.setdefault(row["item"], []).append(row)
     for name, events in by_item.items():
@@ -95,7 +95,7 @@ def days(conn: sqlite3.Connection, first: date, last: date, timezone: str,
     return [found[key] for key in sorted(found)]
 
 
-def import_lines(conn: sqlite3.Connection, lines: Sequence[SaleLine], timezone: str, source: str,
+def import_lines(conn: Connection, lines: Sequence[SaleLine], timezone: str, source: str,
                  now: str) -> SalesImport:
     """All or nothing: every line's (item, day) is new (added), already recorded with the same quantity (unchanged),
     or recorded with another quantity (a conflict: a problem). With any problem nothing is written."""
@@ -131,7 +131,7 @@ def import_lines(conn: sqlite3.Connection, lines: Sequence[SaleLine], timezone: 
 
 
 # ---- the owner's applied values ------------------------------------------------------------------------------
-def apply_setting(conn: sqlite3.Connection, item: str, reorder_point: int, target: int, by: str, now: str,
+def apply_setting(conn: Connection, item: str, reorder_point: int, target: int, by: str, now: str,
                   prompt: str | None = None) -> None:
     """The item's reorder point and target from now on (they take the place of the shop file's)."""
     if reorder_point < 0 or target < reorder_point:
@@ -145,6 +145,6 @@ def apply_setting(conn: sqlite3.Connection, item: str, reorder_point: int, targe
                  "prompt = excluded.prompt", (item, reorder_point, target, by, now, prompt))
 
 
-def reset_setting(conn: sqlite3.Connection, item: str) -> bool:
+def reset_setting(conn: Connection, item: str) -> bool:
     """Back to the shop file's values; False when the item had no applied values."""
     return conn.execute("DELETE FROM item_settings WHERE item = ?", (item,)).rowcount > 0

@@ -4,7 +4,6 @@ Every item read here carries `on_order` (what approved orders will bring, store/
 plus on order): the stock position is what reorder decisions look at."""
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,8 +11,9 @@ from .. import units
 from ..errors import UnknownTarget
 from ..records import ItemSpec, Policy
 from . import orders
+from .connection import Connection, Row
 
-# An applied setting (store/sqlite/sales.py, the owner's Apply) takes the place of the shop file's reorder point and
+# An applied setting (store/shared/sales.py, the owner's Apply) takes the place of the shop file's reorder point and
 # target; the file's values are read beside it (`file_reorder_point`, `file_target`).
 ITEM_COLUMNS = ("i.item, i.unit, i.on_hand, coalesce(s.reorder_point, i.reorder_point) AS reorder_point, "
                 "coalesce(s.target, i.target) AS target, i.unit_cost_cents, i.max_order, i.pack, i.min_order, "
@@ -21,7 +21,7 @@ ITEM_COLUMNS = ("i.item, i.unit, i.on_hand, coalesce(s.reorder_point, i.reorder_
                 "s.decided_by AS applied_by, s.decided_at AS applied_at")
 
 
-def _item(row: sqlite3.Row) -> dict[str, Any]:
+def _item(row: Row) -> dict[str, Any]:
     return {"item": row["item"], "unit": row["unit"], "on_hand": row["on_hand"], "reorder_point": row["reorder_point"],
             "target": row["target"], "unit_cost_cents": row["unit_cost_cents"], "max_order": row["max_order"],
             "pack": row["pack"], "min_order": row["min_order"], "price_cents": row["price_cents"],
@@ -37,21 +37,21 @@ _SELECT = (f"SELECT {ITEM_COLUMNS}, (SELECT p.proposal_id FROM proposals p WHERE
            "AS on_order FROM items i LEFT JOIN item_settings s ON s.item = i.item ")
 
 
-def list_items(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def list_items(conn: Connection) -> list[dict[str, Any]]:
     return [_item(r) for r in conn.execute(_SELECT + "ORDER BY i.item").fetchall()]
 
 
-def get_item(conn: sqlite3.Connection, item: str) -> dict[str, Any] | None:
+def get_item(conn: Connection, item: str) -> dict[str, Any] | None:
     row = conn.execute(_SELECT + "WHERE i.item = ?", (item,)).fetchone()
     return _item(row) if row else None
 
 
-def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
+def get_meta(conn: Connection, key: str) -> str | None:
     row = conn.execute("SELECT value FROM shop_meta WHERE key = ?", (key,)).fetchone()
     return row[0] if row else None
 
 
-def seed(conn: sqlite3.Connection, specs: Sequence[ItemSpec], source: str, now: str) -> bool:
+def seed(conn: Connection, specs: Sequence[ItemSpec], source: str, now: str) -> bool:
     """Seed items and stock from the shop file once; later edits of the file go through `sync`."""
     if get_meta(conn, "seeded_from") is not None:
         return False
@@ -64,14 +64,14 @@ def seed(conn: sqlite3.Connection, specs: Sequence[ItemSpec], source: str, now: 
     return True
 
 
-def _insert(conn: sqlite3.Connection, spec: ItemSpec, now: str) -> None:
+def _insert(conn: Connection, spec: ItemSpec, now: str) -> None:
     conn.execute("INSERT INTO items (item, unit, on_hand, reorder_point, target, unit_cost_cents, max_order, "
                  "pack, min_order, price_cents, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  (spec.item, spec.unit, spec.on_hand, spec.reorder_point, spec.target, spec.unit_cost_cents,
                   spec.max_order, spec.pack, spec.min_order, spec.price_cents, now))
 
 
-def sync(conn: sqlite3.Connection, specs: Sequence[ItemSpec], source: str, now: str, *,
+def sync(conn: Connection, specs: Sequence[ItemSpec], source: str, now: str, *,
          reset_stock: bool = False) -> list[str]:
     """Apply an edited shop file explicitly: new items are added with their stock; existing items take the file's
     reorder point, target, cost, unit and limits; counted stock is kept unless `reset_stock`. Items missing from the
@@ -108,7 +108,7 @@ def sync(conn: sqlite3.Connection, specs: Sequence[ItemSpec], source: str, now: 
     return changes
 
 
-def set_on_hand(conn: sqlite3.Connection, item: str, on_hand: int, kind: str, source: str | None,
+def set_on_hand(conn: Connection, item: str, on_hand: int, kind: str, source: str | None,
                 work_id: int | None, now: str) -> tuple[int, int]:
     row = conn.execute("SELECT on_hand FROM items WHERE item = ?", (item,)).fetchone()
     if row is None:
@@ -119,7 +119,7 @@ def set_on_hand(conn: sqlite3.Connection, item: str, on_hand: int, kind: str, so
     return row[0], on_hand
 
 
-def apply_counts(conn: sqlite3.Connection, counts: Mapping[str, int], source: str, work_id: int,
+def apply_counts(conn: Connection, counts: Mapping[str, int], source: str, work_id: int,
                  now: str) -> list[tuple[str, int, int]]:
     """A till count: stock set to the counted values, each recorded as a 'count' event, or as a 'restock' that
     receives the item's open order when the stock rose by at least its quantity (store/orders.py). Returns
@@ -131,14 +131,14 @@ def apply_counts(conn: sqlite3.Connection, counts: Mapping[str, int], source: st
     return applied
 
 
-def stock_events(conn: sqlite3.Connection, item: str, limit: int = 100) -> list[dict[str, Any]]:
+def stock_events(conn: Connection, item: str, limit: int = 100) -> list[dict[str, Any]]:
     """The item's latest `limit` stock events, oldest first."""
     rows = conn.execute("SELECT event_id, item, kind, old_on_hand, new_on_hand, source, created_at FROM stock_events "
                         "WHERE item = ? ORDER BY event_id DESC LIMIT ?", (item, limit)).fetchall()
     return [dict(r) for r in reversed(rows)]
 
 
-def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int, now: str) -> dict[str, Any]:
+def record_draft(conn: Connection, run_id: str, item: str, quantity: int, now: str) -> dict[str, Any]:
     spec = get_item(conn, item)
     if spec is None:
         raise UnknownTarget(f"unknown item {item!r}")
@@ -150,7 +150,7 @@ def record_draft(conn: sqlite3.Connection, run_id: str, item: str, quantity: int
     return {"draft_id": draft_id, "item": item, "quantity": quantity, "cost_cents": cost, "unit": spec["unit"]}
 
 
-def policy_reason(conn: sqlite3.Connection, spec: dict[str, Any], supplier: str, quantity: int,
+def policy_reason(conn: Connection, spec: dict[str, Any], supplier: str, quantity: int,
                   policy: Policy | None) -> str | None:
     """Why policy rejects a proposal before the owner sees it, or None: a quantity out of bounds, an open proposal for
     the item, the item already on order, a stock position at or above the reorder point (nothing to order), then the
@@ -184,7 +184,7 @@ def policy_reason(conn: sqlite3.Connection, spec: dict[str, Any], supplier: str,
     return None
 
 
-def record_proposal(conn: sqlite3.Connection, run_id: str, supplier: str, item: str, quantity: int,
+def record_proposal(conn: Connection, run_id: str, supplier: str, item: str, quantity: int,
                     now: str, policy: Policy | None = None) -> dict[str, Any]:
     """C11: a typed proposal, costs from the catalog; never contacts anyone. Policy code validates it before the owner
     sees it: an invalid one is recorded as rejected by policy with the reason, and never sent."""
@@ -203,19 +203,19 @@ def record_proposal(conn: sqlite3.Connection, run_id: str, supplier: str, item: 
             "unit": spec["unit"], "state": "rejected" if reason else "awaiting_approval", "reason": reason}
 
 
-def activate_proposals(conn: sqlite3.Connection, run_id: str, report_id: str, now: str) -> int:
+def activate_proposals(conn: Connection, run_id: str, report_id: str, now: str) -> int:
     """In the finish transaction: the run's proposals become visible and approvable (C11)."""
     conn.execute("UPDATE proposals SET report_id = ? WHERE run_id = ?", (report_id, run_id))
     return conn.execute("UPDATE proposals SET state = 'awaiting_approval', updated_at = ? "
                         "WHERE run_id = ? AND state = 'proposed'", (now, run_id)).rowcount
 
 
-def void_proposals(conn: sqlite3.Connection, run_id: str, now: str) -> int:
+def void_proposals(conn: Connection, run_id: str, now: str) -> int:
     """A proposal whose turn did not finish is void: never shown, never approvable (C11)."""
     return conn.execute("UPDATE proposals SET state = 'void', reason = 'its turn did not finish', updated_at = ? "
                         "WHERE run_id = ? AND state = 'proposed'", (now, run_id)).rowcount
 
 
-def proposals(conn: sqlite3.Connection, run_id: str | None = None) -> list[dict[str, Any]]:
+def proposals(conn: Connection, run_id: str | None = None) -> list[dict[str, Any]]:
     where, args = ("WHERE run_id = ?", (run_id,)) if run_id else ("", ())
     return [dict(r) for r in conn.execute(f"SELECT * FROM proposals {where} ORDER BY proposal_id", args).fetchall()]

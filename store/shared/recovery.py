@@ -2,14 +2,14 @@
 PostgreSQL (`recover_run`, called by the sweep of store/postgres/guards.py, C15)."""
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from ..records import Claim, RecoverySummary, ReportDraft
 from . import actions, inbox, outbox
+from .connection import Connection
 
 
-def recover(conn: sqlite3.Connection, now: str, attempt_cap: int) -> RecoverySummary:
+def recover(conn: Connection, now: str, attempt_cap: int) -> RecoverySummary:
     """A running turn whose operations stayed inside the store (read, internal, or a proposal: void while its turn
     is unfinished, C11) goes back to pending, or fails at the attempt cap (C9); a turn with a completed operation
     that acted outside the store fails visibly; `sending` deliveries become unknown (C7)."""

@@ -6,14 +6,14 @@ names; the only labels are states, kinds and counter kinds made by the code (any
 from __future__ import annotations
 
 import re
-import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from ..clock import from_text, to_text
 from ..records import DeliveryCounts, MetricsSnapshot, Stats
+from .connection import Connection
 
 WORK_KINDS = ("agent", "control", "notice")
 WORK_STATES = ("pending", "running", "finished", "failed")
@@ -38,16 +38,23 @@ class Tally:
 
 # table -> (id column, the grouping columns, the partial index of the open rows, what an open row is). The open rows
 # are read through their partial index: a min() by rowid would walk every ended row before the first open one.
-_TALLIED = {
-    "work": ("work_id", "kind, state", "work_open", "state IN ('pending', 'running')"),
-    "deliveries": ("delivery_id", "state", "deliveries_open", "state IN ('pending', 'sending', 'unknown')"),
-}
+_TALLIED = {"work": ("work_id", "kind, state"), "deliveries": ("delivery_id", "state")}
 
 
-def tallied(conn: sqlite3.Connection, table: str, tally: Tally) -> dict[tuple[str, ...], int]:
+@dataclass(frozen=True)
+class Sizes:
+    """The database's size in its own terms: SQLite's pages and WAL file; PostgreSQL's pg_database_size."""
+
+    db_bytes: int
+    free_bytes: int = 0
+    wal_bytes: int = 0
+
+
+def tallied(conn: Connection, table: str, tally: Tally,
+            oldest_open_sql: Mapping[str, str]) -> dict[tuple[str, ...], int]:
     """Counts by state of every row of `table`, advancing `tally` to just below its oldest open row."""
-    key, group, index, open_rows = _TALLIED[table]
-    oldest_open = conn.execute(f"SELECT min({key}) FROM {table} INDEXED BY {index} WHERE {open_rows}").fetchone()[0]
+    key, group = _TALLIED[table]
+    oldest_open = conn.execute(oldest_open_sql[table]).fetchone()[0]
     frontier = oldest_open - 1 if oldest_open is not None else \
         conn.execute(f"SELECT coalesce(max({key}), 0) FROM {table}").fetchone()[0]
     if frontier > tally.upto:
@@ -62,18 +69,19 @@ def tallied(conn: sqlite3.Connection, table: str, tally: Tally) -> dict[tuple[st
     return counts
 
 
-def snapshot(conn: sqlite3.Connection, now: datetime, path: Path, window: Stats,
-             tallies: dict[str, Tally] | None = None) -> MetricsSnapshot:
+def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, tallies: dict[str, Tally] | None,
+             oldest_open_sql: Mapping[str, str]) -> MetricsSnapshot:
     """Counts by state, the oldest pending age, the counters of the last complete minute, the database size, with
     C14's `window` read in the same snapshot.
     `tallies` (kept by the caller between scrapes) makes the work and delivery counts cost only the rows added or
     still open since the last scrape."""
     tallies = tallies if tallies is not None else {}
     work = {(k, s): 0 for k in WORK_KINDS for s in WORK_STATES}
-    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally())).items():
+    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally()), oldest_open_sql).items():
         work[(kind, state)] = n
     deliveries = dict.fromkeys(DELIVERY_STATES, 0)
-    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally())).items():
+    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()),
+                                   oldest_open_sql).items():
         deliveries[state] = n
     actions = dict.fromkeys(ACTION_STATES, 0)
     for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state"):
@@ -85,34 +93,33 @@ def snapshot(conn: sqlite3.Connection, now: datetime, path: Path, window: Stats,
                                 (last_minute,)):
         label = code_label(kind)
         counted[label] = counted.get(label, 0) + n
-    page_size, page_count, free = (conn.execute(f"PRAGMA {p}").fetchone()[0]
-                                   for p in ("page_size", "page_count", "freelist_count"))
-    wal = Path(f"{path}-wal")
     return MetricsSnapshot(
         work=work,
         deliveries=DeliveryCounts.of(deliveries),
         actions=actions,
         oldest_pending_seconds=max(0.0, (now - from_text(oldest)).total_seconds()) if oldest else 0.0,
         counted_last_minute=counted,
-        db_bytes=page_size * page_count,
-        db_free_bytes=page_size * free,
-        wal_bytes=wal.stat().st_size if wal.exists() else 0,
+        db_bytes=sizes.db_bytes,
+        db_free_bytes=sizes.free_bytes,
+        wal_bytes=sizes.wal_bytes,
         stats=window,
     )
 
 
-def ops_view(conn: sqlite3.Connection, now: datetime, tallies: dict[str, Tally]) -> dict[str, Any]:
+def ops_view(conn: Connection, now: datetime, tallies: dict[str, Tally],
+             oldest_open_sql: Mapping[str, str]) -> dict[str, Any]:
     """What the operator page shows beside the status counts, each read through an index (no full scan): unknown
     deliveries, the last failed work and failed or denied parts, open and quarantined actions, the counters of the
     last hour, the oldest pending age."""
     figures: dict[str, Any] = {"work": {}, "agent_work": {}, "deliveries": dict.fromkeys(DELIVERY_STATES, 0)}
-    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally())).items():
+    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally()), oldest_open_sql).items():
         figures["work"][state] = figures["work"].get(state, 0) + n
         if kind == "agent":
             figures["agent_work"][state] = n
     figures["work"] = {s: figures["work"].get(s, 0) for s in WORK_STATES}
     figures["agent_work"] = {s: figures["agent_work"].get(s, 0) for s in WORK_STATES}
-    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally())).items():
+    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()),
+                                   oldest_open_sql).items():
         figures["deliveries"][state] = n
     oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
     figures["oldest_pending_seconds"] = (now - from_text(oldest)).total_seconds() if oldest else None
@@ -138,7 +145,7 @@ def ops_view(conn: sqlite3.Connection, now: datetime, tallies: dict[str, Tally])
     return figures
 
 
-def runs_ended_since(conn: sqlite3.Connection, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
+def runs_ended_since(conn: Connection, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
     """Runs that ended at or after `mark` (UTC text), oldest end first: (run_id, outcome, started_at, ended_at,
     model_calls, input_tokens, output_tokens). Uses the `runs_ended` index (migration 0011)."""
     return conn.execute(
@@ -146,7 +153,7 @@ def runs_ended_since(conn: sqlite3.Connection, mark: str, limit: int = 10_000) -
         "WHERE ended_at >= ? ORDER BY ended_at LIMIT ?", (mark, limit)).fetchall()
 
 
-def window_series(conn: sqlite3.Connection, start: datetime, end: datetime, buckets: int) -> list[dict[str, Any]]:
+def window_series(conn: Connection, start: datetime, end: datetime, buckets: int) -> list[dict[str, Any]]:
     """λ, W and L of agent work in `buckets` equal slices of [start, end] (the operator page's day chart)."""
     from .stats import window
     step = (end - start) / buckets

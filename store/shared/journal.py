@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from typing import Any
+
+from .connection import Connection
 
 Guard = Callable[[Any, str], None]
 
 
-def op_started(conn: sqlite3.Connection, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], effect: str,
+def op_started(conn: Connection, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], effect: str,
                now: str, *, guard: Guard | None = None) -> None:
     (guard or _run_open)(conn, run_id)
     conn.execute("INSERT INTO operations (run_id, call_id, tool, arguments, effect, started_at) "
@@ -17,7 +18,7 @@ def op_started(conn: sqlite3.Connection, run_id: str, call_id: str, tool: str, a
                  (run_id, call_id, tool, json.dumps(arguments, sort_keys=True), effect, now))
 
 
-def op_finished(conn: sqlite3.Connection, run_id: str, call_id: str, status: str, result: dict[str, Any], now: str, *,
+def op_finished(conn: Connection, run_id: str, call_id: str, status: str, result: dict[str, Any], now: str, *,
                 acted_outside: bool = False, guard: Guard | None = None) -> None:
     """`guard(conn, run_id)` refuses a run that may no longer write (`_run_open`; PostgreSQL's lease fence)."""
     (guard or _run_open)(conn, run_id)
@@ -29,7 +30,7 @@ def op_finished(conn: sqlite3.Connection, run_id: str, call_id: str, status: str
         raise ValueError(f"operation {call_id} of run {run_id} was not started or is already finished")
 
 
-def _run_open(conn: sqlite3.Connection, run_id: str) -> None:
+def _run_open(conn: Connection, run_id: str) -> None:
     """A run whose turn was released, failed or finished cannot write more (its claim is gone)."""
     row = conn.execute("SELECT ended_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None or row[0] is not None:
@@ -37,7 +38,7 @@ def _run_open(conn: sqlite3.Connection, run_id: str) -> None:
         raise NotClaimed(run_id, "the run is over; it cannot journal operations")
 
 
-def steps(conn: sqlite3.Connection, run_id: str) -> list[str]:
+def steps(conn: Connection, run_id: str) -> list[str]:
     """The tools a run has journaled so far, in order (C20's progress drafts name them, nothing else)."""
     return [row[0] for row in conn.execute(
         "SELECT tool FROM operations WHERE run_id = ? ORDER BY op_id", (run_id,)).fetchall()]

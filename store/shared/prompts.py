@@ -3,14 +3,14 @@ button cannot be guessed or forged from a sequential id."""
 from __future__ import annotations
 
 import secrets
-import sqlite3
 from datetime import datetime
 
 from ..clock import from_text, to_text
 from ..records import Prompt
+from .connection import Connection
 
 
-def create(conn: sqlite3.Connection, kind: str, target: str, chat_id: int, now: str,
+def create(conn: Connection, kind: str, target: str, chat_id: int, now: str,
            expires_at: datetime | None = None) -> str:
     nonce = secrets.token_hex(16)
     conn.execute("INSERT INTO prompts (nonce, kind, target, chat_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -18,7 +18,7 @@ def create(conn: sqlite3.Connection, kind: str, target: str, chat_id: int, now: 
     return nonce
 
 
-def get(conn: sqlite3.Connection, nonce: str) -> Prompt | None:
+def get(conn: Connection, nonce: str) -> Prompt | None:
     row = conn.execute("SELECT nonce, kind, target, chat_id, expires_at, decided_at, decision FROM prompts "
                        "WHERE nonce = ?", (nonce,)).fetchone()
     if row is None:
@@ -27,13 +27,13 @@ def get(conn: sqlite3.Connection, nonce: str) -> Prompt | None:
                   from_text(row[5]) if row[5] else None, row[6])
 
 
-def decide(conn: sqlite3.Connection, nonce: str, decision: str, by: str, now: str) -> bool:
+def decide(conn: Connection, nonce: str, decision: str, by: str, now: str) -> bool:
     """Record the decision once; False when it was already decided."""
     return conn.execute("UPDATE prompts SET decided_at = ?, decision = ?, decided_by = ? "
                         "WHERE nonce = ? AND decided_at IS NULL", (now, decision, by, nonce)).rowcount == 1
 
 
-def close_for_target(conn: sqlite3.Connection, kind: str, target: str, decision: str, by: str, now: str) -> None:
+def close_for_target(conn: Connection, kind: str, target: str, decision: str, by: str, now: str) -> None:
     """A decision made elsewhere (the CLI) closes the open prompts for the same target."""
     conn.execute("UPDATE prompts SET decided_at = ?, decision = ?, decided_by = ? "
                  "WHERE kind = ? AND target = ? AND decided_at IS NULL", (now, decision, by, kind, target))

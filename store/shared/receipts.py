@@ -7,19 +7,18 @@ there is no `sending` state and nothing to recover at start.
 """
 from __future__ import annotations
 
-import sqlite3
-
 from ..records import Receipt
+from .connection import Connection, Row
 from .moves import move
 
 _COLUMNS = "receipt_id, chat_id, message_id, emoji, state, attempts, reason"
 
 
-def _receipt(row: sqlite3.Row) -> Receipt:
+def _receipt(row: Row) -> Receipt:
     return Receipt(*row)
 
 
-def add(conn: sqlite3.Connection, chat_id: int, message_id: int, emoji: str, now: str) -> bool:
+def add(conn: Connection, chat_id: int, message_id: int, emoji: str, now: str) -> bool:
     """One receipt per message: a second one for the same message is no new row (a redelivery adds none)."""
     cursor = conn.execute(
         "INSERT INTO receipts (chat_id, message_id, emoji, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "
@@ -27,35 +26,35 @@ def add(conn: sqlite3.Connection, chat_id: int, message_id: int, emoji: str, now
     return cursor.rowcount == 1
 
 
-def due(conn: sqlite3.Connection, now: str, limit: int) -> list[Receipt]:
+def due(conn: Connection, now: str, limit: int) -> list[Receipt]:
     return [_receipt(r) for r in conn.execute(
         f"SELECT {_COLUMNS} FROM receipts WHERE state = 'pending' AND (not_before IS NULL OR not_before <= ?) "
         "ORDER BY receipt_id LIMIT ?", (now, limit)).fetchall()]
 
 
-def next_wake(conn: sqlite3.Connection) -> str | None:
+def next_wake(conn: Connection) -> str | None:
     row = conn.execute("SELECT min(not_before) FROM receipts WHERE state = 'pending'").fetchone()
     return row[0] if row else None
 
 
-def listed(conn: sqlite3.Connection, chat_id: int | None, limit: int) -> list[Receipt]:
+def listed(conn: Connection, chat_id: int | None, limit: int) -> list[Receipt]:
     where, args = ("WHERE chat_id = ?", (chat_id,)) if chat_id is not None else ("", ())
     return [_receipt(r) for r in conn.execute(
         f"SELECT {_COLUMNS} FROM receipts {where} ORDER BY receipt_id DESC LIMIT ?", (*args, limit)).fetchall()]
 
 
-def mark_set(conn: sqlite3.Connection, receipt_id: int, now: str) -> None:
+def mark_set(conn: Connection, receipt_id: int, now: str) -> None:
     conn.execute("UPDATE receipts SET attempts = attempts + 1 WHERE receipt_id = ?", (receipt_id,))
     move(conn, "receipts", "receipt_id", receipt_id, "pending", "set", now, reason=None)
 
 
-def mark_retry(conn: sqlite3.Connection, receipt_id: int, not_before: str, reason: str, now: str) -> None:
+def mark_retry(conn: Connection, receipt_id: int, not_before: str, reason: str, now: str) -> None:
     """Still pending, tried again at `not_before`: the request never left, was refused for flood (429), or its
     outcome is unknown (setting the same reaction again changes nothing on Telegram)."""
     conn.execute("UPDATE receipts SET attempts = attempts + 1 WHERE receipt_id = ?", (receipt_id,))
     move(conn, "receipts", "receipt_id", receipt_id, "pending", "pending", now, not_before=not_before, reason=reason)
 
 
-def mark_failed(conn: sqlite3.Connection, receipt_id: int, reason: str, now: str) -> None:
+def mark_failed(conn: Connection, receipt_id: int, reason: str, now: str) -> None:
     conn.execute("UPDATE receipts SET attempts = attempts + 1 WHERE receipt_id = ?", (receipt_id,))
     move(conn, "receipts", "receipt_id", receipt_id, "pending", "failed", now, reason=reason)

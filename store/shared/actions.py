@@ -5,28 +5,28 @@ from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
 from typing import Any
 
 from .. import redaction
 from ..errors import IllegalTransition, UnknownTarget
 from ..records import Action, Decision, DecisionKind
 from . import orders
+from .connection import Connection, Row
 from .moves import move
 
 
-def proposal(conn: sqlite3.Connection, proposal_id: int) -> dict[str, Any] | None:
+def proposal(conn: Connection, proposal_id: int) -> dict[str, Any] | None:
     row = conn.execute("SELECT p.*, i.unit FROM proposals p LEFT JOIN items i ON i.item = p.item "
                        "WHERE p.proposal_id = ?", (proposal_id,)).fetchone()
     return dict(row) if row else None
 
 
-def reserved_on(conn: sqlite3.Connection, day: str) -> int:
+def reserved_on(conn: Connection, day: str) -> int:
     return conn.execute("SELECT coalesce(sum(cents), 0) FROM spending WHERE day = ? AND state = 'reserved'",
                         (day,)).fetchone()[0]
 
 
-def approve(conn: sqlite3.Connection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
+def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
             supplier_destination: str, lead_time_days: int = orders.DEFAULT_LEAD_TIME_DAYS) -> Decision:
     """One transaction: the proposal's state change, the spending reservation, the action row with a random
     128-bit idempotency key, and the order, on order from now and due after the supplier's lead time. A proposal
@@ -57,7 +57,7 @@ def approve(conn: sqlite3.Connection, proposal_id: int, by: str, now: str, day: 
     return Decision(DecisionKind.APPROVED, proposal_id, action_id, **what)
 
 
-def reject(conn: sqlite3.Connection, proposal_id: int, by: str, now: str) -> Decision:
+def reject(conn: Connection, proposal_id: int, by: str, now: str) -> Decision:
     p = proposal(conn, proposal_id)
     if p is None:
         return Decision(DecisionKind.NOT_FOUND, proposal_id)
@@ -68,18 +68,18 @@ def reject(conn: sqlite3.Connection, proposal_id: int, by: str, now: str) -> Dec
     return Decision(DecisionKind.REJECTED, proposal_id, **what)
 
 
-def _decide(conn: sqlite3.Connection, proposal_id: int, state: str, by: str, now: str) -> None:
+def _decide(conn: Connection, proposal_id: int, state: str, by: str, now: str) -> None:
     conn.execute("UPDATE proposals SET state = ?, decided_at = ?, decided_by = ?, updated_at = ? "
                  "WHERE proposal_id = ?", (state, now, by, now, proposal_id))
 
 
-def expiring(conn: sqlite3.Connection, now: str) -> bool:
+def expiring(conn: Connection, now: str) -> bool:
     """Whether any proposal awaiting approval is due to expire (a read: the action relay asks every second)."""
     return conn.execute("SELECT EXISTS (SELECT 1 FROM proposals WHERE state = 'awaiting_approval' "
                         "AND expires_at <= ?)", (now,)).fetchone()[0] == 1
 
 
-def expire(conn: sqlite3.Connection, now: str) -> list[int]:
+def expire(conn: Connection, now: str) -> list[int]:
     rows = conn.execute("SELECT proposal_id FROM proposals WHERE state = 'awaiting_approval' AND expires_at <= ?",
                         (now,)).fetchall()
     for (proposal_id,) in rows:
@@ -87,79 +87,79 @@ def expire(conn: sqlite3.Connection, now: str) -> list[int]:
     return [r[0] for r in rows]
 
 
-def awaiting(conn: sqlite3.Connection, now: str) -> list[dict[str, Any]]:
+def awaiting(conn: Connection, now: str) -> list[dict[str, Any]]:
     """Proposals awaiting the owner's Approve or Reject (not expired), oldest first, with the item's unit."""
     return [dict(r) for r in conn.execute(
         "SELECT p.*, i.unit FROM proposals p JOIN items i USING (item) WHERE p.state = 'awaiting_approval' "
         "AND (p.expires_at IS NULL OR p.expires_at > ?) ORDER BY p.proposal_id", (now,)).fetchall()]
 
 
-def _action(row: sqlite3.Row) -> Action:
+def _action(row: Row) -> Action:
     return Action(row["action_id"], row["proposal_id"], row["idempotency_key"], row["destination"], row["payload"],
                   row["state"], row["attempts"])
 
 
-def due(conn: sqlite3.Connection, now: str, limit: int = 10) -> list[Action]:
+def due(conn: Connection, now: str, limit: int = 10) -> list[Action]:
     rows = conn.execute("SELECT * FROM actions WHERE state = 'pending' AND (not_before IS NULL OR not_before <= ?) "
                         "ORDER BY action_id LIMIT ?", (now, limit)).fetchall()
     return [_action(r) for r in rows]
 
 
-def unknown(conn: sqlite3.Connection) -> list[Action]:
+def unknown(conn: Connection) -> list[Action]:
     return [_action(r) for r in conn.execute("SELECT * FROM actions WHERE state = 'unknown' ORDER BY action_id")]
 
 
-def next_wake(conn: sqlite3.Connection) -> str | None:
+def next_wake(conn: Connection) -> str | None:
     return conn.execute("SELECT min(not_before) FROM actions WHERE state = 'pending' AND not_before IS NOT NULL"
                         ).fetchone()[0]
 
 
-def _move(conn: sqlite3.Connection, action_id: int, expect: str, new: str, now: str, **columns: object) -> None:
+def _move(conn: Connection, action_id: int, expect: str, new: str, now: str, **columns: object) -> None:
     move(conn, "actions", "action_id", action_id, expect, new, now, **columns)
 
 
-def _release_spending(conn: sqlite3.Connection, action_id: int, now: str) -> None:
+def _release_spending(conn: Connection, action_id: int, now: str) -> None:
     """A failed or voided action: its spending is released and its order is not on order any more."""
     orders.cancel_for_action(conn, action_id, "its order was not placed", now)
     conn.execute("UPDATE spending SET state = 'released', updated_at = ? WHERE state = 'reserved' AND proposal_id = "
                  "(SELECT proposal_id FROM actions WHERE action_id = ?)", (now, action_id))
 
 
-def mark_sending(conn: sqlite3.Connection, action_id: int, now: str) -> None:
+def mark_sending(conn: Connection, action_id: int, now: str) -> None:
     conn.execute("UPDATE actions SET attempts = attempts + 1 WHERE action_id = ?", (action_id,))
     _move(conn, action_id, "pending", "sending", now)
 
 
-def mark_delivered(conn: sqlite3.Connection, action_id: int, receipt: str, now: str) -> None:
+def mark_delivered(conn: Connection, action_id: int, receipt: str, now: str) -> None:
     _move(conn, action_id, "sending", "delivered", now, receipt=receipt, reason=None)
 
 
-def mark_not_sent(conn: sqlite3.Connection, action_id: int, not_before: str | None, reason: str, now: str) -> None:
+def mark_not_sent(conn: Connection, action_id: int, not_before: str | None, reason: str, now: str) -> None:
     _move(conn, action_id, "sending", "pending", now, not_before=not_before, reason=reason)
 
 
-def mark_failed(conn: sqlite3.Connection, action_id: int, reason: str, now: str) -> None:
+def mark_failed(conn: Connection, action_id: int, reason: str, now: str) -> None:
     """A definite refusal: failed and visible; its spending reservation is released in the same transaction."""
     _move(conn, action_id, "sending", "failed", now, reason=reason)
     _release_spending(conn, action_id, now)
 
 
-def mark_unknown(conn: sqlite3.Connection, action_id: int, reason: str, now: str) -> None:
+def mark_unknown(conn: Connection, action_id: int, reason: str, now: str) -> None:
     _move(conn, action_id, "sending", "unknown", now, reason=reason)
 
 
-def quarantine(conn: sqlite3.Connection, action_id: int, reason: str, now: str) -> None:
+def quarantine(conn: Connection, action_id: int, reason: str, now: str) -> None:
     """Malformed rows, unknown destinations, payloads outside the allowed fields: kept, never sent, visible."""
     _move(conn, action_id, "pending", "quarantined", now, reason=reason)
 
 
-def sending_to_unknown(conn: sqlite3.Connection, now: str) -> list[int]:
+def sending_to_unknown(conn: Connection, now: str) -> list[int]:
     rows = conn.execute("UPDATE actions SET state = 'unknown', updated_at = ?, reason = 'the process stopped while "
                         "sending' WHERE state = 'sending' RETURNING action_id", (now,)).fetchall()
     return sorted(r[0] for r in rows)
 
 
-def decide(conn: sqlite3.Connection, action_id: int, decision: str, by: str, now: str, *, receipt: str | None = None,
+def decide(conn: Connection, action_id: int, decision: str, by: str, now: str, *, receipt: str | None = None,
            detail: str | None = None) -> str:
     """Record a decision about an unknown or quarantined action and apply it. Returns the new state."""
     row = conn.execute("SELECT state FROM actions WHERE action_id = ?", (action_id,)).fetchone()
@@ -188,7 +188,7 @@ def decide(conn: sqlite3.Connection, action_id: int, decision: str, by: str, now
     return new
 
 
-def listing(conn: sqlite3.Connection, quarantined_only: bool = False) -> list[dict[str, Any]]:
+def listing(conn: Connection, quarantined_only: bool = False) -> list[dict[str, Any]]:
     where = "WHERE a.state = 'quarantined'" if quarantined_only else ""
     return [dict(r) for r in conn.execute(
         "SELECT a.action_id, a.proposal_id, a.state, a.destination, a.attempts, a.receipt, a.reason, a.payload, "

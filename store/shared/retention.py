@@ -23,7 +23,9 @@ repeats it until nothing is left, so the bot keeps admitting while a year of his
 from __future__ import annotations
 
 import hashlib
-import sqlite3
+
+from .connection import Connection, Row
+from .dialect import DialectSQL
 
 ENDED_PART = "('confirmed', 'failed', 'denied')"
 
@@ -33,22 +35,14 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def prune_batch(conn: sqlite3.Connection, cutoff: str, now: str, batch: int) -> dict[str, int]:
+def prune_batch(conn: Connection, sql: DialectSQL, cutoff: str, now: str, batch: int) -> dict[str, int]:
     """One transaction's worth: up to `batch` rows of each kind older than `cutoff` (UTC text). Returns the rows
     removed or emptied per kind; all zero when nothing is left."""
     done = {}
     done["history"] = conn.execute(
         "DELETE FROM history WHERE entry_id IN (SELECT entry_id FROM history WHERE created_at < ? LIMIT ?)",
         (cutoff, batch)).rowcount
-    # Driven from the journal's oldest rows (CROSS JOIN keeps that order): what was deleted is gone from the front,
-    # so a daily prune does not walk every old run again.
-    done["operations"] = conn.execute(
-        "DELETE FROM operations WHERE op_id IN ("
-        "SELECT o.op_id FROM operations o CROSS JOIN runs r ON r.run_id = o.run_id "
-        "WHERE r.ended_at IS NOT NULL AND r.ended_at < ? "
-        "AND NOT EXISTS (SELECT 1 FROM proposals p WHERE p.run_id = r.run_id) "
-        "AND NOT EXISTS (SELECT 1 FROM drafts d WHERE d.run_id = r.run_id) ORDER BY o.op_id LIMIT ?)",
-        (cutoff, batch)).rowcount
+    done["operations"] = conn.execute(sql.prune_operations, (cutoff, batch)).rowcount
     done["prompts"] = conn.execute(
         "DELETE FROM prompts WHERE nonce IN (SELECT nonce FROM prompts WHERE (decided_at IS NOT NULL AND "
         "decided_at < ?) OR (expires_at IS NOT NULL AND expires_at < ?) LIMIT ?)", (cutoff, cutoff, batch)).rowcount
@@ -83,7 +77,7 @@ def prune_batch(conn: sqlite3.Connection, cutoff: str, now: str, batch: int) -> 
     return done
 
 
-def payload_matches(row: sqlite3.Row, payload: str) -> bool:
+def payload_matches(row: Row, payload: str) -> bool:
     """Admission's content check (C1) on a row that may be a tombstone: the payload, or its kept SHA-256."""
     if row["pruned_at"] is None:
         return row["payload"] == payload

@@ -3,8 +3,9 @@ till counts, open proposals. All SQL of these views lives here; each function is
 """
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
+
+from .connection import Connection
 
 # Sales are the decreases between consecutive stock records of an item (seed, count, sync, ...: every row of
 # stock_events, in event order); an increase is a restock and never a negative sale. A pair counts for the window
@@ -30,7 +31,7 @@ ORDER BY i.item
 """
 
 
-def sales(conn: sqlite3.Connection, since: str, until: str, item: str | None = None) -> list[dict[str, Any]]:
+def sales(conn: Connection, since: str, until: str, item: str | None = None) -> list[dict[str, Any]]:
     """Per item (one, or every item): units sold and restocked in (since, until], the number of stock records in
     it, and the item's first stock record at or before `until` (None when it has none): a window that starts before
     the item's first record is measured from that record. Times are the store's UTC text (lexical order is time
@@ -41,8 +42,8 @@ def sales(conn: sqlite3.Connection, since: str, until: str, item: str | None = N
             for r in rows]
 
 
-def on_order(conn: sqlite3.Connection, item: str | None = None) -> list[dict[str, Any]]:
-    """The orders on order (store/sqlite/orders.py: from approval until received, not failed or voided), for the
+def on_order(conn: Connection, item: str | None = None) -> list[dict[str, Any]]:
+    """The orders on order (store/shared/orders.py: from approval until received, not failed or voided), for the
     agent's tools: proposal, item, quantity, total, when approved, when due (approval plus the supplier's lead
     time), unit and the supplier action's state."""
     rows = conn.execute(
@@ -54,7 +55,7 @@ def on_order(conn: sqlite3.Connection, item: str | None = None) -> list[dict[str
     return [dict(r) for r in rows]
 
 
-def recent_counts(conn: sqlite3.Connection, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+def recent_counts(conn: Connection, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
     """The latest till counts (stock events of kind `count`), newest first: item, the stock before and the count."""
     rows = conn.execute(
         "SELECT e.item, e.old_on_hand, e.new_on_hand, e.source, e.created_at, i.unit FROM stock_events e "
@@ -63,7 +64,7 @@ def recent_counts(conn: sqlite3.Connection, item: str | None = None, limit: int 
     return [dict(r) for r in rows]
 
 
-def open_proposals(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def open_proposals(conn: Connection) -> list[dict[str, Any]]:
     """Proposals awaiting the owner's decision, oldest first."""
     rows = conn.execute(
         "SELECT p.proposal_id, p.item, p.quantity, p.total_cents, p.created_at, p.expires_at, i.unit "

@@ -15,19 +15,21 @@ new proposal for an item that is on order.
 """
 from __future__ import annotations
 
-import sqlite3
 from datetime import timedelta
 from typing import Any
 
 from .. import units
 from ..clock import from_text, to_text
 from ..errors import IllegalTransition, UnknownTarget
+from .connection import Connection, Row
 
 DEFAULT_LEAD_TIME_DAYS = 3
 
-_SELECT = ("SELECT o.proposal_id, o.item, o.quantity, o.state, o.approved_at, o.due_at, o.settled_at, o.settled_by, "
-           "o.event_id, o.card_chat, o.card_message, i.unit, a.action_id, a.state AS action_state, a.receipt, "
-           "a.reason AS action_reason FROM orders o JOIN items i USING (item) LEFT JOIN actions a USING (proposal_id) ")
+_COLUMNS = ("SELECT o.proposal_id, o.item, o.quantity, o.state, o.approved_at, o.due_at, o.settled_at, o.settled_by, "
+            "o.event_id, o.card_chat, o.card_message, i.unit, a.action_id, a.state AS action_state, a.receipt, "
+            "a.reason AS action_reason")
+_FROM = "FROM orders o JOIN items i USING (item) LEFT JOIN actions a USING (proposal_id) "
+_SELECT = f"{_COLUMNS} {_FROM}"
 
 
 def status_text(order: dict[str, Any]) -> str:
@@ -48,13 +50,13 @@ def describe(order: dict[str, Any]) -> str:
             f"{status_text(order)}")
 
 
-def _row(row: sqlite3.Row) -> dict[str, Any]:
+def _row(row: Row) -> dict[str, Any]:
     order = dict(row)
     order["status"] = status_text(order)
     return order
 
 
-def create(conn: sqlite3.Connection, proposal_id: int, item: str, quantity: int, now: str,
+def create(conn: Connection, proposal_id: int, item: str, quantity: int, now: str,
            lead_time_days: int = DEFAULT_LEAD_TIME_DAYS) -> None:
     """In the approval's transaction: the approved proposal's order is on order from now, due after the lead time."""
     due = to_text(from_text(now) + timedelta(days=lead_time_days))
@@ -62,32 +64,32 @@ def create(conn: sqlite3.Connection, proposal_id: int, item: str, quantity: int,
                  "VALUES (?, ?, ?, ?, ?, ?)", (proposal_id, item, quantity, now, due, now))
 
 
-def set_card(conn: sqlite3.Connection, proposal_id: int, chat_id: int, message_id: int, now: str) -> None:
+def set_card(conn: Connection, proposal_id: int, chat_id: int, message_id: int, now: str) -> None:
     """The message the order was approved on (its card), edited as the order moves on. Settled orders keep theirs."""
     conn.execute("UPDATE orders SET card_chat = ?, card_message = ?, updated_at = ? "
                  "WHERE proposal_id = ? AND state = 'on_order'", (chat_id, message_id, now, proposal_id))
 
 
-def get(conn: sqlite3.Connection, proposal_id: int) -> dict[str, Any] | None:
+def get(conn: Connection, proposal_id: int) -> dict[str, Any] | None:
     """One order (any state) with its action's state and the supplier's receipt, or None."""
     row = conn.execute(_SELECT + "WHERE o.proposal_id = ?", (proposal_id,)).fetchone()
     return _row(row) if row else None
 
 
-def open_orders(conn: sqlite3.Connection, item: str | None = None) -> list[dict[str, Any]]:
+def open_orders(conn: Connection, item: str | None = None) -> list[dict[str, Any]]:
     """Orders on order (all, or one item's), oldest first, each with `status` (where it stands with the supplier)."""
     where, args = ("WHERE o.state = 'on_order' AND o.item = ? ", (item,)) if item else ("WHERE o.state = 'on_order' ",
                                                                                           ())
     return [_row(r) for r in conn.execute(_SELECT + where + "ORDER BY o.proposal_id", args).fetchall()]
 
 
-def overdue(conn: sqlite3.Connection, now: str) -> list[dict[str, Any]]:
+def overdue(conn: Connection, now: str) -> list[dict[str, Any]]:
     """Orders still on order whose lead time has passed (`due_at <= now`), oldest first."""
     return [_row(r) for r in conn.execute(_SELECT + "WHERE o.state = 'on_order' AND o.due_at <= ? "
                                           "ORDER BY o.proposal_id", (now,)).fetchall()]
 
 
-def _settle(conn: sqlite3.Connection, proposal_id: int, state: str, by: str, now: str,
+def _settle(conn: Connection, proposal_id: int, state: str, by: str, now: str,
             event_id: int | None = None) -> None:
     cursor = conn.execute("UPDATE orders SET state = ?, settled_at = ?, settled_by = ?, event_id = ?, updated_at = ? "
                           "WHERE proposal_id = ? AND state = 'on_order'", (state, now, by, event_id, now, proposal_id))
@@ -95,7 +97,7 @@ def _settle(conn: sqlite3.Connection, proposal_id: int, state: str, by: str, now
         raise IllegalTransition(f"order #{proposal_id} is not on order; it cannot become {state.replace('_', ' ')}")
 
 
-def _stock_event(conn: sqlite3.Connection, item: str, kind: str, old: int, new: int, source: str | None,
+def _stock_event(conn: Connection, item: str, kind: str, old: int, new: int, source: str | None,
                  work_id: int | None, now: str) -> int:
     conn.execute("UPDATE items SET on_hand = ?, updated_at = ? WHERE item = ?", (new, now, item))
     return int(conn.execute("INSERT INTO stock_events (item, kind, old_on_hand, new_on_hand, source, work_id, "
@@ -103,7 +105,7 @@ def _stock_event(conn: sqlite3.Connection, item: str, kind: str, old: int, new: 
                             (item, kind, old, new, source, work_id, now)).fetchone()[0])
 
 
-def receive(conn: sqlite3.Connection, proposal_id: int, by: str, now: str,
+def receive(conn: Connection, proposal_id: int, by: str, now: str,
             counted: int | None = None) -> dict[str, Any]:
     """The owner's Received: without `counted` the ordered quantity is added to the stock; with it (the owner counted
     the stock after the delivery) the stock is set to `counted`. Either way one stock event of kind 'received', and
@@ -124,7 +126,7 @@ def receive(conn: sqlite3.Connection, proposal_id: int, by: str, now: str,
     return {**get(conn, proposal_id), "old_on_hand": old, "new_on_hand": new}   # type: ignore[dict-item]
 
 
-def not_arrived(conn: sqlite3.Connection, proposal_id: int, by: str, now: str) -> dict[str, Any]:
+def not_arrived(conn: Connection, proposal_id: int, by: str, now: str) -> dict[str, Any]:
     """The owner's Not arrived: the order no longer counts as on order (so the item may be proposed again); the stock
     is unchanged. Raises like `receive`."""
     order = get(conn, proposal_id)
@@ -136,14 +138,14 @@ def not_arrived(conn: sqlite3.Connection, proposal_id: int, by: str, now: str) -
     return get(conn, proposal_id)   # type: ignore[return-value]
 
 
-def cancel_for_action(conn: sqlite3.Connection, action_id: int, reason: str, now: str) -> int:
+def cancel_for_action(conn: Connection, action_id: int, reason: str, now: str) -> int:
     """The action failed or was voided: its order is not on order any more. Returns the orders cancelled (0 or 1)."""
     return conn.execute("UPDATE orders SET state = 'cancelled', settled_at = ?, settled_by = ?, updated_at = ? "
                         "WHERE state = 'on_order' AND proposal_id = (SELECT proposal_id FROM actions "
                         "WHERE action_id = ?)", (now, f"system:{reason}", now, action_id)).rowcount
 
 
-def count_stock(conn: sqlite3.Connection, item: str, counted: int, source: str, work_id: int | None,
+def count_stock(conn: Connection, item: str, counted: int, source: str, work_id: int | None,
                 now: str) -> tuple[int, int, str, int | None]:
     """A till count of one item. When the stock rose by at least the quantity of the item's open order (oldest
     first), the count is recorded as a 'restock' and that order is received by it; otherwise as a 'count'.
@@ -160,17 +162,17 @@ def count_stock(conn: sqlite3.Connection, item: str, counted: int, source: str, 
     return old, counted, kind, receipt["proposal_id"] if receipt else None
 
 
-def on_order_quantity(conn: sqlite3.Connection, item: str) -> int:
+def on_order_quantity(conn: Connection, item: str) -> int:
     """How much of `item` is on order (0 when nothing is)."""
     return conn.execute("SELECT coalesce(sum(quantity), 0) FROM orders WHERE item = ? AND state = 'on_order'",
                         (item,)).fetchone()[0]
 
 
-def restocked_after(conn: sqlite3.Connection, event_id: int) -> list[dict[str, Any]]:
+def restocked_after(conn: Connection, event_id: int) -> list[dict[str, Any]]:
     """Orders received by a till count (a 'restock' stock event) after `event_id`, in event order, each with
     `old_on_hand`, `new_on_hand` and the count's `source`."""
     rows = conn.execute(
-        _SELECT.replace("FROM orders o", ", e.old_on_hand, e.new_on_hand, e.source AS count_source FROM orders o")
-        + "JOIN stock_events e ON e.event_id = o.event_id WHERE o.state = 'received' AND e.kind = 'restock' "
+        f"{_COLUMNS}, e.old_on_hand, e.new_on_hand, e.source AS count_source {_FROM}"
+        "JOIN stock_events e ON e.event_id = o.event_id WHERE o.state = 'received' AND e.kind = 'restock' "
           "AND o.event_id > ? ORDER BY o.event_id", (event_id,)).fetchall()
     return [_row(r) for r in rows]

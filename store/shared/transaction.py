@@ -4,7 +4,6 @@ Sync on purpose: nothing inside a transaction may await a network call or a mode
 """
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -12,16 +11,17 @@ from typing import TYPE_CHECKING, Any
 from ..clock import from_text, to_text
 from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft, Status
 from . import actions, inbox, orders, outbox, producer_state, prompts, receipts, sales, shop, stats
+from .connection import Connection
 from .status import read_status
 
 if TYPE_CHECKING:
-    from .store import SqliteStore
+    from .store import BaseStore
 
 
-class SqliteTransaction:
+class Transaction:
     """The store's moves available inside one open write transaction (sync: no awaits inside a transaction)."""
 
-    def __init__(self, conn: sqlite3.Connection, now: str, store: SqliteStore) -> None:
+    def __init__(self, conn: Connection, now: str, store: BaseStore) -> None:
         self._conn = conn
         self._now = now                      # the store's text form, for the SQL
         self.at = from_text(now)             # the transaction's time, for callers (aware UTC)
@@ -60,7 +60,7 @@ class SqliteTransaction:
         self._store.tally(kind, by)
 
     def admit_answered(self, occurrence: Occurrence,
-                       answer: Callable[[SqliteTransaction, int], ReportDraft]) -> AdmitResult:
+                       answer: Callable[[Transaction, int], ReportDraft]) -> AdmitResult:
         return self._store._admit_answered(self._conn, occurrence, self._now, lambda work_id: answer(self, work_id))
 
     def add_receipt(self, chat_id: int, message_id: int, emoji: str) -> bool:
@@ -69,7 +69,7 @@ class SqliteTransaction:
     def unknown_reports(self) -> list[dict[str, Any]]:
         """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice
         is written about a notice's delivery: it shows in /pending and `shopbot status`)."""
-        return self._store._unknown_reports(self._conn)
+        return outbox.unknown_reports(self._conn)
 
     def status(self) -> Status:
         now = from_text(self._now)
@@ -119,7 +119,7 @@ class SqliteTransaction:
         return [r[0] for r in self._conn.execute(
             "SELECT state FROM deliveries WHERE report_id = ? ORDER BY part", (report_id,)).fetchall()]
 
-    # ---- on order (store/sqlite/orders.py) ------------------------------------------------------------------------
+    # ---- on order (store/shared/orders.py) ------------------------------------------------------------------------
     def order(self, proposal_id: int) -> dict[str, Any] | None:
         return orders.get(self._conn, proposal_id)
 

@@ -2,35 +2,35 @@
 what the till reads back.
 
 A producer reaches them through `tx.producers` inside `Store.atomic`, together with `tx.admit`, so its progress
-commits with the work it admits (C2). `SqliteStore` offers the reads outside a producer's transaction.
+commits with the work it admits (C2). The store offers the reads outside a producer's transaction.
 """
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 from typing import Any
 
 from ..clock import from_text, to_text
+from .connection import Connection
 
 COUNT_NOTICES = "count_notices"
 RESTOCK_NOTICES = "restock_notices"
 
 
 # ---- the clock producer --------------------------------------------------------------------------------------
-def get_cursor(conn: sqlite3.Connection, schedule: str) -> tuple[str | None, str | None]:
+def get_cursor(conn: Connection, schedule: str) -> tuple[str | None, str | None]:
     """(cursor, key refused for capacity) of a schedule; (None, None) for a schedule never seen."""
     row = conn.execute("SELECT cursor, refused_key FROM schedule_cursors WHERE schedule = ?", (schedule,)).fetchone()
     return (row["cursor"], row["refused_key"]) if row else (None, None)
 
 
-def set_cursor(conn: sqlite3.Connection, schedule: str, cursor: str, refused_key: str | None, now: str) -> None:
+def set_cursor(conn: Connection, schedule: str, cursor: str, refused_key: str | None, now: str) -> None:
     conn.execute(
         "INSERT INTO schedule_cursors (schedule, cursor, refused_key, updated_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (schedule) DO UPDATE SET cursor = excluded.cursor, refused_key = excluded.refused_key, "
         "updated_at = excluded.updated_at", (schedule, cursor, refused_key, now))
 
 
-def record_missed(conn: sqlite3.Connection, schedule: str, key: str, reason: str, fire_time: str | None,
+def record_missed(conn: Connection, schedule: str, key: str, reason: str, fire_time: str | None,
                   now: str) -> bool:
     """Record an occurrence that was not admitted; False when it was recorded before (the key decides)."""
     return conn.execute(
@@ -38,7 +38,7 @@ def record_missed(conn: sqlite3.Connection, schedule: str, key: str, reason: str
         "ON CONFLICT (schedule, key) DO NOTHING", (schedule, key, reason, fire_time, now)).rowcount == 1
 
 
-def missed_occurrences(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:
+def missed_occurrences(conn: Connection, limit: int = 20) -> list[dict[str, Any]]:
     """The most recently recorded missed occurrences, newest first: rows for `shopbot status`."""
     return [dict(r) for r in conn.execute(
         "SELECT schedule, key, reason, fire_time, recorded_at FROM missed_occurrences "
@@ -46,7 +46,7 @@ def missed_occurrences(conn: sqlite3.Connection, limit: int = 20) -> list[dict[s
 
 
 # ---- the stock watcher ---------------------------------------------------------------------------------------
-def stock_levels(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def stock_levels(conn: Connection) -> list[dict[str, Any]]:
     """Every item with its stock, what is on order, its position (on hand plus on order), reorder point and watch
     state (armed, episode)."""
     return [dict(r) for r in conn.execute(
@@ -60,24 +60,24 @@ def stock_levels(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         "ORDER BY i.item").fetchall()]
 
 
-def set_watch(conn: sqlite3.Connection, item: str, armed: bool, episode: int, now: str) -> None:
+def set_watch(conn: Connection, item: str, armed: bool, episode: int, now: str) -> None:
     conn.execute(
         "INSERT INTO stock_watch (item, armed, episode, updated_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (item) DO UPDATE SET armed = excluded.armed, episode = excluded.episode, "
         "updated_at = excluded.updated_at", (item, int(armed), episode, now))
 
 
-def get_mark(conn: sqlite3.Connection, name: str) -> int:
+def get_mark(conn: Connection, name: str) -> int:
     row = conn.execute("SELECT value FROM producer_marks WHERE name = ?", (name,)).fetchone()
     return row[0] if row else 0
 
 
-def set_mark(conn: sqlite3.Connection, name: str, value: int) -> None:
+def set_mark(conn: Connection, name: str, value: int) -> None:
     conn.execute("INSERT INTO producer_marks (name, value) VALUES (?, ?) "
                  "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
 
 
-def count_events_after(conn: sqlite3.Connection, event_id: int) -> list[dict[str, Any]]:
+def count_events_after(conn: Connection, event_id: int) -> list[dict[str, Any]]:
     """Stock set by till counts after `event_id`, oldest first: the old (expected) and new (counted) figures."""
     return [dict(r) for r in conn.execute(
         "SELECT e.event_id, e.item, i.unit, e.old_on_hand, e.new_on_hand, e.source FROM stock_events e "
@@ -86,11 +86,11 @@ def count_events_after(conn: sqlite3.Connection, event_id: int) -> list[dict[str
 
 
 # ---- the till ------------------------------------------------------------------------------------------------
-def item_names(conn: sqlite3.Connection) -> list[str]:
+def item_names(conn: Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT item FROM items ORDER BY item")]
 
 
-def work_with_report(conn: sqlite3.Connection, source: str) -> dict[str, Any] | None:
+def work_with_report(conn: Connection, source: str) -> dict[str, Any] | None:
     """A work item by its source identity, with its newest report (None until it has one)."""
     row = conn.execute("SELECT work_id, state FROM work WHERE source = ?", (source,)).fetchone()
     if row is None:
@@ -110,7 +110,7 @@ class ProducerState:
     COUNT_NOTICES = COUNT_NOTICES
     RESTOCK_NOTICES = RESTOCK_NOTICES
 
-    def __init__(self, conn: sqlite3.Connection, now: str) -> None:
+    def __init__(self, conn: Connection, now: str) -> None:
         self._conn = conn
         self._now = now
 

@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from .. import redaction
 from ..errors import IllegalTransition, UnknownTarget
 from ..records import Delivery, DeliveryState, ReportDraft
+from .connection import Connection, Row
+from .dialect import DialectSQL
 from .moves import move
 
 CAPTION_LIMIT = 1024   # Telegram: a photo's caption is at most 1,024 characters after entities parsing
 PART_LIMIT = 4000   # C7: parts of at most 4,000 UTF-16 code units of visible text (Telegram counts so; limit 4,096)
+# C7/C16: why a `sending` part became unknown when its sender's leader lease lapsed (each dialect's sweep_sending)
+UNKNOWN_REASON = "its sender's lease lapsed while it was sending: it may or may not have been sent"
 
 
 def chat_of(destination: str | None) -> int | None:
@@ -80,12 +83,12 @@ def identified(chunks: Sequence[str], report_id: str) -> list[str]:
     return [f"{chunk.rstrip()}\n\n{report_id} ({i}/{total})" for i, chunk in enumerate(chunks, start=1)]
 
 
-def next_generation(conn: sqlite3.Connection, anchor: int) -> int:
+def next_generation(conn: Connection, anchor: int) -> int:
     return conn.execute("SELECT coalesce(max(generation), 0) + 1 FROM reports WHERE anchor = ?",
                         (anchor,)).fetchone()[0]
 
 
-def insert_report(conn: sqlite3.Connection, work_ids: Sequence[int], draft: ReportDraft, now: str, *,
+def insert_report(conn: Connection, work_ids: Sequence[int], draft: ReportDraft, now: str, *,
                   run_id: str | None) -> str:
     """Insert a report for a turn (anchor = lowest work id, next generation), link it to every item of the turn,
     and queue its deliveries when the destination is a Telegram chat. The body is redacted first (configured
@@ -121,7 +124,7 @@ def insert_report(conn: sqlite3.Connection, work_ids: Sequence[int], draft: Repo
     return report_id
 
 
-def sent_message(conn: sqlite3.Connection, chat_id: int, message_id: int) -> dict[str, Any] | None:
+def sent_message(conn: Connection, chat_id: int, message_id: int) -> dict[str, Any] | None:
     """What a message the bot sent reads now (its latest send or edit, pending edits included): `text` without
     the identity line, `report_id`, and `buttons` as stored (JSON rows), or None when no delivery made it."""
     select = ("SELECT d.delivery_id, d.report_id, d.text, r.buttons FROM deliveries d JOIN reports r USING (report_id) "
@@ -139,7 +142,7 @@ def sent_message(conn: sqlite3.Connection, chat_id: int, message_id: int) -> dic
             "buttons": json.loads(row["buttons"]) if row["buttons"] else []}
 
 
-def _delivery(row: sqlite3.Row) -> Delivery:
+def _delivery(row: Row) -> Delivery:
     buttons = None
     if row["part"] == row["parts"] and row["buttons"]:
         buttons = tuple(tuple((label, data) for label, data in r) for r in json.loads(row["buttons"]))
@@ -161,50 +164,48 @@ def _reply_to(sources: str | None, chat_id: int) -> int | None:
     return max(ids) if ids else None
 
 
-_SELECT_DELIVERY = ("SELECT d.*, r.buttons, (SELECT group_concat(w.source) FROM report_items ri "
-                    "JOIN work w USING (work_id) WHERE ri.report_id = d.report_id AND w.source LIKE 'tg:%') "
-                    "AS sources FROM deliveries d JOIN reports r USING (report_id) ")
-
-
-def due_deliveries(conn: sqlite3.Connection, now: str, limit: int, skip_chats: Sequence[int] = ()) -> list[Delivery]:
+def due_deliveries(conn: Connection, sql: DialectSQL, now: str, limit: int,
+                   skip_chats: Sequence[int] = ()) -> list[Delivery]:
     """Pending deliveries that are due, oldest first, whose earlier parts are all confirmed (C7: a report's parts go
     in order and stop at the first part that is not confirmed)."""
     skip = tuple(skip_chats)
+    # an empty NOT IN () is SQLite's only: the clause is left out when no chat is skipped
+    skipped = f"AND d.chat_id NOT IN ({','.join('?' * len(skip))})" if skip else ""
     rows = conn.execute(
-        _SELECT_DELIVERY +
-        f"""WHERE d.state = 'pending' AND (d.not_before IS NULL OR d.not_before <= ?)
-              AND d.chat_id NOT IN ({','.join('?' * len(skip))})
+        f"""SELECT d.*, r.buttons, {sql.report_sources} AS sources FROM deliveries d JOIN reports r USING (report_id)
+            WHERE d.state = 'pending' AND (d.not_before IS NULL OR d.not_before <= ?)
+              {skipped}
               AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.report_id = d.report_id AND e.part < d.part
                               AND e.state != 'confirmed')
             ORDER BY d.delivery_id LIMIT ?""", (now, *skip, limit)).fetchall()
     return [_delivery(r) for r in rows]
 
 
-def next_wake(conn: sqlite3.Connection) -> str | None:
+def next_wake(conn: Connection) -> str | None:
     """The earliest not-before time among pending deliveries (for the relay's timed wake-up)."""
     return conn.execute("SELECT min(not_before) FROM deliveries WHERE state = 'pending' AND not_before IS NOT NULL"
                         ).fetchone()[0]
 
 
-def _move(conn: sqlite3.Connection, delivery_id: int, expect: str, new: str, now: str, **columns: object) -> None:
+def _move(conn: Connection, delivery_id: int, expect: str, new: str, now: str, **columns: object) -> None:
     move(conn, "deliveries", "delivery_id", delivery_id, expect, new, now, **columns)
 
 
-def mark_sending(conn: sqlite3.Connection, delivery_id: int, now: str) -> None:
+def mark_sending(conn: Connection, delivery_id: int, now: str) -> None:
     conn.execute("UPDATE deliveries SET attempts = attempts + 1 WHERE delivery_id = ?", (delivery_id,))
     _move(conn, delivery_id, "pending", "sending", now)
 
 
-def mark_confirmed(conn: sqlite3.Connection, delivery_id: int, receipt: str, now: str) -> None:
+def mark_confirmed(conn: Connection, delivery_id: int, receipt: str, now: str) -> None:
     _move(conn, delivery_id, "sending", "confirmed", now, receipt=receipt, reason=None)
 
 
-def mark_not_sent(conn: sqlite3.Connection, delivery_id: int, not_before: str | None, reason: str, now: str) -> None:
+def mark_not_sent(conn: Connection, delivery_id: int, not_before: str | None, reason: str, now: str) -> None:
     """sending -> pending: the request provably never reached Telegram, or 429 with a not-before time."""
     _move(conn, delivery_id, "sending", "pending", now, not_before=not_before, reason=reason)
 
 
-def _cascade(conn: sqlite3.Connection, delivery_id: int, state: str, reason: str, now: str) -> None:
+def _cascade(conn: Connection, delivery_id: int, state: str, reason: str, now: str) -> None:
     """Later parts of a refused report can never go out in order: they end the same way (through the legal moves)."""
     row = conn.execute("SELECT report_id, part FROM deliveries WHERE delivery_id = ?", (delivery_id,)).fetchone()
     later = "WHERE report_id = ? AND part > ? AND state = ?"
@@ -218,21 +219,21 @@ def _cascade(conn: sqlite3.Connection, delivery_id: int, state: str, reason: str
                   row["part"], source))
 
 
-def mark_failed(conn: sqlite3.Connection, delivery_id: int, reason: str, now: str) -> None:
+def mark_failed(conn: Connection, delivery_id: int, reason: str, now: str) -> None:
     _move(conn, delivery_id, "sending", "failed", now, reason=reason)
     _cascade(conn, delivery_id, "failed", reason, now)
 
 
-def mark_unknown(conn: sqlite3.Connection, delivery_id: int, reason: str, now: str) -> None:
+def mark_unknown(conn: Connection, delivery_id: int, reason: str, now: str) -> None:
     _move(conn, delivery_id, "sending", "unknown", now, reason=reason)
 
 
-def mark_denied(conn: sqlite3.Connection, delivery_id: int, reason: str, now: str) -> None:
+def mark_denied(conn: Connection, delivery_id: int, reason: str, now: str) -> None:
     _move(conn, delivery_id, "pending", "denied", now, reason=reason)
     _cascade(conn, delivery_id, "denied", reason, now)
 
 
-def sending_to_unknown(conn: sqlite3.Connection, now: str) -> list[int]:
+def sending_to_unknown(conn: Connection, now: str) -> list[int]:
     """C7/C10: a delivery found in `sending` at startup may or may not have reached Telegram."""
     rows = conn.execute("UPDATE deliveries SET state = 'unknown', updated_at = ?, "
                         "reason = 'the process stopped while sending' WHERE state = 'sending' RETURNING delivery_id",
@@ -240,21 +241,23 @@ def sending_to_unknown(conn: sqlite3.Connection, now: str) -> list[int]:
     return sorted(r[0] for r in rows)
 
 
-def unknown_reports(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def unknown_reports(conn: Connection) -> list[dict[str, Any]]:
+    # grouped by every column shown (a report's parts share its chat, anchor and body): PostgreSQL refuses bare ones
     rows = conn.execute(
         "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
         "w.kind AS kind, substr(r.body, 1, 80) AS preview, r.created_at AS created_at "
         "FROM deliveries d JOIN reports r USING (report_id) JOIN work w ON w.work_id = r.anchor "
-        "WHERE d.state = 'unknown' GROUP BY d.report_id ORDER BY min(d.delivery_id)").fetchall()
+        "WHERE d.state = 'unknown' GROUP BY d.report_id, d.chat_id, w.kind, r.body, r.created_at "
+        "ORDER BY min(d.delivery_id)").fetchall()
     return [dict(r) for r in rows]
 
 
-def has_unknown(conn: sqlite3.Connection, report_id: str) -> bool:
+def has_unknown(conn: Connection, report_id: str) -> bool:
     return conn.execute("SELECT 1 FROM deliveries WHERE report_id = ? AND state = 'unknown'",
                         (report_id,)).fetchone() is not None
 
 
-def resolve(conn: sqlite3.Connection, report_id: str, decision: str, by: str, now: str) -> list[int]:
+def resolve(conn: Connection, report_id: str, decision: str, by: str, now: str) -> list[int]:
     """C8: record the decision for every unknown part of the report and apply it: `resend` puts the part back to
     pending (it is sent once more), `delivered` confirms it without a receipt. Returns the deliveries moved."""
     if decision not in ("resend", "delivered"):
@@ -280,7 +283,7 @@ def resolve(conn: sqlite3.Connection, report_id: str, decision: str, by: str, no
     return ids
 
 
-def mark_all_unknown_after_restore(conn: sqlite3.Connection, now: str) -> int:
+def mark_all_unknown_after_restore(conn: Connection, now: str) -> int:
     """After a restore nothing non-terminal is known to be unsent: pending and sending become unknown (via sending),
     so nothing is resent silently; the owner or operator decides."""
     n = conn.execute("UPDATE deliveries SET state = 'sending', updated_at = ? WHERE state = 'pending'",

@@ -10,10 +10,10 @@ keeps the two apart. `Database` calls the `CommitHooks` methods from its connect
 """
 from __future__ import annotations
 
-import sqlite3
 import threading
 
 from . import inbox
+from .connection import Connection
 
 FLUSH_S = 1.0
 
@@ -42,14 +42,15 @@ class Tallies:
             return bool(self._counts)
 
     # ---- CommitHooks (called in the connection thread, inside the transaction) ---------------------------
-    def before_commit(self, conn: sqlite3.Connection) -> None:
+    def before_commit(self, conn: Connection) -> None:
         with self._lock:
             due = {k: n - self._in_flight.get(k, 0) for k, n in self._counts.items()}
         for (minute, kind), n in due.items():
             if n > 0:
                 conn.execute(
                     "INSERT INTO counters (minute, kind, count) VALUES (?, ?, ?) "
-                    "ON CONFLICT (minute, kind) DO UPDATE SET count = count + excluded.count", (minute, kind, n))
+                    "ON CONFLICT (minute, kind) DO UPDATE SET count = counters.count + excluded.count",
+                    (minute, kind, n))
                 self._in_flight[(minute, kind)] = self._in_flight.get((minute, kind), 0) + n
 
     def committed(self) -> None:

@@ -1,13 +1,12 @@
 """C14: arrival rate, mean time in system and mean open items of agent work over a window (Little's law)."""
 from __future__ import annotations
 
-import sqlite3
-
 from ..clock import from_text
 from ..records import Stats
+from .connection import Connection
 
 
-def window(conn: sqlite3.Connection, start: str, end: str) -> Stats:
+def window(conn: Connection, start: str, end: str) -> Stats:
     """L is the time-average of open items over [start, end]; λ the accepted arrivals in the window per second; W
     the mean time in system of those arrivals (an item still open at `end` counts until `end`)."""
     t0, t1 = from_text(start), from_text(end)

@@ -2,13 +2,12 @@
 never both win), and the database's triggers refuse any move the contracts do not list."""
 from __future__ import annotations
 
-import sqlite3
-
 from .. import redaction
 from ..errors import IllegalTransition
+from .connection import Connection
 
 
-def move(conn: sqlite3.Connection, table: str, key: str, row_id: int, expect: str, new: str, now: str,
+def move(conn: Connection, table: str, key: str, row_id: int, expect: str, new: str, now: str,
          **columns: object) -> None:
     reason = columns.get("reason")
     if isinstance(reason, str):    # outside error text: no secret is stored (store/redaction.py)

@@ -1,0 +1,20 @@
+"""PostgreSQL's words for what differs between the dialects (store/shared/dialect.py names each)."""
+from __future__ import annotations
+
+from ..shared.dialect import DialectSQL
+
+POSTGRES = DialectSQL(
+    report_sources=("(SELECT string_agg(w.source, ',') FROM report_items ri JOIN work w USING (work_id) "
+                    "WHERE ri.report_id = d.report_id AND w.source LIKE 'tg:%')"),
+    # the planner takes the partial indexes (work_open, deliveries_open) for these on its own
+    oldest_open={
+        "work": "SELECT min(work_id) FROM work WHERE state IN ('pending', 'running')",
+        "deliveries": "SELECT min(delivery_id) FROM deliveries WHERE state IN ('pending', 'sending', 'unknown')",
+    },
+    prune_operations=(
+        "DELETE FROM operations WHERE op_id IN ("
+        "SELECT o.op_id FROM operations o JOIN runs r ON r.run_id = o.run_id "
+        "WHERE r.ended_at IS NOT NULL AND r.ended_at < ? "
+        "AND NOT EXISTS (SELECT 1 FROM proposals p WHERE p.run_id = r.run_id) "
+        "AND NOT EXISTS (SELECT 1 FROM drafts d WHERE d.run_id = r.run_id) ORDER BY o.op_id LIMIT ?)"),
+)

@@ -1,0 +1,25 @@
+"""The SQL whose text differs between SQLite and PostgreSQL, named once: each dialect writes every field in its own
+words, in one place (store/sqlite/dialect.py, store/postgres/dialect.py), and its store hands it to the shared
+queries that need it. Nothing rewrites SQL at run time; a field missing from a dialect is a TypeError at import.
+
+What differs is small on purpose: string aggregation, the planner hints SQLite needs (PostgreSQL's planner chooses
+on its own), and the guarded statements of PostgreSQL (store/postgres/guards.py, where SQLite's single writer makes
+the shared statement whole). Placeholders follow each driver's paramstyle: `?` and `:name` in the SQL of store/;
+psycopg's `%s` and `%(name)s` are made from them by store/postgres/connection.py `paramstyle` (the placeholder
+marks only, nothing else of the statement).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DialectSQL:
+    # An expression: the `tg:` sources of delivery `d`'s report joined by ',' (the message a first part replies to).
+    report_sources: str
+    # The oldest open row of each tallied table (metrics), read through its partial index.
+    oldest_open: Mapping[str, str]
+    # Retention: one batch of old journal rows (operations of ended runs with no proposal or draft), oldest first;
+    # parameters (cutoff, batch).
+    prune_operations: str
