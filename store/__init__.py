@@ -3,7 +3,7 @@ errors, the clock, the fault points, and `open_store`, which opens the configure
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import faults, units
+from . import asks, faults, units
 from .clock import Clock, ManualClock, SystemClock, from_text, parse_clock, to_text
 from .destination import Destination, telegram_chat
 from .errors import (
@@ -119,6 +119,8 @@ __all__ = [
     "SqliteStore", "InstanceLock", "restore", "backup_before_migration",
     # the named fault points (kill points) the drills arm
     "faults",
+    # what the owner is asked and the answers a press may carry (C8)
+    "asks",
     # words that agree with numbers (`1 tub`, `2 tubs`): every layer's texts use them
     "units",
     # time

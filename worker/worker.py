@@ -31,6 +31,7 @@ from store import (
     StoreError,
     Transaction,
     WorkKind,
+    asks,
     faults,
     from_text,
     telegram_chat,
@@ -453,8 +454,8 @@ class Worker:
             for proposal in open_ones:
                 nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
                                       from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
-                suffix = f" #{proposal['proposal_id']}" if len(open_ones) > 1 else ""
-                rows.append([(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")])
+                subject = f"#{proposal['proposal_id']}" if len(open_ones) > 1 else ""
+                rows.append(asks.answers("proposal", nonce, subject))
             mine = {str(p["proposal_id"]) for p in found}
             rows.extend(offered_buttons(tx, [(k, t) for k, t in offers if (k, t) not in
                                              {("proposal", m) for m in mine}], chat_id))
@@ -479,7 +480,7 @@ class Worker:
                 if proposal["state"] == "awaiting_approval":
                     nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
                                              from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
-                    buttons = [[("Approve", f"approve:{nonce}"), ("Reject", f"reject:{nonce}")]]
+                    buttons = [asks.answers("proposal", nonce)]
                 tx.admit_answered(
                     Occurrence(f"notice:proposal:{proposal['proposal_id']}", "notice:proposal", text, WorkKind.NOTICE,
                                destination),
@@ -526,20 +527,18 @@ def offered_buttons(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id:
             if order is None or order["state"] != "on_order":
                 continue
             nonce = tx.create_prompt("order", target, chat_id)
-            row = [(f"Received #{target}", f"received:{nonce}")]
-            if from_text(order["due_at"]) <= tx.at:
-                row.append((f"Not arrived #{target}", f"not_arrived:{nonce}"))
-            rows.append(row)
+            late = from_text(order["due_at"]) <= tx.at
+            rows.append(asks.answers("order", nonce, f"#{target}", verbs=None if late else ("received",)))
         elif kind == "proposal":
             proposal = tx.proposal(int(target))
             if proposal is None or proposal["state"] != "awaiting_approval":
                 continue
             nonce = tx.create_prompt("proposal", target, chat_id,
                                      from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
-            rows.append([(f"Approve #{target}", f"approve:{nonce}"), (f"Reject #{target}", f"reject:{nonce}")])
+            rows.append(asks.answers("proposal", nonce, f"#{target}"))
         elif kind == "unknown" and tx.unknown_prompt_open(target):
             nonce = tx.create_prompt("unknown", target, chat_id)
-            rows.append([(f"Resend {target}", f"resend:{nonce}"), (f"I have it {target}", f"delivered:{nonce}")])
+            rows.append(asks.answers("unknown", nonce, target))
     return rows
 
 

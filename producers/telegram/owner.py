@@ -19,6 +19,7 @@ from store import (
     Transaction,
     UnknownTarget,
     WorkKind,
+    asks,
     from_text,
     units,
 )
@@ -117,19 +118,19 @@ def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", u
         nonce = tx.create_prompt("forget", Destination.telegram(chat_id), chat_id)
         return ReportDraft("Forget this conversation? I will delete what I remember of it and cancel requests "
                            "still waiting. Replies already sent stay in the records.", destination=destination,
-                           buttons=[[("Forget it", f"forget:{nonce}"), ("Keep it", f"keep:{nonce}")]])
+                           buttons=[asks.answers("forget", nonce)])
     return ReportDraft(HELP, destination=destination)
 
 
 PENDING_LIMIT = 10      # of each kind; the rest is counted
 
 
-def proposal_buttons(tx: Transaction, proposal: dict, chat_id: int, suffix: str = ""
+def proposal_buttons(tx: Transaction, proposal: dict, chat_id: int, subject: str = ""
                      ) -> list[list[tuple[str, str]]]:
     """Approve / Reject for a proposal awaiting approval: a fresh nonce that expires with the proposal."""
     nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
                               from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
-    return [[(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")]]
+    return [asks.answers("proposal", nonce, subject)]
 
 
 def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = None) -> ReportDraft:
@@ -154,7 +155,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
         for p in proposals[:PENDING_LIMIT]:
             lines.append(f"- #{p['proposal_id']} {p['item']}: {units.count(p['quantity'], p['unit'])} for "
                          f"{rules.money(p['total_cents'])}")
-            buttons += proposal_buttons(tx, p, chat_id, f" #{p['proposal_id']}")
+            buttons += proposal_buttons(tx, p, chat_id, f"#{p['proposal_id']}")
         more(proposals)
     if unknown:
         lines.append("Replies that may not have arrived:")
@@ -194,21 +195,17 @@ def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply:
 def unknown_buttons(tx: Transaction, report_id: str, chat_id: int) -> list[list[tuple[str, str]]]:
     """Resend / I have it for a reply that may not have arrived (C8): a fresh random nonce stored with its target."""
     nonce = tx.create_prompt("unknown", report_id, chat_id)
-    return [[("Resend", f"resend:{nonce}"), ("I have it", f"delivered:{nonce}")]]
+    return [asks.answers("unknown", nonce)]
 
 
 def order_buttons(tx: Transaction, proposal_id: int, chat_id: int, *, not_arrived: bool = False
                   ) -> list[list[tuple[str, str]]]:
     """Received (and, once the lead time passed, Not arrived) for an order on order: a fresh nonce per message."""
     nonce = tx.create_prompt("order", str(proposal_id), chat_id)
-    row = [("Received", f"received:{nonce}")]
-    if not_arrived:
-        row.append(("Not arrived", f"not_arrived:{nonce}"))
-    return [row]
+    return [asks.answers("order", nonce, verbs=None if not_arrived else ("received",))]
 
 
-VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"},
-         "order": {"received", "not_arrived"}, "setting": {"apply", "keep"}}
+VERBS = asks.VERBS      # the questions and their answers are one grammar (store/asks.py)
 
 
 @dataclass(frozen=True)
@@ -279,7 +276,7 @@ def _setting_press(tx: Transaction, nonce: str, verb: str, target: str, by: str)
 def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> Outcome:
     """C8: a press counts only for a known prompt, from the chat it went to, while its target still awaits this
     decision; anything else is 'no longer valid' and changes nothing."""
-    verb, _, nonce = press.data.partition(":")
+    verb, nonce = asks.parse_press(press.data)
     prompt = tx.prompt(nonce) if nonce else None
     if (prompt is None or prompt.chat_id != press.chat_id or prompt.decided_at is not None
             or verb not in VERBS.get(prompt.kind, ())
