@@ -44,7 +44,8 @@ def configuration_md() -> str:
              "the bot starts: each problem is one line naming the key, the bad value (never a secret's) and what is "
              "expected, all of them at once, and the command exits with code 2. An unknown `SHOPBOT_` key is "
              "refused, so a typo never falls back to a default silently. Secrets are never shown in the log, in "
-             "`shopbot status` or in an error."]
+             "`shopbot status` or in an error. [running.md](running.md#settings-that-shape-behaviour) says what the "
+             "pacing, debounce and typing settings do."]
     for kind, s in _declared():
         if s.section:
             lines += ["", f"## {s.section}", "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]

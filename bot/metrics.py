@@ -9,8 +9,9 @@ Two sources, one page:
   run or stopped.
 
 Every name starts with `shopbot_`. No label carries user data (no chat or sender ids, no texts, no till-made names,
-no error texts): labels are states, kinds and outcomes made by the code, so cardinality stays bounded. The README
-lists every metric with what to alert on (tests/test_metrics.py keeps that list in step with this page).
+no error texts): labels are states, kinds and outcomes made by the code, so cardinality stays bounded.
+docs/operations.md lists every metric with what to alert on (tests/integration/test_metrics.py keeps that list in
+step with this page).
 """
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ class Metrics:
     def observe_model(self, outcome: str, seconds: float, tokens_in: int = 0, tokens_out: int = 0,
                       tokens_cached: int = 0) -> None:
         self.model_calls.labels(outcome).observe(seconds)
-        if tokens_cached:   # of the input tokens, those served from the provider's prompt cache (C18)
+        if tokens_cached:   # of the input tokens, those served from the provider's prompt cache
             self.model_tokens.labels("cached").inc(tokens_cached)
         if tokens_in:
             self.model_tokens.labels("input").inc(tokens_in)

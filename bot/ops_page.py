@@ -152,7 +152,7 @@ class OpsPage:
         if not hmac.compare_digest(given, self._token):
             if (more := self._refusals.refused()) is not None:
                 log.warning("operator page: login refused from %s%s", address, more)
-            self.store.tally("ops_login_refused")  # in memory: a flood of guesses costs no commit (C1)
+            self.store.tally("ops_login_refused")  # in memory: a flood of guesses costs no commit
             if len(self._failed) >= MAX_ADDRESSES and address not in self._failed:
                 self._failed.pop(next(iter(self._failed)))
             self._failed[address] = (failures + 1, now + min(MAX_WAIT_S, FIRST_WAIT_S * 2 ** failures))

@@ -504,7 +504,7 @@ class Insights(Protocol):
     async def status(self, window_seconds: float = 3600.0) -> Status:
         """Counts per state, oldest pending age, unknown and failed items, actions, counters, missed occurrences,
         Little's law over the window, the processes sharing the store and who holds each leader lease (C16);
-        `Status.to_json()` is the shape README documents for `status --json`."""
+        `Status.to_json()` is the shape docs/operations.md documents for `status --json`."""
 
     async def reports(self, limit: int = 20) -> list[ReportView]:
         """The latest reports, newest first, with their items' work ids and source identities and their parts'

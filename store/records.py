@@ -161,7 +161,7 @@ class Stats:
         return abs(self.l - self.lam_w) <= 0.05 * self.l if self.l else self.lam_w == 0
 
     def to_json(self) -> dict[str, Any]:
-        """The `littles_law` object of `status --json` (README)."""
+        """The `littles_law` object of `status --json` (docs/operations.md)."""
         return {"window_seconds": self.window_seconds, "lambda_per_s": self.lam, "W_s": self.w, "L": self.l,
                 "lambda_W": self.lam_w, "arrivals": self.arrivals, "refused": self.refused}
 
@@ -423,7 +423,8 @@ class StatusExtra(_Record):
 
 @dataclass(frozen=True)
 class Status(_Record):
-    """`Insights.status()` and `Transaction.status()`; `to_json()` is exactly `shopbot status --json` (README)."""
+    """`Insights.status()` and `Transaction.status()`; `to_json()` is exactly `shopbot status --json`
+    (docs/operations.md)."""
     work: WorkCounts
     agent_work: WorkCounts
     deliveries: DeliveryCounts
@@ -483,7 +484,7 @@ class PartView(_Record):
 
 @dataclass(frozen=True)
 class ReportView(_Record):
-    """One row of `Insights.reports()`; `to_json()` is one element of `shopbot reports --json` (README)."""
+    """One row of `Insights.reports()`; `to_json()` is one element of `shopbot reports --json` (docs/operations.md)."""
     report: str
     work: tuple[int, ...]           # the work ids of the items the report answers
     sources: tuple[str, ...]        # their source identities, in the same order

@@ -89,7 +89,7 @@ class Suggestion:
     reason: str
 
     def to_json(self) -> dict[str, Any]:
-        """The shape `shopbot reorder-suggestions --json` prints (README)."""
+        """The shape `shopbot reorder-suggestions --json` prints (docs/owner-guide.md)."""
         return {"item": self.item, "days": self.days,
                 "daily_mean": None if self.daily_mean is None else round(self.daily_mean, 3),
                 "daily_sd": None if self.daily_sd is None else round(self.daily_sd, 3),

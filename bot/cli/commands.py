@@ -1,4 +1,5 @@
-"""The operator's command line: `shopbot <command>`. Every command has help and appears in the README."""
+"""The operator's command line: `shopbot <command>`. Every command has help, a line in the README's table and its
+full description in docs/running.md (tests/unit/test_docs.py)."""
 from __future__ import annotations
 
 import argparse
@@ -438,12 +439,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="then VACUUM to shrink the file (holds the write lock meanwhile; best with the bot stopped)")
     p = add("restore", "copy a backup in (the bot must be stopped); unsent deliveries become unknown")
     p.add_argument("path")
-    p = add("resolve", "decide about a report that may not have arrived (C8)")
+    p = add("resolve", "decide about a report that may not have arrived: resend it or mark it delivered")
     p.add_argument("report", help="report identity, e.g. r12.1")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--resend", action="store_true", help="send it once more")
     group.add_argument("--delivered", action="store_true", help="the owner has it: record it as delivered")
-    p = add("forget", "delete a conversation's agent history and cancel its waiting work (C12)")
+    p = add("forget", "delete a conversation's agent history and cancel its waiting work")
     p.add_argument("--session", required=True, help="e.g. tg:42")
     p = add("actions", "list supplier actions with their state; release or void a quarantined one")
     p.add_argument("decision", nargs="?", choices=["release", "void", "delivered", "resend"],

@@ -71,7 +71,7 @@ from .tallies import FLUSH_S, Tallies
 from .transaction import Transaction
 
 DEFAULT_CAPACITY = 100
-DEFAULT_DEBOUNCE_MS = 300     # see README: long enough for a double tap or a burst of short messages
+DEFAULT_DEBOUNCE_MS = 300     # docs/running.md: long enough for a double tap or a burst of short messages
 DEFAULT_ATTEMPT_CAP = 3
 DEFAULT_LEASE_S = 30.0        # SHOPBOT_LEASE_S: a claim's lease where claims are leases (PostgreSQL, C15)
 

@@ -1,4 +1,5 @@
-"""The public JSON of `shopbot status --json` and `shopbot reports --json` keeps the shapes the README documents."""
+"""The public JSON of `shopbot status --json` and `shopbot reports --json` keeps the shapes docs/operations.md
+documents."""
 from __future__ import annotations
 
 import json
@@ -8,14 +9,14 @@ from pathlib import Path
 from tests.integration.test_cli import shopbot
 from tests.support import ROOT
 
-OPEN_MAPS = {"$.counters", "$.actions"}     # kind or state -> count, holding only what was seen (README)
+OPEN_MAPS = {"$.counters", "$.actions"}     # kind or state -> count, holding only what was seen (docs/operations.md)
 
 
 def documented(name: str) -> object:
-    """The JSON example under `<!-- shape: name -->` in the README."""
-    readme = (ROOT / "README.md").read_text()
-    found = re.search(rf"<!-- shape: {name} -->\n```json\n(.*?)\n```", readme, flags=re.S)
-    assert found, f"the README documents no shape for {name}"
+    """The JSON example under `<!-- shape: name -->` in docs/operations.md."""
+    page = (ROOT / "docs" / "operations.md").read_text()
+    found = re.search(rf"<!-- shape: {name} -->\n```json\n(.*?)\n```", page, flags=re.S)
+    assert found, f"docs/operations.md documents no shape for {name}"
     return json.loads(found.group(1))
 
 

@@ -32,14 +32,18 @@ async def until(check, timeout: float = 5.0) -> None:
 async def test_formerly_bug_a_flood_of_bad_till_tokens_makes_no_commit_per_request(till, store, raw):  # noqa: F811
     commits, version = store.db.commits, data_version(raw)
     bad = {"Authorization": "Bearer not-a-till-token-at-all"}
+    began = time.monotonic()
     answers = await asyncio.gather(*(till.post("/till/counts", json={"request_id": f"r{i}", "counts": {"vanilla": 1}},
                                                headers=bad) for i in range(100)))
+    flood_s = time.monotonic() - began
     assert {a.status_code for a in answers} == {401}
-    assert store.db.commits == commits and data_version(raw) == version     # 100 refusals, not one commit
-    assert stored(raw, "till_unauthorized") == 0
-    assert (await store.status()).counters["till_unauthorized"] == 100   # but counted
+    # 100 refusals, no commit per request: at most the once-a-second flush ran during the flood (on a loaded machine
+    # the 100 posts may take more than a second, so the bound follows the flood's length, never the request count)
+    assert store.db.commits - commits <= int(flood_s) + 1 < 100
+    assert (await store.status()).counters["till_unauthorized"] == 100     # every refusal counted, flushed or not
     await until(lambda: stored(raw, "till_unauthorized") == 100)            # flushed within about a second
-    assert store.db.commits == commits + 1                                  # in one commit
+    assert store.db.commits - commits <= int(time.monotonic() - began) + 1  # a commit a second at most
+    assert data_version(raw) != version
 
 
 async def test_counts_ride_along_with_the_next_commit(store, raw):

@@ -1,9 +1,12 @@
-"""The docs stay honest: every CLI command has help and is in the README; .env.example lists every config key; every
-source or test path (and test name) the docs give exists."""
+"""The docs stay honest: the README stays short and keeps its two commands; every CLI command has help and a line
+in the README's table with a link to where it is described; every link between the docs resolves (file and
+heading) and none points outside the repository; .env.example lists every config key; every source or test path
+(and test name) the docs give exists."""
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -12,14 +15,110 @@ from bot import config, config_docs
 from bot.cli.commands import COMMANDS, build_parser
 from tests.support import ROOT
 
+README_MAX_LINES = 150
+README_COMMANDS = ("make demo   # sets up .venv and plays a scripted day end to end: local Telegram Bot API, offline "
+                   "model, no token, no key\n"
+                   "make test   # sets up .venv, lints (ruff) and runs every test (this is what CI runs: .ci/run)\n")
+
+
+def test_the_readme_is_short_and_starts_with_its_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= README_MAX_LINES, "move detail into a page under docs/"
+    assert f"```sh\n{README_COMMANDS}```" in readme
+
+
+_LINK = re.compile(r"\[[^\]]*\]\((?P<target>[^)\s]+)\)")
+_COMMAND_ROW = re.compile(r"^\| `shopbot (?P<name>[a-z-]+)[^|]*\|.*\|$", flags=re.M)
+
+
+def command_rows(readme: str) -> dict[str, list[str]]:
+    """Each command of the README's table, with the links on its row."""
+    rows: dict[str, list[str]] = {}
+    for row in _COMMAND_ROW.finditer(readme):
+        rows.setdefault(row["name"], []).extend(m["target"] for m in _LINK.finditer(row[0]))
+    return rows
+
+
+def undocumented_commands(readme: str, names: Iterable[str]) -> list[str]:
+    """The commands without a row of their own that links to a page under docs/ (links are checked below)."""
+    rows = command_rows(readme)
+    return [name for name in names
+            if not any(target.startswith("docs/") for target in rows.get(name, []))]
+
 
 def test_every_command_is_documented_with_help():
     readme = (ROOT / "README.md").read_text()
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
+    assert undocumented_commands(readme, COMMANDS) == []
+    full = (ROOT / "docs" / "running.md").read_text()       # the commands' full descriptions
     for name in COMMANDS:
-        assert f"`shopbot {name}" in readme, f"shopbot {name} is not in the README"
+        assert f"`shopbot {name}" in full, f"shopbot {name} is not described in docs/running.md"
         assert sub.choices[name].description, f"shopbot {name} has no help"
+
+
+def test_a_command_without_a_row_or_a_link_is_caught():
+    """Negative control: a command missing from the table, one whose row has no link into docs/, and one right."""
+    readme = ("| `shopbot run [--drain]` | runs ([running](docs/running.md#operator-commands)) |\n"
+              "| `shopbot check` | checks (see running.md) |\n"
+              "`shopbot status` is mentioned outside the table.\n")
+    assert undocumented_commands(readme, ["run", "check", "status"]) == ["check", "status"]
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's anchors of a Markdown page's headings (outside code fences): lower case, punctuation dropped, spaces
+    as hyphens."""
+    anchors, fenced = set(), False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (heading := re.match(r"#{1,6} (.*)", line)):
+            anchors.add(re.sub(r"[^\w\- ]", "", heading[1].strip().lower()).replace(" ", "-"))
+    return anchors
+
+
+def broken_links(text: str, page: Path, root: Path) -> list[str]:
+    """Every relative link of `page` whose file or heading is missing, or that leaves the repository."""
+    broken = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for match in _LINK.finditer(line):
+            target = match["target"]
+            if re.match(r"[a-z]+:", target):
+                continue                                        # https:, mailto:: not ours to check
+            file, _, anchor = target.partition("#")
+            where = (page.parent / file).resolve() if file else page.resolve()
+            if not where.is_relative_to(root.resolve()):
+                broken.append(f"{page.name}:{number}: {target} leaves the repository")
+            elif not where.exists():
+                broken.append(f"{page.name}:{number}: no such file {target}")
+            elif anchor and (where.suffix != ".md" or anchor not in _anchors(where.read_text())):
+                broken.append(f"{page.name}:{number}: no heading #{anchor} in {file or page.name}")
+    return broken
+
+
+_TEAM_FOLDER = re.compile(r"(?:\.\./|/work/)shared\b")    # the team's notes beside the clone, not store/shared
+LINKED_DOCS = ("README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")))
+
+
+@pytest.mark.parametrize("doc", LINKED_DOCS)
+def test_every_link_in_the_docs_resolves_inside_the_repository(doc):
+    text = (ROOT / doc).read_text()
+    assert broken_links(text, ROOT / doc, ROOT) == []
+    assert not _TEAM_FOLDER.search(text), f"{doc} points at the team's shared folder, which is not part of the product"
+
+
+def test_a_planted_broken_link_is_caught():
+    """Negative control: a missing file, a missing heading, a link out of the repository, and links that are right
+    (a page's heading, a heading of the same page, an outside URL, a file that is not Markdown)."""
+    text = ("[a](docs/nothing.md) [b](docs/running.md#no-such-heading) [c](../shared/DESIGN.md)\n"
+            "[d](docs/running.md#the-shop-file) [e](#where-to-read-on) [f](https://example.org/x#y) [g](Makefile)\n")
+    assert broken_links(text, ROOT / "README.md", ROOT) == [
+        "README.md:1: no such file docs/nothing.md",
+        "README.md:1: no heading #no-such-heading in docs/running.md",
+        "README.md:1: ../shared/DESIGN.md leaves the repository",
+    ]
+    assert _TEAM_FOLDER.search("see /work/shared/DESIGN.md") and _TEAM_FOLDER.search("`../shared/notes`")
+    assert not _TEAM_FOLDER.search("store/shared/inbox.py and `store/shared/`")
 
 
 def test_env_example_matches_the_config_keys():
