@@ -30,7 +30,7 @@ from functools import partial
 from typing import Any
 
 from producers.telegram.owner import edit_order_card, order_buttons
-from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind, units
+from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind, telegram_chat, units
 
 log = logging.getLogger("shopbot.stock")
 
@@ -143,9 +143,9 @@ class StockWatcher:
 
     def _overdue(self, tx: Transaction) -> tuple[str, ...]:
         destination = self.destination
-        if not destination or not destination.startswith("tg:"):
+        chat_id = telegram_chat(destination)
+        if chat_id is None:
             return ()
-        chat_id = int(destination[3:])
         admitted = []
         for order in tx.overdue_orders():
             text = overdue_notice(order)
