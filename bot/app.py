@@ -60,6 +60,7 @@ from store import (
     open_store,
     parse_clock,
     telegram_chat,
+    to_text,
     units,
 )
 from worker.agent_loop import Limits
@@ -119,7 +120,8 @@ class App:
         await store.listen()      # PostgreSQL: other processes' commits wake this one's parts at once (a hint)
         owner_chat = Destination.telegram(cfg.owner_chat_id) if cfg.owner_chat_id else None
         health = Health()
-        metrics = Metrics(lambda: self._parts_up(health), start_mark=store.now())   # turns count from here
+        metrics = Metrics(lambda: self._parts_up(health),
+                          start_mark=to_text(store.clock.now()))   # turns count from here
         sender = bot = typing = progress = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
@@ -274,9 +276,13 @@ class App:
                     "ingress", lead["poller"].run(lambda fence: ingress.poll()))))
             if p.relay:
                 relay, receipts = p.relay, p.receipts
+
+                def stop_relays() -> None:
+                    relay.stop()
+                    if receipts:
+                        receipts.stop()
                 tasks.create_task(self._supervised("relay", lead["relay"].run(
-                    lambda fence: side_by_side(relay.run(), receipts.run() if receipts else None),
-                    lambda: (relay.stop(), receipts.stop() if receipts else None))))
+                    lambda fence: side_by_side(relay.run(), receipts.run() if receipts else None), stop_relays)))
             if p.actions:
                 actions = p.actions
                 tasks.create_task(self._restarting(

@@ -144,7 +144,7 @@ class StockWatcher:
     def _overdue(self, tx: Transaction) -> tuple[str, ...]:
         destination = self.destination
         chat_id = telegram_chat(destination)
-        if chat_id is None:
+        if chat_id is None or destination is None:
             return ()
         admitted = []
         for order in tx.overdue_orders():

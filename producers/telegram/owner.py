@@ -5,8 +5,10 @@ through the outbox; only the callback answer itself (the button's little spinner
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from store import (
@@ -125,7 +127,7 @@ def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", u
 PENDING_LIMIT = 10      # of each kind; the rest is counted
 
 
-def proposal_buttons(tx: Transaction, proposal: dict, chat_id: int, subject: str = ""
+def proposal_buttons(tx: Transaction, proposal: dict[str, Any], chat_id: int, subject: str = ""
                      ) -> list[list[tuple[str, str]]]:
     """Approve / Reject for a proposal awaiting approval: a fresh nonce that expires with the proposal."""
     nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
@@ -147,7 +149,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
     lines: list[str] = []
     buttons: list[list[tuple[str, str]]] = []
 
-    def more(rows: list) -> None:
+    def more(rows: Sequence[object]) -> None:
         if len(rows) > PENDING_LIMIT:
             lines.append(f"(and {len(rows) - PENDING_LIMIT} more)")
     if proposals:
@@ -172,8 +174,8 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
             late = from_text(o["due_at"]) <= tx.at
             lines.append(f"- #{o['proposal_id']} {o['item']}: {units.count(o['quantity'], o['unit'])}, {o['status']}, "
                          + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
-            [row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
-            buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in row])
+            [order_row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
+            buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in order_row])
         more(orders)
     return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
 
