@@ -53,9 +53,11 @@ from .records import (
     FinishOutcome,
     ItemSpec,
     LeaderView,
+    LimitKind,
     MetricsSnapshot,
     Occurrence,
     Policy,
+    PolicyRefusal,
     ProcessView,
     Prompt,
     Receipt,
@@ -128,7 +130,8 @@ __all__ = [
     # records
     "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "DecisionKind", "Delivery",
     "DeliveryState", "Fence",
-    "FinishOutcome", "ItemSpec", "LeaderView", "MetricsSnapshot", "Occurrence", "Policy", "ProcessView", "Prompt",
+    "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
+    "PolicyRefusal", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
     "Violation", "WorkItem", "WorkKind", "WorkState",
 ]
