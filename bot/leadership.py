@@ -22,9 +22,9 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
-from store import Fence, Leadership, LeaseLost, StoreError
+from store import Fence, Leadership, Lease, LeaseLost, StoreError
 
 log = logging.getLogger("shopbot.leadership")
 
@@ -35,14 +35,6 @@ def new_holder() -> str:
     """A process's identity in the leases: random at each start, never a pid or a host name (two processes that
     share a pid or a host name must never both lead)."""
     return uuid.uuid4().hex
-
-
-class Lease(Protocol):
-    """A lease as a singleton sees it (a `Leader`)."""
-
-    fence: Fence | None
-
-    def fresh(self, margin: float | None = None) -> bool: ...
 
 
 def held(lease: Lease | None, name: str) -> Fence | None:

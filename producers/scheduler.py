@@ -15,14 +15,13 @@ import asyncio
 import contextlib
 import logging
 from datetime import UTC
-from typing import Any
 
 from apscheduler.executors.asyncio import AsyncIOExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from store import Fence, LeaseLost, StoreError
+from store import Fence, Lease, LeaseLost, StoreError
 
 from .clock import ClockProducer
 from .schedule import Schedule, parse_schedules, trigger_for
@@ -43,7 +42,7 @@ def stock_schedule(cron: str, timezone_name: str) -> Schedule:
 
 class ProducerScheduler:
     def __init__(self, clock: ClockProducer, watcher: StockWatcher, stock_trigger: CronTrigger,
-                 lease: Any = None) -> None:
+                 lease: Lease | None = None) -> None:
         self.lease = lease       # the `producers` leader lease (bot.leadership.Leader); None: unfenced (drain, tests)
         self.clock = clock
         self.watcher = watcher

@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass
 
 from producers.telegram.owner import edit_order_card, order_buttons
-from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind, units
+from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind, telegram_chat, units
 
 log = logging.getLogger("shopbot.stock")
 
@@ -136,9 +136,9 @@ class StockWatcher:
 
     def _overdue(self, tx: Transaction) -> tuple[str, ...]:
         destination = self.destination
-        if not destination or not destination.startswith("tg:"):
+        chat_id = telegram_chat(destination)
+        if chat_id is None:
             return ()
-        chat_id = int(destination[3:])
         admitted = []
         for order in tx.overdue_orders():
             text = overdue_notice(order)

@@ -5,7 +5,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from .clock import from_text, to_text
 
@@ -243,6 +243,16 @@ class Fence:
     def sender(self) -> str:
         """How a `sending` row names the lease that marked it (`deliveries.sender`, `actions.sender`)."""
         return f"{self.holder}/{self.generation}"
+
+
+class Lease(Protocol):
+    """A leader lease as the singleton it guards sees it (bot.leadership.Leader is the one implementation): the
+    fence to write with while held, and whether this process can still know it is current."""
+
+    lease_s: float
+    fence: Fence | None
+
+    def fresh(self, margin: float | None = None) -> bool: ...
 
 
 @dataclass(frozen=True)

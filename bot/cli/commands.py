@@ -29,6 +29,7 @@ from store import (
     open_store,
     parse_clock,
     restore,
+    telegram_chat,
 )
 from store.sqlite.invariants import check as check_invariants
 
@@ -69,7 +70,7 @@ def with_store(args: argparse.Namespace, fn: Callable[[Store], Any], *, create: 
 
 @command("admit")
 def cmd_admit(args: argparse.Namespace) -> int:
-    destination = args.destination or (args.session if args.session.startswith("tg:") else None)
+    destination = args.destination or (args.session if telegram_chat(args.session) is not None else None)
     result = with_store(args, lambda s: s.admit(Occurrence(args.source, args.session, args.text, WorkKind.AGENT,
                                                            destination)), create=True)
     print(result.outcome.value)
@@ -265,7 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from telegram.error import InvalidToken
     log.info("starting with database %s", describe_location(cfg.db))
-    from bot.app import StartAborted
+    from bot.supervision import StartAborted
     try:
         return asyncio.run(main())
     except StartAborted:

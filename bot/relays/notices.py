@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from producers.telegram.owner import unknown_buttons
-from store import Admission, Occurrence, ReportDraft, Store, Transaction, WorkKind
+from store import Admission, Destination, Occurrence, ReportDraft, Store, Transaction, WorkKind
 
 log = logging.getLogger("shopbot.notices")
 
@@ -26,9 +26,9 @@ def announce_unknowns_tx(tx: Transaction) -> list[str]:
                 "Did you get it? Resend sends it once more; I have it records that it arrived.")
         result = tx.admit_answered(
             Occurrence(unknown_notice_source(report_id, row["resends"]), "notice:unknown", text, WorkKind.NOTICE,
-                       f"tg:{chat_id}"),
+                       Destination.telegram(chat_id)),
             lambda t, work_id, r=report_id, c=chat_id, body=text: ReportDraft(
-                body, destination=f"tg:{c}", buttons=unknown_buttons(t, r, c)))
+                body, destination=Destination.telegram(c), buttons=unknown_buttons(t, r, c)))
         if result.outcome is Admission.ACCEPTED:
             announced.append(report_id)
     return announced

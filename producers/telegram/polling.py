@@ -22,7 +22,7 @@ from typing import Protocol
 from telegram import Bot, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter
 
-from store import Fence, LeaseLost, PartStopped, Store, StoreError, faults
+from store import Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults
 
 from . import owner
 from .client import retry_after_seconds
@@ -36,15 +36,6 @@ class PressAnswers(Protocol):
     decided card is edited through the outbox (its press's report edits it in place, C7), never from here."""
 
     async def answer_callback(self, callback_id: str, text: str) -> None: ...
-
-
-class Lease(Protocol):
-    """The poller's leader lease as the poll loop sees it (bot.leadership.Leader)."""
-
-    lease_s: float
-    fence: Fence | None
-
-    def fresh(self, margin: float | None = None) -> bool: ...
 
 
 class Ingress:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from telegram import Bot, Update
 
-from store import Admission, Occurrence, ReportDraft, Transaction, WorkKind
+from store import Admission, Destination, Occurrence, ReportDraft, Transaction, WorkKind
 
 from . import owner
 
@@ -175,15 +175,16 @@ class Router:
         result.bump(outcome.value)
 
     def _agent(self, tx: Transaction, chat_id: int, source: str, text: str) -> Admission:
-        admitted = tx.admit(Occurrence(source, f"tg:{chat_id}", text, WorkKind.AGENT, f"tg:{chat_id}"))
+        chat = Destination.telegram(chat_id)        # the owner's session and where its answers go
+        admitted = tx.admit(Occurrence(source, chat, text, WorkKind.AGENT, chat))
         if admitted.outcome is Admission.REFUSED:
             log.warning("refused for capacity chat=%s source=%s", chat_id, source)
             busy = ("I'm busy right now and could not take your message. Nothing was started; please send it "
                     "again in a few minutes.")
             # at most one "busy" notice per chat per minute: the identity carries the minute
             tx.admit_answered(Occurrence(f"notice:busy:{chat_id}:{tx.at:%Y-%m-%dT%H:%M}", "notice:busy", busy,
-                                         WorkKind.NOTICE, f"tg:{chat_id}"),
-                              lambda t, work_id: ReportDraft(busy, destination=f"tg:{chat_id}"))
+                                         WorkKind.NOTICE, chat),
+                              lambda t, work_id: ReportDraft(busy, destination=chat))
         elif admitted.outcome is Admission.CONFLICT:
             log.error("conflicting redelivery source=%s: kept the first, refused this one", source)
         return admitted.outcome
