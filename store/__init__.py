@@ -55,9 +55,11 @@ from .records import (
     ItemSpec,
     LeaderView,
     Lease,
+    LimitKind,
     MetricsSnapshot,
     Occurrence,
     Policy,
+    PolicyRefusal,
     ProcessView,
     Prompt,
     Receipt,
@@ -132,7 +134,8 @@ __all__ = [
     # records
     "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "DecisionKind", "Delivery",
     "DeliveryState", "Destination", "Fence", "Lease",
-    "FinishOutcome", "ItemSpec", "LeaderView", "MetricsSnapshot", "Occurrence", "Policy", "ProcessView", "Prompt",
+    "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
+    "PolicyRefusal", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
     "Violation", "WorkItem", "WorkKind", "WorkState",
 ]

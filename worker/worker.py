@@ -114,7 +114,7 @@ class WorkerSettings:
     def policy(self, now: datetime) -> Policy:
         return Policy(self.supplier, self.order_max_cents, self.day_max_cents,
                       day=now.astimezone(ZoneInfo(self.shop_timezone)).date().isoformat(),
-                      expires_at=to_text(now + timedelta(seconds=self.proposal_expiry_s)), money=self.fmt().cents)
+                      expires_at=to_text(now + timedelta(seconds=self.proposal_expiry_s)))
 
 
 class Worker:
@@ -379,6 +379,7 @@ class Worker:
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
                           policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone,
+                          locale=self.settings.locale,
                           aliases=dict(self.settings.aliases), lead_time_days=self.settings.lead_time_days,
                           ordering=self.settings.ordering, chat_id=_chat(claim.destination))
         fmt = self.settings.fmt()
