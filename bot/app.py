@@ -15,51 +15,53 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from telegram.error import InvalidToken, NetworkError, RetryAfter
-
 from bot import config as config_module
+from bot import telegram_setup
 from bot.config import Config
+from bot.drain import drain, holding
+from bot.housekeeping import retention, sweep, sweeper
 from bot.http import Health, HttpServer, health_route
 from bot.leadership import NAMES, Leader, Presence, new_holder
 from bot.logs import add_secret
 from bot.metrics import MeteredModel, MeteredSender, Metrics, metrics_route
 from bot.ops_page import OpsPage
-from bot.relays.notices import announce_unknowns
+from bot.parts import Parts
 from bot.relays.progress import ProgressDrafts
 from bot.relays.receipts import ReceiptRelay
-from bot.relays.sender import TelegramSender
 from bot.relays.supplier import ActionRelay
 from bot.relays.supplier_client import SupplierAdapter
 from bot.relays.telegram import Relay, RelaySettings
 from bot.relays.typing import TypingIndicator
 from bot.shop_file import ShopSpec, load_shop
+from bot.supervision import side_by_side, supervise
+from bot.telegram_setup import initialize
 from bot.till_openapi import openapi_route
 from producers.clock import ClockProducer
-from producers.scheduler import ProducerScheduler, producer_scheduler
+from producers.scheduler import producer_scheduler
 from producers.stock_watch import StockWatcher
 from producers.telegram.client import make_bot
-from producers.telegram.owner import COMMANDS, ApprovalRules
+from producers.telegram.owner import ApprovalRules
 from producers.telegram.polling import Ingress
-from producers.telegram.routing import ALLOWED_UPDATES
 from producers.telegram.webhook import webhook_route
 from producers.till import TillApi, parse_till_tokens
 from store import (
     Claim,
+    Destination,
     InstanceLock,
     PartStopped,
     Status,
     Store,
-    StoreError,
     faults,
     open_store,
     parse_clock,
+    telegram_chat,
+    to_text,
     units,
 )
 from worker.agent_loop import Limits
@@ -68,73 +70,14 @@ from worker.money import ShopFormat, language
 from worker.worker import Worker, WorkerSettings
 
 log = logging.getLogger("shopbot.app")
-RETENTION_EVERY_S = 86400.0
 
 
 def stock_watcher(store: Store, cfg: Config, shop: ShopSpec) -> StockWatcher:
     """The stock watcher as every process builds it: the app, and `shopbot settings reset`, which checks at once. The
     same owner's chat and tolerance everywhere, so that a check anywhere admits and marks alike (a check without the
     owner's chat would pass the restock notices by)."""
-    owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
+    owner_chat = Destination.telegram(cfg.owner_chat_id) if cfg.owner_chat_id else None
     return StockWatcher(store, owner_chat, count_tolerance=shop.count_tolerance)
-
-
-@dataclass
-class Parts:
-    store: Store
-    shop: ShopSpec
-    worker: Worker
-    relay: Relay | None
-    ingress: Ingress | None
-    sender: TelegramSender | None
-    http: HttpServer | None
-    health: Health
-    actions: ActionRelay | None = None
-    producers: ProducerScheduler | None = None
-    typing: TypingIndicator | None = None
-    leaders: dict[str, Leader] | None = None
-    presence: Presence | None = None
-    receipts: ReceiptRelay | None = None
-    progress: ProgressDrafts | None = None
-
-
-async def _side_by_side(*bodies: Coroutine[Any, Any, None] | None) -> None:
-    """The report relay and the receipt relay (C19) under one leader lease, each in its own task so that a reply
-    never waits behind a receipt; the first failure (a lost lease) ends both and is raised as it is."""
-    tasks = [asyncio.create_task(body) for body in bodies if body is not None]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    for task in done:
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
-
-
-async def supervise(name: str, start: Callable[[], Awaitable[None]], health: Health, stopping: asyncio.Event, *,
-                    first_delay: float = 1.0) -> None:
-    """C21: a part that crashes on a bug is reported in /healthz, restarted with backoff, and never ends the
-    process (its work is in the database: an action left `sending` becomes unknown and is reconciled)."""
-    crashes = 0
-    while not stopping.is_set():
-        try:
-            await start()
-            return
-        except Exception as exc:
-            crashes += 1
-            delay = min(60.0, first_delay * 2 ** min(crashes - 1, 6))
-            log.critical("%s crashed (%s: %s); restarting in %.1f s", name, type(exc).__name__, str(exc)[:300],
-                         delay, exc_info=crashes == 1)
-            health.fail(name, f"the {name} part crashed ({type(exc).__name__}) and is restarting")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), delay)
-        health.clear(name)
-
-
-class StartAborted(Exception):
-    """SIGINT/SIGTERM arrived while the bot was still starting."""
 
 
 class App:
@@ -180,17 +123,18 @@ class App:
             summary = await store.recover()
         else:
             # several processes may share it (C15): only what expired is recovered, never a live process's turn
-            summary = await self._sweep(store, at_start=True)
+            summary = await sweep(store, at_start=True)
         log.info("recovery: %d released, %d failed, %d deliveries now unknown", len(summary.released),
                  len(summary.failed), len(summary.unknown_deliveries))
         await store.listen()      # PostgreSQL: other processes' commits wake this one's parts at once (a hint)
-        owner_chat = f"tg:{cfg.owner_chat_id}" if cfg.owner_chat_id else None
+        owner_chat = Destination.telegram(cfg.owner_chat_id) if cfg.owner_chat_id else None
         health = Health()
-        metrics = Metrics(lambda: self._parts_up(health), start_mark=store.now())   # turns count from here
+        metrics = Metrics(lambda: self._parts_up(health),
+                          start_mark=to_text(store.clock.now()))   # turns count from here
         sender = bot = typing = progress = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)
-            await self._initialize(bot)
+            await initialize(bot, self._stopping)
             self._stack.push_async_callback(bot.shutdown)
             sender = MeteredSender(bot, metrics)
             typing = TypingIndicator(sender.typing)
@@ -256,26 +200,6 @@ class App:
                            leaders, presence, receipts, progress)
         return self
 
-    async def _initialize(self, bot: Any) -> None:
-        """`getMe` at start. Telegram unreachable (the network is not up yet) is waited out with backoff; a refused
-        token is a configuration error and stops the start; SIGINT/SIGTERM during the wait stop it cleanly."""
-        delay = 0.5
-        while True:
-            try:
-                await bot.initialize()
-                return
-            except InvalidToken:
-                raise
-            except (NetworkError, RetryAfter) as exc:
-                log.warning("Telegram is not reachable at start (%s); trying again in %.1f s",
-                            type(exc).__name__, delay)
-                try:
-                    await asyncio.wait_for(self._stopping.wait(), delay)
-                    raise StartAborted("stopped while waiting for Telegram at start")
-                except TimeoutError:
-                    pass
-                delay = min(30.0, delay * 2)
-
     def _parts_up(self, health: Health) -> dict[str, bool]:
         """Every part this process runs, and whether it still runs (a part stopped on a fault is in `health`)."""
         p = self.parts
@@ -302,37 +226,13 @@ class App:
         and the progress drafts naming the run's steps (relays/progress.py, C20)."""
         p = self.parts
         async with contextlib.AsyncExitStack() as stack:
-            if p and claim.destination and claim.destination.startswith("tg:"):
-                chat_id = int(claim.destination[3:])
+            chat_id = telegram_chat(claim.destination)
+            if p and chat_id is not None:
                 if p.typing:
                     await stack.enter_async_context(p.typing.during(chat_id))
                 if p.progress and chat_id > 0:          # drafts are for private chats only (an owner's is)
                     await stack.enter_async_context(p.progress.during(chat_id, claim.run_id))
             yield
-
-    async def _telegram_setup(self) -> None:
-        p = self.parts
-        assert p and p.sender
-        bot = p.sender.bot
-        try:
-            await bot.set_my_commands([(name, what) for name, what in COMMANDS.items()])
-            if self.cfg.webhook_url:
-                await bot.set_webhook(self.cfg.webhook_url, secret_token=str(self.cfg.webhook_secret),
-                                      max_connections=1, allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False)
-                log.info("webhook mode: Telegram posts to the configured URL")
-            else:
-                await bot.delete_webhook(drop_pending_updates=False)   # never drop pending updates
-        except Exception as exc:
-            log.error("Telegram setup failed: %s", type(exc).__name__)
-        if self.cfg.owner_chat_id:
-            try:
-                await bot.send_chat_action(self.cfg.owner_chat_id, "typing")
-            except Exception as exc:
-                log.error("cannot write to the owner chat %s (%s): the owner must open the bot in Telegram and press "
-                          "Start once; until then briefs and notices wait in the outbox", self.cfg.owner_chat_id,
-                          type(exc).__name__)
-        if not self.cfg.owner_ids:
-            log.warning("SHOPBOT_OWNER_IDS is empty: every Telegram sender will be refused")
 
     def stop(self) -> None:
         self._stopping.set()
@@ -356,60 +256,19 @@ class App:
             if self.cfg.owner_chat_id:
                 day = f"{self.parts.store.clock.now().astimezone(UTC):%Y-%m-%d}"
                 await self.parts.store.notice("config", f"{name}:{day}",
-                                              f"I had to stop my {name}: {exc}", f"tg:{self.cfg.owner_chat_id}")
+                                              f"I had to stop my {name}: {exc}",
+                                              Destination.telegram(self.cfg.owner_chat_id))
 
     async def _restarting(self, name: str, start: Any) -> None:
         assert self.parts
         await supervise(name, start, self.parts.health, self._stopping)
-
-    async def _retention(self, days: int) -> None:
-        """SHOPBOT_RETENTION_DAYS: prune once at start and then once a day (short transactions; see store/retention.py).
-        A failure is logged and tried again the next day."""
-        assert self.parts
-        while not self._stopping.is_set():
-            try:
-                done = await self.parts.store.prune(days)
-                log.info("retention: pruned %s", ", ".join(f"{kind}={n}" for kind, n in done.items()))
-            except StoreError as exc:
-                log.error("retention failed (%s); the next daily run tries again", type(exc).__name__)
-            await self.parts.store.clock.sleep(RETENTION_EVERY_S)
-
-    async def _sweep(self, store: Store, at_start: bool = False) -> Any:
-        """C15: recover expired leases; C16: a `sending` delivery or action becomes unknown once its sender's leader
-        lease is no longer current (a live sender's are left alone, at start too), and the owner is told."""
-        assert store.lease_s is not None
-        summary = await store.sweep_expired()
-        if summary.unknown_deliveries and not at_start:
-            await announce_unknowns(store)
-        return summary
-
-    async def _sweeper(self) -> None:
-        """C15: every process sweeps expired leases every half lease (a dead or paused process's turns restart
-        within about the lease plus half of it). A failure is logged and tried at the next period."""
-        assert self.parts and self.parts.store.lease_s is not None
-        store = self.parts.store
-        period = store.lease_s / 2
-        while not self._stopping.is_set():
-            try:
-                await asyncio.wait_for(self._stopping.wait(), period)
-                return
-            except TimeoutError:
-                pass
-            try:
-                summary = await self._sweep(store)
-            except StoreError as exc:
-                log.error("lease sweep failed (%s); trying again in %.1f s", type(exc).__name__, period)
-                continue
-            if summary.released or summary.failed or summary.unknown_deliveries:
-                log.info("lease sweep: %d released, %d failed, %d deliveries now unknown", len(summary.released),
-                         len(summary.failed), len(summary.unknown_deliveries))
 
     async def run(self) -> None:
         p = self.parts
         assert p is not None
         self._install_signals()
         if p.sender:
-            await self._telegram_setup()
+            await telegram_setup.set_up(p.sender.bot, self.cfg)
         log.info("shopbot running: model=%s telegram=%s http=%s", self.cfg.model,
                  "webhook" if self.cfg.webhook_url else ("polling" if p.ingress else "off"),
                  f"{self.cfg.http_host}:{self.cfg.http_port}" if p.http else "off")
@@ -427,9 +286,13 @@ class App:
                     "ingress", lead["poller"].run(lambda fence: ingress.poll()))))
             if p.relay:
                 relay, receipts = p.relay, p.receipts
+
+                def stop_relays() -> None:
+                    relay.stop()
+                    if receipts:
+                        receipts.stop()
                 tasks.create_task(self._supervised("relay", lead["relay"].run(
-                    lambda fence: _side_by_side(relay.run(), receipts.run() if receipts else None),
-                    lambda: (relay.stop(), receipts.stop() if receipts else None))))
+                    lambda fence: side_by_side(relay.run(), receipts.run() if receipts else None), stop_relays)))
             if p.actions:
                 actions = p.actions
                 tasks.create_task(self._restarting(
@@ -440,9 +303,9 @@ class App:
                 producers = p.producers
                 cancel_on_stop.append(tasks.create_task(lead["producers"].run(lambda fence: producers.run())))
             if self.cfg.retention_days:
-                cancel_on_stop.append(tasks.create_task(self._retention(self.cfg.retention_days)))
+                cancel_on_stop.append(tasks.create_task(retention(p.store, self.cfg.retention_days, self._stopping)))
             if p.store.lease_s is not None:
-                cancel_on_stop.append(tasks.create_task(self._sweeper()))
+                cancel_on_stop.append(tasks.create_task(sweeper(p.store, self._stopping)))
             await self._stopping.wait()
             self.stop()
             for task in cancel_on_stop:
@@ -455,44 +318,5 @@ class App:
         leases are held (and renewed) for the whole drain, so a drain never runs beside another leader."""
         p = self.parts
         assert p is not None and p.leaders is not None
-        async with self._holding(p.leaders):
-            return await self._drain(p)
-
-    @contextlib.asynccontextmanager
-    async def _holding(self, leaders: dict[str, Leader]) -> Any:
-        """Hold every leader lease (renewed in the background) for the body; refused while another process leads."""
-        forever = asyncio.Event()
-        runners = [asyncio.create_task(leader.run(lambda fence: forever.wait())) for leader in leaders.values()]
-        try:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 2 * self.cfg.lease_s + 1
-            while not all(leader.holding for leader in leaders.values()):
-                if loop.time() > deadline:
-                    busy = ", ".join(name for name, leader in leaders.items() if not leader.holding)
-                    raise StoreError(f"another shopbot process leads {busy} on this database: `run --drain` runs "
-                                     "only while no other process runs the singletons; stop them first")
-                await asyncio.sleep(0.02)
-            yield
-        finally:
-            for leader in leaders.values():
-                leader.stop()
-            await asyncio.gather(*runners, return_exceptions=True)
-
-    async def _drain(self, p: Parts) -> dict:
-        if p.producers:
-            await p.producers.clock.catch_up(fence=p.producers._fence())
-            await p.producers.watcher.check(p.producers._fence())
-        while True:
-            if p.ingress:
-                await p.ingress.poll(drain=True)
-            if p.store.lease_s is not None:
-                await self._sweep(p.store)       # expired leases of other processes, as `run` sweeps them
-            sent = await p.receipts.drain() if p.receipts else 0
-            turns = await p.worker.drain()
-            sent += await p.relay.drain() if p.relay else 0
-            acted = await p.actions.drain() if p.actions else 0
-            if acted:
-                sent += await p.relay.drain() if p.relay else 0
-            if not turns and not sent and not acted:
-                break
-        return await p.store.status()
+        async with holding(p.leaders, self.cfg.lease_s):
+            return await drain(p)

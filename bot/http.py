@@ -11,9 +11,10 @@ in the kernel for little and the answer stays fast. The systemd unit raises Limi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import uvicorn
@@ -61,7 +62,7 @@ def health_route(store: Store, health: Health) -> Route:
     with no path and no secret."""
     async def healthz(request: Request) -> Response:
         problems: list[str] = []
-        body: dict = {}
+        body: dict[str, object] = {}
         try:
             # answered within HEALTH_WAIT_S even when writes queue on the store's connection behind a foreign lock
             body["schema"] = await asyncio.wait_for(store.schema_version(), HEALTH_WAIT_S)
@@ -99,6 +100,7 @@ class GuardedH11(H11Protocol):
     lingering = 0               # of those, the ones still open for their client to read the answer
     header_deadline_s = HEADER_DEADLINE_S
 
+    # uvicorn's own signature, which narrows asyncio.Protocol's (uvicorn ignores the override error too)
     def connection_made(self, transport: asyncio.Transport) -> None:   # type: ignore[override]
         if self.limit_concurrency is not None and len(self.connections) >= self.limit_concurrency:
             GuardedH11.busy_refused += 1
@@ -139,6 +141,14 @@ class GuardedH11(H11Protocol):
             super().data_received(data)
 
 
+class _Server(uvicorn.Server):
+    """The app owns the process's signals: uvicorn (>= 0.29) would take SIGINT/SIGTERM while it serves."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 class HttpServer:
     def __init__(self, routes: Sequence[BaseRoute], host: str, port: int, *,
                  allowed_hosts: Sequence[str] = ("*",), max_connections: int = MAX_CONNECTIONS,
@@ -149,8 +159,7 @@ class HttpServer:
                                 lifespan="off", server_header=False,
                                 http=type("GuardedH11", (GuardedH11,), {"header_deadline_s": header_deadline_s}),
                                 limit_concurrency=max_connections, backlog=BACKLOG, timeout_keep_alive=5)
-        self.server = uvicorn.Server(config)
-        self.server.install_signal_handlers = lambda: None  # type: ignore[method-assign] - the app owns signals
+        self.server = _Server(config)
         self.started = asyncio.Event()
 
     @property
@@ -158,7 +167,7 @@ class HttpServer:
         """The bound port (the configured one once the server stopped listening)."""
         for server in self.server.servers:
             for sock in server.sockets:
-                return sock.getsockname()[1]
+                return int(sock.getsockname()[1])
         return self.server.config.port
 
     async def serve(self) -> None:

@@ -21,10 +21,10 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
-from store import Fence, Leadership, LeaseLost, StoreError
+from store import Fence, Leadership, Lease, LeaseLost, StoreError
 
 log = logging.getLogger("shopbot.leadership")
 
@@ -35,14 +35,6 @@ def new_holder() -> str:
     """A process's identity in the leases: random at each start, never a pid or a host name (two processes that
     share a pid or a host name must never both lead)."""
     return uuid.uuid4().hex
-
-
-class Lease(Protocol):
-    """A lease as a singleton sees it (a `Leader`)."""
-
-    fence: Fence | None
-
-    def fresh(self, margin: float | None = None) -> bool: ...
 
 
 def held(lease: Lease | None, name: str) -> Fence | None:
@@ -107,7 +99,8 @@ class Leader:
             log.warning("leader lease call failed name=%s (%s): counted as not held", self.name, type(exc).__name__)
             return None
 
-    async def run(self, body: Callable[[Fence], Awaitable[None]], stop_body: Callable[[], None] | None = None) -> None:
+    async def run(self, body: Callable[[Fence], Coroutine[object, None, object]],
+                  stop_body: Callable[[], None] | None = None) -> None:
         """Standby until the lease is acquired, then `body(fence)` while it is held; back to standby when it is lost;
         until `stop()`. `stop_body` asks the body to finish on a clean stop (else it is cancelled)."""
         while not self._stop.is_set():
@@ -128,7 +121,7 @@ class Leader:
                 await asyncio.shield(self._resign(fence))
                 raise
 
-    async def _lead(self, task: asyncio.Task[None], fence: Fence, stop_body: Callable[[], None] | None) -> None:
+    async def _lead(self, task: asyncio.Task[object], fence: Fence, stop_body: Callable[[], None] | None) -> None:
         stop_asked = False
         while True:
             stopping = asyncio.ensure_future(self._stop.wait())
@@ -167,7 +160,7 @@ class Leader:
         log.warning("leader demoted name=%s generation=%d: %s; the singleton stops at once", self.name,
                     fence.generation, why)
 
-    async def _end(self, task: asyncio.Task[None]) -> None:
+    async def _end(self, task: asyncio.Task[object]) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, LeaseLost):
             await task

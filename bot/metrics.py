@@ -29,7 +29,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.relays.sender import TelegramSender
-from store import MetricsSnapshot, Store, from_text
+from store import MetricsSnapshot, Store, from_text, to_text
 from worker.models.base import ModelConfigFault, ModelRefused, ModelTransient
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -59,14 +59,14 @@ class Metrics:
         self._mark = start_mark
         self._seen_at_mark: set[str] = set()
         self._lock = asyncio.Lock()
-        self._tallies: dict = {}          # the store's counts of ended rows, advanced at each scrape
+        self._tallies: dict[str, Any] = {}          # the store's counts of ended rows, advanced at each scrape
         self.registry.register(_StoreCollector(self))
 
     async def refresh(self, store: Store) -> None:
         """Read the store's figures and the turns ended since the last scrape (reads only)."""
         async with self._lock:
             if self._mark is None:
-                self._mark = store.now()
+                self._mark = to_text(store.clock.now())
             figures = await store.metrics(STATS_WINDOW_S, self._tallies)
             while True:
                 rows = await store.runs_ended_since(self._mark)

@@ -81,7 +81,7 @@ def _table(headers: list[str], rows: list[list[object]], empty: str) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def chart(series: list[dict]) -> str:
+def chart(series: list[dict[str, Any]]) -> str:
     """λ, W and L per hour as three polylines, each scaled to its own maximum (written beside its name)."""
     width, height, pad = 720, 180, 24
     lines, legend = [], []
@@ -109,7 +109,7 @@ class OpsPage:
         self.store = store
         self._token = token.encode("utf-8")
         self._sessions: dict[str, float] = {}
-        self._tallies: dict = {}          # the store's counts of ended rows, advanced at each view (as /metrics)
+        self._tallies: dict[str, Any] = {}    # the store's counts of ended rows, advanced at each view (as /metrics)
         self._failed: dict[str, tuple[int, float]] = {}   # address -> (wrong tokens in a row, not before)
         self._refusals = Refusals()
 

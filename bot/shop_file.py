@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from producers.schedule import (
@@ -20,6 +23,8 @@ from store import ItemSpec
 from store.units import UnitWords, singular
 from worker.money import LOCALES, formattable
 from worker.ordering import OrderingSettings
+
+T = TypeVar("T")
 
 
 class ShopFileError(ValueError):
@@ -55,7 +60,7 @@ MAX_ALIASES = 10
 _ITEM_NAME = re.compile(r"^[a-z0-9][a-z0-9 _-]{0,39}$")
 
 
-def _unknown(table: dict, allowed: set[str], where: str) -> None:
+def _unknown(table: dict[str, object], allowed: set[str], where: str) -> None:
     extra = sorted(set(table) - allowed)
     if extra:
         raise ShopFileError(f"unknown field {where}{extra[0]} (allowed: {', '.join(sorted(allowed))})")
@@ -78,7 +83,7 @@ def _text(value: object, where: str, default: str) -> str:
     return value
 
 
-def _table(value: object, where: str) -> dict:
+def _table(value: object, where: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise ShopFileError(f"{where} must be a table")
     return value
@@ -92,7 +97,7 @@ def _forms(value: object, where: str) -> tuple[str, str]:
     return one, other
 
 
-def _unit_words(table: dict, where: str) -> UnitWords:
+def _unit_words(table: dict[str, object], where: str) -> UnitWords:
     """An item's unit: `unit = "tubs"` (the plural; the singular by the English rule) or `unit = ["tub", "tubs"]`,
     and optionally `unit_es = ["tarrina", "tarrinas"]` (Spanish replies use them)."""
     raw = table.get("unit")
@@ -128,7 +133,12 @@ class _Problems:
     def __init__(self) -> None:
         self.lines: list[str] = []
 
-    def check(self, fn, default=None):  # type: ignore[no-untyped-def]
+    @overload
+    def check(self, fn: Callable[[], T]) -> T | None: ...
+    @overload
+    def check(self, fn: Callable[[], T], default: T) -> T: ...
+
+    def check(self, fn: Callable[[], T], default: T | None = None) -> T | None:
         """`fn()`, or `default` after recording its ShopFileError."""
         try:
             return fn()
@@ -140,7 +150,7 @@ class _Problems:
         self.lines.append(line)
 
 
-def _timezone(data: dict) -> str:
+def _timezone(data: dict[str, object]) -> str:
     timezone = data.get("timezone")
     if not isinstance(timezone, str) or not timezone:
         raise ShopFileError("timezone is required: an IANA name such as Europe/London")
@@ -151,7 +161,7 @@ def _timezone(data: dict) -> str:
     return timezone
 
 
-def _currency(data: dict) -> str:
+def _currency(data: dict[str, object]) -> str:
     currency = data.get("currency", "USD")
     if not isinstance(currency, str) or not re.fullmatch(r"[A-Z]{3}", currency):
         raise ShopFileError(f"currency must be a three-letter code such as USD, got {currency!r}"[:300])
@@ -161,7 +171,7 @@ def _currency(data: dict) -> str:
     return currency
 
 
-def _locale(data: dict) -> str:
+def _locale(data: dict[str, object]) -> str:
     locale = data.get("locale", "en_US")
     if not isinstance(locale, str) or not re.fullmatch(r"[a-z]{2}(?:[_-][A-Z]{2})?", locale) \
             or locale[:2] not in LOCALES:
@@ -170,7 +180,7 @@ def _locale(data: dict) -> str:
     return locale
 
 
-def _hours(data: dict) -> tuple[tuple[str, str], ...]:
+def _hours(data: dict[str, object]) -> tuple[tuple[str, str], ...]:
     hours = []
     for days, span in _table(data.get("hours", {}), "hours").items():
         if not re.fullmatch(r"[A-Za-z, -]{1,40}", days) or not isinstance(span, str) or not (
@@ -196,11 +206,11 @@ def _item(name: str, raw: object, p: _Problems) -> ItemSpec | None:
     if len(p.lines) > before:
         return None
     max_order = table.get("max_order")
-    values = [p.check(lambda key=key: _int(table[key], f"{where}.{key}"))
+    values = [p.check(partial(_int, table[key], f"{where}.{key}"))
               for key in ("on_hand", "reorder_point", "target", "unit_cost_cents")]
     cap = p.check(lambda: _int(max_order, f"{where}.max_order", 1)) if max_order is not None else None
     # The supplier's pack and minimum order, the selling price: optional (ordering, the weekly review).
-    extra = {key: p.check(lambda key=key: _int(table[key], f"{where}.{key}", 0 if key == "price_cents" else 1))
+    extra = {key: p.check(partial(_int, table[key], f"{where}.{key}", 0 if key == "price_cents" else 1))
              if table.get(key) is not None else None for key in ("pack", "min_order", "price_cents")}
     words = p.check(lambda: _unit_words(table, where))
     if len(p.lines) > before:
@@ -211,12 +221,16 @@ def _item(name: str, raw: object, p: _Problems) -> ItemSpec | None:
         p.add(f"{where}.pack ({extra['pack']}) is over its max_order ({cap}): no whole pack could be ordered")
     if len(p.lines) > before:
         return None
-    return ItemSpec(item=name, unit=words.other, on_hand=values[0], reorder_point=values[1], target=values[2],
-                    unit_cost_cents=values[3], max_order=cap, pack=extra["pack"], min_order=extra["min_order"],
+    on_hand, reorder_point, target, unit_cost = values
+    # no problem recorded: every check returned its value
+    assert words is not None and on_hand is not None and reorder_point is not None and target is not None \
+        and unit_cost is not None
+    return ItemSpec(item=name, unit=words.other, on_hand=on_hand, reorder_point=reorder_point, target=target,
+                    unit_cost_cents=unit_cost, max_order=cap, pack=extra["pack"], min_order=extra["min_order"],
                     price_cents=extra["price_cents"])
 
 
-def _ordering(data: dict) -> OrderingSettings:
+def _ordering(data: dict[str, object]) -> OrderingSettings:
     """`[ordering]`: history_days (7-365, default 28), service_level (0.5 to 0.999, default 0.95), review_days
     (1-90, default 7)."""
     table = _table(data.get("ordering", {}), "ordering")
@@ -237,7 +251,7 @@ def _ordering(data: dict) -> OrderingSettings:
 def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     """Parse and check a shop file. Every problem found is reported in one ShopFileError, one line each."""
     try:
-        data = tomllib.loads(text)
+        data: dict[str, object] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ShopFileError(f"{source} is not valid TOML: {exc}") from None
     except RecursionError:
@@ -247,21 +261,21 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     timezone = p.check(lambda: _timezone(data))
     currency = p.check(lambda: _currency(data))
     locale = p.check(lambda: _locale(data))
-    hours = p.check(lambda: _hours(data), ())
-    supplier = p.check(lambda: _table(data.get("supplier", {"name": "supplier"}), "supplier"), {})
+    hours: tuple[tuple[str, str], ...] = p.check(lambda: _hours(data), ())
+    supplier: dict[str, object] = p.check(lambda: _table(data.get("supplier", {"name": "supplier"}), "supplier"), {})
     p.check(lambda: _unknown(supplier, {"name", "lead_time_days"}, "supplier."))
-    limits = p.check(lambda: _table(data.get("limits", {}), "limits"), {})
+    limits: dict[str, object] = p.check(lambda: _table(data.get("limits", {}), "limits"), {})
     p.check(lambda: _unknown(limits, {"order_max_cents", "day_max_cents"}, "limits."))
-    watch = p.check(lambda: _table(data.get("stock_watch", {}), "stock_watch"), {})
+    watch: dict[str, object] = p.check(lambda: _table(data.get("stock_watch", {}), "stock_watch"), {})
     p.check(lambda: _unknown(watch, {"cron"}, "stock_watch."))
-    items_table = p.check(lambda: _table(data.get("items", {}), "items"), {})
+    items_table: dict[str, object] = p.check(lambda: _table(data.get("items", {}), "items"), {})
     if not items_table:
         p.add("the shop needs at least one [items.<name>] table")
     items = [spec for name, raw in items_table.items() if (spec := _item(name, raw, p)) is not None]
     aliases: list[tuple[str, tuple[str, ...]]] = []
     for name, raw in items_table.items():
         if isinstance(raw, dict) and raw.get("aliases") is not None:
-            names = p.check(lambda name=name, raw=raw: _aliases(raw.get("aliases"), f"items.{name}.aliases"), ())
+            names: tuple[str, ...] = p.check(partial(_aliases, raw.get("aliases"), f"items.{name}.aliases"), ())
             if names:
                 aliases.append((name, names))
     unit_words: dict[str, UnitWords] = {}
@@ -303,10 +317,10 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
                             shop_timezone=timezone)
         except ScheduleError as exc:
             p.add(str(exc).replace("schedule 'stock_watch'", "[stock_watch]"))
-        names = [s.name for s in schedules]
-        for name in sorted({n for n in names if names.count(n) > 1}):
-            p.add(f"schedule {name!r}: the name is used by two schedules; names must be unique")
-    name = p.check(lambda: _text(data.get("name"), "name", "the shop"))
+        taken = [s.name for s in schedules]
+        for twice in sorted({n for n in taken if taken.count(n) > 1}):
+            p.add(f"schedule {twice!r}: the name is used by two schedules; names must be unique")
+    shop_name = p.check(lambda: _text(data.get("name"), "name", "the shop"))
     supplier_name = p.check(lambda: _text(supplier.get("name"), "supplier.name", "supplier"))
     lead_time = p.check(lambda: _int(supplier.get("lead_time_days", 3), "supplier.lead_time_days", 1))
     order_max = (p.check(lambda: _int(limits["order_max_cents"], "limits.order_max_cents"))
@@ -317,8 +331,12 @@ def parse_shop(text: str, source: str = "shop file") -> ShopSpec:
     ordering = p.check(lambda: _ordering(data), OrderingSettings())
     if p.lines:
         raise ShopFileError("\n".join(p.lines))
+    # no problem recorded: every check returned its value, and the stock watcher's cron was checked as a text
+    assert shop_name is not None and timezone is not None and currency is not None and locale is not None \
+        and supplier_name is not None and lead_time is not None and tolerance is not None \
+        and isinstance(stock_cron, str)
     return ShopSpec(
-        name=name, timezone=timezone, currency=currency, locale=locale, hours=hours, supplier=supplier_name,
+        name=shop_name, timezone=timezone, currency=currency, locale=locale, hours=hours, supplier=supplier_name,
         lead_time_days=lead_time,
         order_max_cents=order_max, day_max_cents=day_max, count_tolerance=tolerance,
         stock_cron=stock_cron, items=tuple(items), schedules=tuple(schedules), source=source,

@@ -11,8 +11,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 
-def document() -> dict:
-    return json.loads(resources.files("bot").joinpath("till_openapi.json").read_text(encoding="utf-8"))
+def document() -> dict[str, object]:
+    doc: dict[str, object] = json.loads(
+        resources.files("bot").joinpath("till_openapi.json").read_text(encoding="utf-8"))
+    return doc
 
 
 def openapi_route() -> Route:

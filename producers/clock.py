@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from store import Admission, Fence, Occurrence, Store, Transaction, WorkKind, faults
 
@@ -58,7 +59,7 @@ class ClockProducer:
         targets = [self.schedules[name]] if name is not None else list(self.schedules.values())
         results = []
         for schedule in targets:
-            result = await self.store.atomic(lambda tx, s=schedule: self._catch_up(tx, s), fence=fence)
+            result = await self.store.atomic(partial(self._catch_up, schedule=schedule), fence=fence)
             _log(result)
             results.append(result)
         return results

@@ -306,7 +306,7 @@ def _schedule(entry: Any, index: int, shop_timezone: str) -> Schedule:
     if unknown:
         raise ScheduleError(
             f"{where}: unknown field {str(unknown[0])!r} (known fields: {', '.join(_KNOWN_FIELDS)})")
-    if not name_ok:
+    if not name_ok or not isinstance(name, str):
         raise ScheduleError(
             f"{where}: name must be 1-40 characters of a-z, 0-9, '_' and '-', got {name!r}")
 
@@ -336,7 +336,7 @@ def _schedule(entry: Any, index: int, shop_timezone: str) -> Schedule:
     return Schedule(name=name, cron=cron, timezone=zone, prompt=prompt, grace=grace, catch_up=catch_up)
 
 
-def parse_schedules(entries: list[dict], *, shop_timezone: str) -> list[Schedule]:
+def parse_schedules(entries: list[dict[str, object]] | None, *, shop_timezone: str) -> list[Schedule]:
     """Validate the shop file's `[[schedule]]` entries; add the default opening brief unless one is named so.
 
     Raises ScheduleError naming the schedule and the field at the first fault.
@@ -381,7 +381,7 @@ class ShopCronTrigger(CronTrigger):
 
     schedule: Schedule
 
-    def get_next_fire_time(self, previous_fire_time, now):  # type: ignore[no-untyped-def,override]
+    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
         start = previous_fire_time if previous_fire_time is not None else now - timedelta(microseconds=1)
         found = next_wakeup(self.schedule, start)
         return found.astimezone(self.timezone) if found is not None else None

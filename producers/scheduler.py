@@ -14,15 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from datetime import UTC
-from typing import Any
 
 from apscheduler.executors.asyncio import AsyncIOExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from store import Fence, LeaseLost, StoreError
+from store import Fence, Lease, LeaseLost, StoreError
 
 from .clock import ClockProducer
 from .schedule import Schedule, parse_schedules, trigger_for
@@ -43,7 +43,7 @@ def stock_schedule(cron: str, timezone_name: str) -> Schedule:
 
 class ProducerScheduler:
     def __init__(self, clock: ClockProducer, watcher: StockWatcher, stock_trigger: CronTrigger,
-                 lease: Any = None) -> None:
+                 lease: Lease | None = None) -> None:
         self.lease = lease       # the `producers` leader lease (bot.leadership.Leader); None: unfenced (drain, tests)
         self.clock = clock
         self.watcher = watcher
@@ -93,7 +93,7 @@ class ProducerScheduler:
         with contextlib.suppress(LeaseLost):
             await self._wake(STOCK_JOB, self.watcher.check(self._fence()))
 
-    async def _wake(self, job: str, work) -> None:  # type: ignore[no-untyped-def]
+    async def _wake(self, job: str, work: Awaitable[object]) -> None:
         try:
             await work
         except StoreError as exc:

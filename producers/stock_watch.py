@@ -25,12 +25,19 @@ turn (the worker), after an applied reorder point (the Apply press's Ingress, `s
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from producers.telegram.owner import edit_order_card, order_buttons
-from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind, units
+from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind, telegram_chat, units
 
 log = logging.getLogger("shopbot.stock")
+
+# the watcher's read marks (ProducerRecords.get_mark): the last stock event announced of each kind
+COUNT_NOTICES = "count_notices"
+RESTOCK_NOTICES = "restock_notices"
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ def reorder_prompt(item: str, unit: str, on_hand: int, reorder_point: int, on_or
             f"{reorder_point}. Propose an order if needed.")
 
 
-def overdue_notice(order: dict) -> str:
+def overdue_notice(order: dict[str, Any]) -> str:
     quantity = units.count(order["quantity"], order["unit"])
     return (f"Order #{order['proposal_id']} ({quantity} of {order['item']}, approved "
             f"{order['approved_at'][:10]}) was due by {order['due_at'][:10]} and is still not received; it is "
@@ -116,7 +123,7 @@ class StockWatcher:
                           self._restocked(tx))
 
     def _restocked(self, tx: Transaction) -> tuple[str, ...]:
-        mark = tx.producers.get_mark(tx.producers.RESTOCK_NOTICES)
+        mark = tx.producers.get_mark(RESTOCK_NOTICES)
         admitted = []
         for order in tx.restocked_orders_after(mark):
             mark = order["event_id"]
@@ -128,26 +135,25 @@ class StockWatcher:
                     f"{order['quantity']} ordered. It is received and no longer on order.")
             source = f"notice:restock:{order['proposal_id']}"
             result = tx.admit_answered(Occurrence(source, "notice:restock", text, WorkKind.NOTICE, self.destination),
-                                       lambda t, work_id, body=text: ReportDraft(body, destination=self.destination))
+                                       _answer(ReportDraft(text, destination=self.destination)))
             if result.outcome is Admission.ACCEPTED:
                 admitted.append(source)
                 edit_order_card(tx, order["proposal_id"], f"Received: {text.split(': ', 1)[1]}", "received")
-        tx.producers.set_mark(tx.producers.RESTOCK_NOTICES, mark)
+        tx.producers.set_mark(RESTOCK_NOTICES, mark)
         return tuple(admitted)
 
     def _overdue(self, tx: Transaction) -> tuple[str, ...]:
         destination = self.destination
-        if not destination or not destination.startswith("tg:"):
+        chat_id = telegram_chat(destination)
+        if chat_id is None or destination is None:
             return ()
-        chat_id = int(destination[3:])
         admitted = []
         for order in tx.overdue_orders():
             text = overdue_notice(order)
             source = f"notice:order_due:{order['proposal_id']}"
             result = tx.admit_answered(
                 Occurrence(source, "notice:order_due", text, WorkKind.NOTICE, destination),
-                lambda t, work_id, body=text, pid=order["proposal_id"]: ReportDraft(
-                    body, destination=destination, buttons=order_buttons(t, pid, chat_id, not_arrived=True)))
+                partial(_overdue_answer, text, destination, order["proposal_id"], chat_id))
             if result.outcome is Admission.ACCEPTED:
                 admitted.append(source)
         return tuple(admitted)
@@ -155,7 +161,7 @@ class StockWatcher:
     def _count_notices(self, tx: Transaction) -> tuple[str, ...]:
         assert self.count_tolerance is not None
         tolerance, destination = self.count_tolerance, self.destination
-        mark = tx.producers.get_mark(tx.producers.COUNT_NOTICES)
+        mark = tx.producers.get_mark(COUNT_NOTICES)
         admitted = []
         for event in tx.producers.count_events_after(mark):
             mark = event["event_id"]
@@ -166,11 +172,21 @@ class StockWatcher:
             text = count_notice(till_id, request_id, event["item"], event["unit"], expected, counted, tolerance)
             source = f"notice:count:{till_id}:{request_id}:{event['item']}"
             result = tx.admit_answered(Occurrence(source, "notice:count", text, WorkKind.NOTICE, destination),
-                                       lambda t, work_id, body=text: ReportDraft(body, destination=destination))
+                                       _answer(ReportDraft(text, destination=destination)))
             if result.outcome is Admission.ACCEPTED:
                 admitted.append(source)
-        tx.producers.set_mark(tx.producers.COUNT_NOTICES, mark)
+        tx.producers.set_mark(COUNT_NOTICES, mark)
         return tuple(admitted)
+
+
+def _answer(draft: ReportDraft) -> Callable[[Transaction, int], ReportDraft]:
+    """An `admit_answered` answer that needs nothing of the transaction."""
+    return lambda _tx, _work_id: draft
+
+
+def _overdue_answer(text: str, destination: str, proposal_id: int, chat_id: int, tx: Transaction, work_id: int
+                    ) -> ReportDraft:
+    return ReportDraft(text, destination=destination, buttons=order_buttons(tx, proposal_id, chat_id, not_arrived=True))
 
 
 def _till_source(source: str | None) -> tuple[str, str, str]:

@@ -49,7 +49,7 @@ class TillError:
     detail: str
     field: str | None
 
-    def body(self) -> dict:
+    def body(self) -> dict[str, str | None]:
         return {"error": self.error, "detail": self.detail, "field": self.field}
 
 

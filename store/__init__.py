@@ -3,8 +3,9 @@ errors, the clock, the fault points, and `open_store`, which opens the configure
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import faults, units
+from . import asks, faults, units
 from .clock import Clock, ManualClock, SystemClock, from_text, parse_clock, to_text
+from .destination import Destination, telegram_chat
 from .errors import (
     CommitUnknown,
     IllegalTransition,
@@ -53,9 +54,12 @@ from .records import (
     FinishOutcome,
     ItemSpec,
     LeaderView,
+    Lease,
+    LimitKind,
     MetricsSnapshot,
     Occurrence,
     Policy,
+    PolicyRefusal,
     ProcessView,
     Prompt,
     Receipt,
@@ -117,18 +121,21 @@ __all__ = [
     "SqliteStore", "InstanceLock", "restore", "backup_before_migration",
     # the named fault points (kill points) the drills arm
     "faults",
+    # what the owner is asked and the answers a press may carry (C8)
+    "asks",
     # words that agree with numbers (`1 tub`, `2 tubs`): every layer's texts use them
     "units",
     # time
-    "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text",
+    "Clock", "ManualClock", "SystemClock", "from_text", "parse_clock", "to_text", "telegram_chat",
     # errors
     "ShopbotError", "CommitUnknown", "IllegalTransition", "InstanceLocked", "LeaseLost", "NotClaimed",
     "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
     "StoreUnavailable", "UnknownTarget",
     # records
     "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "DecisionKind", "Delivery",
-    "DeliveryState", "Fence",
-    "FinishOutcome", "ItemSpec", "LeaderView", "MetricsSnapshot", "Occurrence", "Policy", "ProcessView", "Prompt",
+    "DeliveryState", "Destination", "Fence", "Lease",
+    "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
+    "PolicyRefusal", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
     "Violation", "WorkItem", "WorkKind", "WorkState",
 ]

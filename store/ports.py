@@ -313,8 +313,9 @@ class Journal(Protocol):
 
     async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int,
                               policy: Policy | None = None) -> dict[str, Any]:
-        """C11: the typed proposal, validated by `policy` (rejected ones are recorded with the reason), and its
-        operation's completion, in one transaction; at most one open proposal per item."""
+        """C11: the typed proposal, validated by `policy` (rejected ones are recorded with the reason: a spending
+        limit's as a typed `PolicyRefusal` under "refusal", its words left to the renderer; the others as "reason"),
+        and its operation's completion, in one transaction; at most one open proposal per item."""
 
 
 @runtime_checkable

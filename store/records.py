@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from .clock import from_text, to_text
 
@@ -245,6 +245,16 @@ class Fence:
         return f"{self.holder}/{self.generation}"
 
 
+class Lease(Protocol):
+    """A leader lease as the singleton it guards sees it (bot.leadership.Leader is the one implementation): the
+    fence to write with while held, and whether this process can still know it is current."""
+
+    lease_s: float
+    fence: Fence | None
+
+    def fresh(self, margin: float | None = None) -> bool: ...
+
+
 @dataclass(frozen=True)
 class Prompt:
     nonce: str
@@ -288,6 +298,35 @@ class SalesImport:
     problems: tuple[tuple[int, str], ...] = ()
 
 
+class LimitKind(enum.StrEnum):
+    """Which of the shop's spending limits refused a proposal (C11)."""
+    ORDER_LIMIT = "order_limit"        # its total is over the limit per order
+    DAY_LIMIT = "day_limit"            # with what today already holds approved, it would go over the day's limit
+
+
+@dataclass(frozen=True)
+class PolicyRefusal:
+    """The typed outcome of a proposal refused for a spending limit: amounts in the shop's minor units, as the records
+    keep them (`proposals.refusal`, `refusal_limit_cents`, `refusal_spent_cents`; the total is the proposal's). The
+    owner's words for it, money in the shop's format, are the renderer's (worker/proposals.py), never the store's."""
+    kind: LimitKind
+    total_cents: int
+    limit_cents: int
+    spent_cents: int = 0               # DAY_LIMIT: what today already holds approved
+
+    def __post_init__(self) -> None:   # a kind given as its text becomes the member, so `is` holds
+        object.__setattr__(self, "kind", LimitKind(self.kind))
+
+    @classmethod
+    def of(cls, proposal: Mapping[str, Any]) -> PolicyRefusal | None:
+        """The refusal a proposal row records, or None (not refused for a limit, or refused before 0020: its stored
+        `reason` reads as it was written)."""
+        if not proposal.get("refusal"):
+            return None
+        return cls(proposal["refusal"], proposal["total_cents"], proposal["refusal_limit_cents"],
+                   proposal.get("refusal_spent_cents") or 0)
+
+
 @dataclass(frozen=True)
 class Policy:
     """The shop's rules for proposals, from the shop file (read at each start)."""
@@ -296,12 +335,6 @@ class Policy:
     day_max_cents: int | None = None
     day: str = ""                    # the shop's local date now, for the per-day limit
     expires_at: str | None = None    # approvals after this change nothing
-    # how a limit's amounts read in a refusal the owner sees (the worker passes ShopFormat.cents): the store never
-    # words money itself; without one, amounts read as plain decimals of two places
-    money: Callable[[int], str] | None = field(default=None, compare=False, repr=False)
-
-    def amount(self, cents: int) -> str:
-        return self.money(cents) if self.money is not None else f"{cents / 100:.2f}"
 
 
 # ---- the readers of status, reports and metrics: typed here, JSON only at the edge (`to_json`) -----------------

@@ -5,9 +5,35 @@ then the turn's answer and its figures, with Approve and Reject under it (one pa
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from store import LimitKind, PolicyRefusal
 from worker.money import ShopFormat
+
+
+def limit_words(kind: LimitKind, total: str, limit: str, spent: str, lang: str = "en") -> str:
+    """A spending limit's refusal in the owner's language (English, Spanish), its amounts already written in the
+    shop's money format: the one place these words are made (cards, tool results, offline replies)."""
+    if kind is LimitKind.ORDER_LIMIT:
+        return (f"el total de {total} supera el límite de {limit} por pedido" if lang == "es"
+                else f"the total of {total} is over the limit of {limit} per order")
+    return (f"el total de {total} superaría el límite de hoy de {limit} ({spent} ya aprobado)" if lang == "es"
+            else f"the total of {total} would go over today's limit of {limit} ({spent} already approved)")
+
+
+def refusal_text(refusal: PolicyRefusal, fmt: ShopFormat, lang: str = "en") -> str:
+    """`the total of $72.00 is over the limit of $50.00 per order`: the store's typed refusal, money as the owner
+    reads it (never minor units)."""
+    return limit_words(refusal.kind, fmt.cents(refusal.total_cents), fmt.cents(refusal.limit_cents),
+                       fmt.cents(refusal.spent_cents), lang)
+
+
+def rejection_reason(proposal: Mapping[str, Any], fmt: ShopFormat, lang: str = "en") -> str:
+    """Why the shop's rules rejected a proposal (a row or propose_order's result): a limit's typed refusal worded
+    now; any other reason, and a row refused before the store typed its limits (migration 0020), as stored."""
+    refusal = PolicyRefusal.of(proposal)
+    return refusal_text(refusal, fmt, lang) if refusal is not None else (proposal.get("reason") or "")
 
 
 def proposal_line(proposal: dict[str, Any], fmt: ShopFormat) -> str:
@@ -18,7 +44,7 @@ def proposal_line(proposal: dict[str, Any], fmt: ShopFormat) -> str:
     cost = f"{item} {quantity} × {unit} = {total}"
     if proposal["state"] == "rejected_by_policy":
         return (f"Order proposal #{pid} to {proposal['supplier']} was rejected by the shop's rules: "
-                f"{proposal['reason']}. Nothing will be ordered ({cost}).")
+                f"{rejection_reason(proposal, fmt)}. Nothing will be ordered ({cost}).")
     return f"Order proposal #{pid} to {proposal['supplier']}: {cost}."
 
 

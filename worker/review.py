@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 from statistics import fmean
 from typing import Any
 
-from store import ShopRecords, Transaction, units
+from store import ShopRecords, Transaction, asks, units
 from worker.money import ShopFormat
 from worker.ordering import OrderingSettings, Suggestion, money_lost_per_day
 from worker.review_chart import sales_chart
@@ -121,7 +121,7 @@ def setting_buttons(tx: Transaction, offer: Suggestion, chat_id: int) -> list[li
     """Apply / Keep for one suggestion: a fresh nonce whose target carries the values shown (item:point:target),
     so what Apply applies is exactly what the owner read (producers/telegram/owner.py decides the press)."""
     nonce = tx.create_prompt("setting", f"{offer.item}:{offer.reorder_point}:{offer.target}", chat_id)
-    return [[(f"Apply {offer.item}", f"apply:{nonce}"), (f"Keep {offer.item}", f"keep:{nonce}")]]
+    return [asks.answers("setting", nonce, offer.item)]
 
 
 async def weekly_review(store: ShopRecords, *, now: datetime, timezone: str, lead_days: int,

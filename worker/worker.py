@@ -31,8 +31,10 @@ from store import (
     StoreError,
     Transaction,
     WorkKind,
+    asks,
     faults,
     from_text,
+    telegram_chat,
     to_text,
 )
 from worker import history as conversation
@@ -112,7 +114,7 @@ class WorkerSettings:
     def policy(self, now: datetime) -> Policy:
         return Policy(self.supplier, self.order_max_cents, self.day_max_cents,
                       day=now.astimezone(ZoneInfo(self.shop_timezone)).date().isoformat(),
-                      expires_at=to_text(now + timedelta(seconds=self.proposal_expiry_s)), money=self.fmt().cents)
+                      expires_at=to_text(now + timedelta(seconds=self.proposal_expiry_s)))
 
 
 class Worker:
@@ -361,9 +363,9 @@ class Worker:
 
         def apply(tx: Transaction) -> None:
             rows.clear()                 # a finish run again starts afresh (K16)
-            if (destination or "").startswith("tg:"):
+            if (chat := telegram_chat(destination)) is not None:
                 for offer in review.offers:
-                    rows.extend(setting_buttons(tx, offer, int(destination[3:])))     # type: ignore[index]
+                    rows.extend(setting_buttons(tx, offer, chat))
 
         faults.reached("K6")
         await self.store.finish(claim, lambda: ReportDraft(review.text, destination=destination, buttons=rows or None,
@@ -377,6 +379,7 @@ class Worker:
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
                           policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone,
+                          locale=self.settings.locale,
                           aliases=dict(self.settings.aliases), lead_time_days=self.settings.lead_time_days,
                           ordering=self.settings.ordering, chat_id=_chat(claim.destination))
         fmt = self.settings.fmt()
@@ -444,16 +447,16 @@ class Worker:
         def apply(tx: Transaction) -> None:
             found.clear()                # a finish run again (its first commit did not happen, K16) starts afresh
             rows.clear()
-            if not (destination or "").startswith("tg:"):
+            chat_id = telegram_chat(destination)
+            if chat_id is None:
                 return
-            chat_id = int(destination[3:])        # type: ignore[index]
             found.extend(tx.run_proposals(claim.run_id))
             open_ones = [p for p in found if p["state"] == "proposed"]
             for proposal in open_ones:
                 nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
                                       from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
-                suffix = f" #{proposal['proposal_id']}" if len(open_ones) > 1 else ""
-                rows.append([(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")])
+                subject = f"#{proposal['proposal_id']}" if len(open_ones) > 1 else ""
+                rows.append(asks.answers("proposal", nonce, subject))
             mine = {str(p["proposal_id"]) for p in found}
             rows.extend(offered_buttons(tx, [(k, t) for k, t in offers if (k, t) not in
                                              {("proposal", m) for m in mine}], chat_id))
@@ -467,18 +470,18 @@ class Worker:
         """In the finish transaction, for a turn whose answer does not go to a Telegram chat: each proposal of the
         run goes to the owner's chat as its own message, rendered from the record, with Approve and Reject buttons;
         one rejected by policy is shown with the reason (C11)."""
-        destination = None if (claim.destination or "").startswith("tg:") else self.settings.notice_destination
+        destination = None if telegram_chat(claim.destination) is not None else self.settings.notice_destination
 
         def after(tx: Transaction, report_id: str) -> None:
-            if destination is None:
+            chat_id = telegram_chat(destination)
+            if destination is None or chat_id is None:
                 return
-            chat_id = int(destination[3:])
             for proposal in tx.run_proposals(claim.run_id):
                 text, buttons = proposal_message(proposal, self.settings.fmt())
                 if proposal["state"] == "awaiting_approval":
                     nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
                                              from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
-                    buttons = [[("Approve", f"approve:{nonce}"), ("Reject", f"reject:{nonce}")]]
+                    buttons = [asks.answers("proposal", nonce)]
                 tx.admit_answered(
                     Occurrence(f"notice:proposal:{proposal['proposal_id']}", "notice:proposal", text, WorkKind.NOTICE,
                                destination),
@@ -511,7 +514,7 @@ class Worker:
 
 def _chat(destination: str | None) -> int | None:
     """The owner's chat a turn answers (`tg:<chat_id>`), or None."""
-    return int(destination[3:]) if destination and destination.startswith("tg:") else None
+    return telegram_chat(destination)
 
 
 def offered_buttons(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id: int) -> list[list[tuple[str, str]]]:
@@ -525,20 +528,18 @@ def offered_buttons(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id:
             if order is None or order["state"] != "on_order":
                 continue
             nonce = tx.create_prompt("order", target, chat_id)
-            row = [(f"Received #{target}", f"received:{nonce}")]
-            if from_text(order["due_at"]) <= tx.at:
-                row.append((f"Not arrived #{target}", f"not_arrived:{nonce}"))
-            rows.append(row)
+            late = from_text(order["due_at"]) <= tx.at
+            rows.append(asks.answers("order", nonce, f"#{target}", verbs=None if late else ("received",)))
         elif kind == "proposal":
             proposal = tx.proposal(int(target))
             if proposal is None or proposal["state"] != "awaiting_approval":
                 continue
             nonce = tx.create_prompt("proposal", target, chat_id,
                                      from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
-            rows.append([(f"Approve #{target}", f"approve:{nonce}"), (f"Reject #{target}", f"reject:{nonce}")])
+            rows.append(asks.answers("proposal", nonce, f"#{target}"))
         elif kind == "unknown" and tx.unknown_prompt_open(target):
             nonce = tx.create_prompt("unknown", target, chat_id)
-            rows.append([(f"Resend {target}", f"resend:{nonce}"), (f"I have it {target}", f"delivered:{nonce}")])
+            rows.append(asks.answers("unknown", nonce, target))
     return rows
 
 

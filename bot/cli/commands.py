@@ -29,6 +29,7 @@ from store import (
     open_store,
     parse_clock,
     restore,
+    telegram_chat,
     units,
 )
 from store.sqlite.invariants import check as check_invariants
@@ -36,7 +37,7 @@ from store.sqlite.invariants import check as check_invariants
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
-def command(name: str):
+def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
     def register(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
         COMMANDS[name] = fn
         return fn
@@ -70,7 +71,7 @@ def with_store(args: argparse.Namespace, fn: Callable[[Store], Any], *, create: 
 
 @command("admit")
 def cmd_admit(args: argparse.Namespace) -> int:
-    destination = args.destination or (args.session if args.session.startswith("tg:") else None)
+    destination = args.destination or (args.session if telegram_chat(args.session) is not None else None)
     result = with_store(args, lambda s: s.admit(Occurrence(args.source, args.session, args.text, WorkKind.AGENT,
                                                            destination)), create=True)
     print(result.outcome.value)
@@ -163,7 +164,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 @command("prune")
 def cmd_prune(args: argparse.Namespace) -> int:
-    async def prune(store: Store) -> tuple[dict, int, int]:
+    async def prune(store: Store) -> tuple[dict[str, int], int, int]:
         done = await store.prune(args.older_than)
         before = after = 0
         if args.vacuum:
@@ -264,7 +265,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from telegram.error import InvalidToken
     log.info("starting with database %s", describe_location(cfg.db))
-    from bot.app import StartAborted
+    from bot.supervision import StartAborted
     try:
         return asyncio.run(main())
     except StartAborted:

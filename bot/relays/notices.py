@@ -3,9 +3,10 @@ they go through the outbox like everything else the bot says (docs/contracts.md,
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from producers.telegram.owner import unknown_buttons
-from store import Admission, Occurrence, ReportDraft, Store, Transaction, WorkKind
+from store import Admission, Destination, Occurrence, ReportDraft, Store, Transaction, WorkKind
 
 log = logging.getLogger("shopbot.notices")
 
@@ -26,12 +27,15 @@ def announce_unknowns_tx(tx: Transaction) -> list[str]:
                 "Did you get it? Resend sends it once more; I have it records that it arrived.")
         result = tx.admit_answered(
             Occurrence(unknown_notice_source(report_id, row["resends"]), "notice:unknown", text, WorkKind.NOTICE,
-                       f"tg:{chat_id}"),
-            lambda t, work_id, r=report_id, c=chat_id, body=text: ReportDraft(
-                body, destination=f"tg:{c}", buttons=unknown_buttons(t, r, c)))
+                       Destination.telegram(chat_id)),
+            partial(_answer, text, report_id, chat_id))
         if result.outcome is Admission.ACCEPTED:
             announced.append(report_id)
     return announced
+
+
+def _answer(text: str, report_id: str, chat_id: int, tx: Transaction, work_id: int) -> ReportDraft:
+    return ReportDraft(text, destination=Destination.telegram(chat_id), buttons=unknown_buttons(tx, report_id, chat_id))
 
 
 async def announce_unknowns(store: Store) -> list[str]:

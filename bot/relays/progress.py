@@ -91,7 +91,7 @@ class ProgressDrafts:
         self.first_wait_s = first_wait_s
         self._monotonic = monotonic
         self._last_sent: dict[int, float] = {}     # chat -> when its last draft call started
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self.sent = 0                      # draft calls started (tests, benchmarks)
 
     @contextlib.asynccontextmanager
@@ -135,7 +135,7 @@ class ProgressDrafts:
         finally:
             first.set()
 
-    def _done(self, task: asyncio.Task) -> None:
+    def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.debug("progress task failed (a hint, ignored): %r", task.exception())

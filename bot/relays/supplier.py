@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from bot.leadership import held
 from bot.relays.supplier_client import ActionOutcomeKind, LookupKind, SupplierAdapter
 from producers.telegram.owner import edit_order_card
-from store import Action, ActionMove, Fence, LeaseLost, Store, StoreError, faults
+from store import Action, ActionMove, Fence, Lease, LeaseLost, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.actions")
 T = TypeVar("T")
@@ -61,7 +61,7 @@ def validate(action: Action, known_destinations: set[str]) -> str | None:
 
 class ActionRelay:
     def __init__(self, store: Store, adapter: SupplierAdapter, destinations: set[str], owner_chat: str | None, *,
-                 retry_s: float = 5.0, reconcile_every_s: float = 5.0, lease: Any = None,
+                 retry_s: float = 5.0, reconcile_every_s: float = 5.0, lease: Lease | None = None,
                  attempt_cap: int = 3) -> None:
         self.lease = lease        # a bot.leadership.Leader, or None (drain, tests): unfenced
         self.store = store
@@ -88,11 +88,12 @@ class ActionRelay:
         """A supplier call that `stop()` can cancel; raises Stopped when it did."""
         if self._stop.is_set():
             raise Stopped()
-        self._inflight = asyncio.ensure_future(call)
+        inflight = asyncio.ensure_future(call)
+        self._inflight = inflight
         try:
-            return await self._inflight
+            return await inflight
         except asyncio.CancelledError:
-            if self._stop.is_set() and self._inflight.cancelled():
+            if self._stop.is_set() and inflight.cancelled():
                 current = asyncio.current_task()
                 if current is None or not current.cancelling():
                     raise Stopped() from None

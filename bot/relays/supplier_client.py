@@ -134,10 +134,11 @@ class SupplierAdapter:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _call(self, method: str, url: str, **kwargs: object) -> Answer:
+    async def _call(self, method: str, url: str, *, json: object = None, headers: dict[str, str] | None = None
+                    ) -> Answer:
         """One request under the total deadline (TimeoutError past it), its body read through the cap."""
         async with asyncio.timeout(self.deadline):
-            async with self._client.stream(method, url, **kwargs) as response:   # type: ignore[arg-type]
+            async with self._client.stream(method, url, json=json, headers=headers) as response:
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in response.aiter_raw():
@@ -147,7 +148,7 @@ class SupplierAdapter:
                     chunks.append(chunk)
                 return Answer(response.status_code, response.headers, b"".join(chunks))
 
-    async def place(self, key: str, payload: dict) -> ActionOutcome:
+    async def place(self, key: str, payload: dict[str, object]) -> ActionOutcome:
         try:
             answer = await self._call("POST", f"{self.base_url}/orders", json=payload,
                                       headers={"Idempotency-Key": key})

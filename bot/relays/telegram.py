@@ -26,7 +26,7 @@ from bot.relays.notices import announce_unknowns
 from bot.relays.pacing import Pacer, PacingSettings
 from bot.relays.render import render_part
 from bot.relays.sender import OutcomeKind, SendOutcome
-from store import Delivery, Fence, LeaseLost, PartStopped, Store, StoreError, faults
+from store import Delivery, Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults
 
 log = logging.getLogger("shopbot.relay")
 
@@ -57,14 +57,6 @@ class RelaySettings:
     global_burst: int = 30            # messages over all chats at once before the global rate applies
     not_sent_retry_s: float = 2.0     # a request that never left the machine is tried again after this long
     batch: int = 20
-
-
-class Lease(Protocol):
-    """The relay's leader lease as the relay sees it (bot.leadership.Leader)."""
-
-    fence: Fence | None
-
-    def fresh(self, margin: float | None = None) -> bool: ...
 
 
 class Relay:

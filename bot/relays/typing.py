@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from functools import partial
 
 log = logging.getLogger("shopbot.typing")
 
@@ -27,13 +28,13 @@ RENEW_S = 4.0
 
 
 class TypingIndicator:
-    def __init__(self, send: Callable[[int], Awaitable[None]], *, renew_s: float = RENEW_S,
+    def __init__(self, send: Callable[[int], Coroutine[object, None, None]], *, renew_s: float = RENEW_S,
                  max_in_flight: int = 4) -> None:
         self._send = send                     # e.g. TelegramSender.typing (best effort, logs its own failures)
         self.renew_s = renew_s
         self.max_in_flight = max_in_flight
-        self._in_flight: dict[int, asyncio.Task] = {}    # chat -> its sendChatAction call on the wire
-        self._renewals: set[asyncio.Task] = set()
+        self._in_flight: dict[int, asyncio.Task[None]] = {}    # chat -> its sendChatAction call on the wire
+        self._renewals: set[asyncio.Task[None]] = set()
         self.fired = 0                        # calls started (for tests and benchmarks)
         self.skipped = 0                      # renewals not sent because a call was still in flight
 
@@ -61,14 +62,14 @@ class TypingIndicator:
         task = asyncio.get_running_loop().create_task(self._send(chat_id), name=f"sendChatAction-{chat_id}")
         self._in_flight[chat_id] = task
         self.fired += 1
-        task.add_done_callback(lambda t, chat=chat_id: self._call_done(chat, t))
+        task.add_done_callback(partial(self._call_done, chat_id))
 
-    def _call_done(self, chat_id: int, task: asyncio.Task) -> None:
+    def _call_done(self, chat_id: int, task: asyncio.Task[None]) -> None:
         if self._in_flight.get(chat_id) is task:
             del self._in_flight[chat_id]
         self._done(task)
 
-    def _done(self, task: asyncio.Task) -> None:
+    def _done(self, task: asyncio.Task[None]) -> None:
         self._renewals.discard(task)
         if task.cancelled():
             return

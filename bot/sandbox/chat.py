@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator
-from typing import TextIO
+from typing import Any, TextIO
 
+from bot.sandbox.bot_api.state import SentMessage
 from bot.sandbox.demo import SANDBOX, Transcript, as_seen
 from bot.sandbox.local_setup import OWNER_ID, LocalRun, local_product
 
@@ -40,7 +41,7 @@ class ChatView:
         self.shown = 0
         self.buttons: list[tuple[str, int]] = []      # (callback data, message id), numbered from 1
 
-    def _labels(self, markup: dict | None, message_id: int) -> list[str] | None:
+    def _labels(self, markup: dict[str, Any] | None, message_id: int) -> list[str] | None:
         labels = []
         for row in (markup or {}).get("inline_keyboard", []):
             for button in row:
@@ -53,8 +54,11 @@ class ChatView:
         while self.shown < len(timeline):
             kind, item = timeline[self.shown]
             self.shown += 1
-            if kind == "sent" and item.chat_id == OWNER_ID:
-                self.t.bot(as_seen(item.text, item.html), self._labels(item.reply_markup, item.message_id))
+            if isinstance(item, SentMessage):
+                if item.chat_id == OWNER_ID:
+                    self.t.bot(as_seen(item.text, item.html), self._labels(item.reply_markup, item.message_id))
+            elif not isinstance(item, dict):
+                continue                     # a Bot API call or answer: not shown
             elif kind == "edited" and item["chat_id"] == OWNER_ID:
                 self.t.note(f"the bot edited its message {item['message_id']}; it now reads:")
                 self.t.bot(as_seen(item["text"], item["html"]), self._labels(item["reply_markup"], item["message_id"]))
@@ -76,7 +80,8 @@ class ChatView:
 
 async def settled(run: LocalRun, update_id: int | None, timeout: float = SETTLE_TIMEOUT_S) -> bool:
     """Until the update (if any) was admitted and nothing is still waiting, running or unsent."""
-    store = run.app.parts.store      # type: ignore[union-attr]
+    assert run.app.parts is not None, "the local product has started"
+    store = run.app.parts.store
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     try:

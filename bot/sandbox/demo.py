@@ -6,9 +6,10 @@ import html as html_module
 import re
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from bot.cli.render import print_status
+from bot.sandbox.bot_api.state import SentMessage
 from bot.sandbox.local_setup import OWNER_ID, LocalRun, local_product
 from store import Status
 
@@ -63,12 +64,13 @@ class Transcript:
         self.out.write(f"  bot   … {text}  (draft)\n")
 
 
-def _buttons(message) -> list[str]:  # type: ignore[no-untyped-def]
+def _buttons(message: SentMessage) -> list[str]:
     markup = message.reply_markup or {}
     return [b["text"] for row in markup.get("inline_keyboard", []) for b in row]
 
 
-async def _say(run: LocalRun, t: Transcript, text: str, replies: int = 1):  # type: ignore[no-untyped-def]
+async def _say(run: LocalRun, t: Transcript, text: str, replies: int = 1
+               ) -> tuple[dict[str, Any], list[SentMessage]]:
     t.owner(text)
     drafts = len(run.api.drafts)
     update = run.api.post_message(OWNER_ID, OWNER_ID, text)
@@ -106,6 +108,7 @@ async def play(out: TextIO) -> Status:
         _, got = await _say(run, t, "count chocolate", replies=2)
         notice = got[-1]
         t.note("Lucy has the reply, so she presses 'I have it'")
+        assert notice.reply_markup is not None, "the notice has its Resend / I have it buttons"
         run.api.post_callback(OWNER_ID, OWNER_ID, notice.reply_markup["inline_keyboard"][0][1]["callback_data"],
                               notice.message_id)
         await run.api.wait_for(lambda: "noted that you have" in run.now(notice)["text"], timeout=10)
@@ -123,6 +126,7 @@ async def play(out: TextIO) -> Status:
         proposal = next(m for m in run.owner_messages() if m.text.startswith("Order proposal")
                         and "vanilla" in m.text.splitlines()[0])
         t.note("Lucy approves the vanilla order: the card is edited in place, then the supplier's answer arrives")
+        assert proposal.reply_markup is not None, "the proposal has its Approve / Reject buttons"
         run.api.post_callback(OWNER_ID, OWNER_ID, proposal.reply_markup["inline_keyboard"][0][0]["callback_data"],
                               proposal.message_id)
         for message in await run.replies(1):
@@ -133,7 +137,8 @@ async def play(out: TextIO) -> Status:
         t.note(f"the local supplier holds {len(run.supplier.orders)} order(s): "
                + ", ".join(f"{o['order_id']} {o['lines'][0]['quantity']} {o['lines'][0]['item']}"
                            for o in run.supplier.orders))
-        status = await run.app.parts.store.status()   # type: ignore[union-attr]
+        assert run.app.parts is not None
+        status = await run.app.parts.store.status()
     out.write("\nFinal status:\n")
     print_status(status, out)
     out.write(f"\ndemo finished in {time.monotonic() - t.start:.1f} s\n")

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bot import config as config_module
 from bot.app import App
@@ -23,7 +24,7 @@ DEMO_TOKEN = "123456:local-demo-token"
 class LocalRun:
     api: LocalBotApi
     app: App
-    task: asyncio.Task
+    task: asyncio.Task[None]
     supplier: LocalSupplier
     seen: int = 0
 
@@ -35,7 +36,7 @@ class LocalRun:
         return [m.text for m in self.owner_messages()] + [e["text"] for e in self.api.edited_texts
                                                            if e["chat_id"] == OWNER_ID]
 
-    def now(self, message: SentMessage) -> dict:
+    def now(self, message: SentMessage) -> dict[str, Any]:
         """A message as it reads now, after edits: {"text", "markup", ...}."""
         return self.api.current(message.chat_id, message.message_id) or {"text": message.text,
                                                                           "markup": message.reply_markup}

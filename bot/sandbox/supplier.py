@@ -84,7 +84,7 @@ class LocalSupplier:
         return f"http://{self.host}:{self.port}"
 
     @property
-    def orders(self) -> list[dict]:
+    def orders(self) -> list[dict[str, Any]]:
         return [{"order_id": o, "key": k, **json.loads(b)} for o, k, b in
                 self._db.execute("SELECT order_id, key, body FROM orders ORDER BY created_at")]
 

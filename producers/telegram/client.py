@@ -46,7 +46,7 @@ class _Request(HTTPXRequest):
         code, payload = await super().do_request(*args, **kwargs)
         if code == 429:
             retry_after = _parameters(payload).get("retry_after")
-            if retry_after and not _parameters(payload).get("migrate_to_chat_id"):
+            if isinstance(retry_after, int) and retry_after and not _parameters(payload).get("migrate_to_chat_id"):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", PTBDeprecationWarning)
                     exc = RetryAfter(retry_after)
@@ -54,7 +54,7 @@ class _Request(HTTPXRequest):
         return code, payload
 
 
-def _parameters(payload: bytes) -> dict:
+def _parameters(payload: bytes) -> dict[str, object]:
     try:
         body = json.loads(payload.decode("utf-8", "replace"))
     except ValueError:

@@ -5,19 +5,23 @@ through the outbox; only the callback answer itself (the button's little spinner
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from store import (
     Admission,
     AdmitResult,
+    Destination,
     Occurrence,
     ReportDraft,
     Status,
     Transaction,
     UnknownTarget,
     WorkKind,
+    asks,
     from_text,
     units,
 )
@@ -106,7 +110,7 @@ def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
 
 def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", user_id: int | None = None,
                   rules: ApprovalRules | None = None) -> ReportDraft:
-    destination = f"tg:{chat_id}"
+    destination = Destination.telegram(chat_id)
     if command == "received":
         return ReportDraft(received_reply(tx, text, chat_id, f"owner:{user_id or chat_id}"), destination=destination)
     if command == "status":
@@ -114,28 +118,28 @@ def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", u
     if command == "pending":
         return pending_reply(tx, chat_id, rules)
     if command == "forget":
-        nonce = tx.create_prompt("forget", f"tg:{chat_id}", chat_id)
+        nonce = tx.create_prompt("forget", Destination.telegram(chat_id), chat_id)
         return ReportDraft("Forget this conversation? I will delete what I remember of it and cancel requests "
                            "still waiting. Replies already sent stay in the records.", destination=destination,
-                           buttons=[[("Forget it", f"forget:{nonce}"), ("Keep it", f"keep:{nonce}")]])
+                           buttons=[asks.answers("forget", nonce)])
     return ReportDraft(HELP, destination=destination)
 
 
 PENDING_LIMIT = 10      # of each kind; the rest is counted
 
 
-def proposal_buttons(tx: Transaction, proposal: dict, chat_id: int, suffix: str = ""
+def proposal_buttons(tx: Transaction, proposal: dict[str, Any], chat_id: int, subject: str = ""
                      ) -> list[list[tuple[str, str]]]:
     """Approve / Reject for a proposal awaiting approval: a fresh nonce that expires with the proposal."""
     nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
                               from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
-    return [[(f"Approve{suffix}", f"approve:{nonce}"), (f"Reject{suffix}", f"reject:{nonce}")]]
+    return [asks.answers("proposal", nonce, subject)]
 
 
 def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = None) -> ReportDraft:
     """/pending: everything that waits for the owner, each with its buttons: proposals awaiting Approve/Reject,
     replies that may not have arrived (Resend / I have it), orders on order (Received; Not arrived once late)."""
-    destination = f"tg:{chat_id}"
+    destination = Destination.telegram(chat_id)
     rules = rules or ApprovalRules()
     proposals = tx.awaiting_proposals()
     unknown = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
@@ -146,7 +150,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
     lines: list[str] = []
     buttons: list[list[tuple[str, str]]] = []
 
-    def more(rows: list) -> None:
+    def more(rows: Sequence[object]) -> None:
         if len(rows) > PENDING_LIMIT:
             lines.append(f"(and {len(rows) - PENDING_LIMIT} more)")
     if proposals:
@@ -154,7 +158,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
         for p in proposals[:PENDING_LIMIT]:
             lines.append(f"- #{p['proposal_id']} {p['item']}: {units.count(p['quantity'], p['unit'])} for "
                          f"{rules.money(p['total_cents'])}")
-            buttons += proposal_buttons(tx, p, chat_id, f" #{p['proposal_id']}")
+            buttons += proposal_buttons(tx, p, chat_id, f"#{p['proposal_id']}")
         more(proposals)
     if unknown:
         lines.append("Replies that may not have arrived:")
@@ -171,8 +175,8 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
             late = from_text(o["due_at"]) <= tx.at
             lines.append(f"- #{o['proposal_id']} {o['item']}: {units.count(o['quantity'], o['unit'])}, {o['status']}, "
                          + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
-            [row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
-            buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in row])
+            [order_row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
+            buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in order_row])
         more(orders)
     return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
 
@@ -180,33 +184,31 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
 def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str,
                   rules: ApprovalRules | None = None) -> AdmitResult:
     """A control command: never refused for capacity, answered in its admission."""
-    return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", text, WorkKind.CONTROL, f"tg:{chat_id}"),
+    chat = Destination.telegram(chat_id)
+    return tx.admit_answered(Occurrence(source, chat, text, WorkKind.CONTROL, chat),
                              lambda t, work_id: command_reply(t, command, chat_id, text, rules=rules))
 
 
 def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply: str) -> AdmitResult:
-    return tx.admit_answered(Occurrence(source, f"tg:{chat_id}", payload, WorkKind.CONTROL, f"tg:{chat_id}"),
-                             lambda t, work_id: ReportDraft(reply, destination=f"tg:{chat_id}"))
+    chat = Destination.telegram(chat_id)
+    return tx.admit_answered(Occurrence(source, chat, payload, WorkKind.CONTROL, chat),
+                             lambda t, work_id: ReportDraft(reply, destination=chat))
 
 
 def unknown_buttons(tx: Transaction, report_id: str, chat_id: int) -> list[list[tuple[str, str]]]:
     """Resend / I have it for a reply that may not have arrived (C8): a fresh random nonce stored with its target."""
     nonce = tx.create_prompt("unknown", report_id, chat_id)
-    return [[("Resend", f"resend:{nonce}"), ("I have it", f"delivered:{nonce}")]]
+    return [asks.answers("unknown", nonce)]
 
 
 def order_buttons(tx: Transaction, proposal_id: int, chat_id: int, *, not_arrived: bool = False
                   ) -> list[list[tuple[str, str]]]:
     """Received (and, once the lead time passed, Not arrived) for an order on order: a fresh nonce per message."""
     nonce = tx.create_prompt("order", str(proposal_id), chat_id)
-    row = [("Received", f"received:{nonce}")]
-    if not_arrived:
-        row.append(("Not arrived", f"not_arrived:{nonce}"))
-    return [row]
+    return [asks.answers("order", nonce, verbs=None if not_arrived else ("received",))]
 
 
-VERBS = {"unknown": {"resend", "delivered"}, "forget": {"forget", "keep"}, "proposal": {"approve", "reject"},
-         "order": {"received", "not_arrived"}, "setting": {"apply", "keep"}}
+VERBS = asks.VERBS      # the questions and their answers are one grammar (store/asks.py)
 
 
 @dataclass(frozen=True)
@@ -278,7 +280,7 @@ def _setting_press(tx: Transaction, nonce: str, verb: str, target: str, by: str)
 def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRules()) -> Outcome:
     """C8: a press counts only for a known prompt, from the chat it went to, while its target still awaits this
     decision; anything else is 'no longer valid' and changes nothing."""
-    verb, _, nonce = press.data.partition(":")
+    verb, nonce = asks.parse_press(press.data)
     prompt = tx.prompt(nonce) if nonce else None
     if (prompt is None or prompt.chat_id != press.chat_id or prompt.decided_at is not None
             or verb not in VERBS.get(prompt.kind, ())
@@ -336,7 +338,7 @@ def card_edit(tx: Transaction, press: Press, outcome: Outcome, rules: ApprovalRu
     the outbox): the card's text, then the decision with who and when; its buttons are the rows still open plus
     the decision's own (Received after an approval). Anything else (no longer valid, a card not found) is a new
     message."""
-    destination = f"tg:{press.chat_id}"
+    destination = Destination.telegram(press.chat_id)
     card = tx.sent_message(press.chat_id, press.message_id) if press.message_id is not None else None
     if not outcome.decided or card is None:
         return ReportDraft(outcome.text, destination=destination, buttons=outcome.buttons)
@@ -362,7 +364,7 @@ def edit_order_card(tx: Transaction, proposal_id: int, line: str, subject: str) 
     if card is None:
         return False
     body = f"{card['text'].rstrip()}\n{line}"
-    destination = f"tg:{chat_id}"
+    destination = Destination.telegram(chat_id)
     result = tx.admit_answered(
         Occurrence(f"notice:card:{proposal_id}:{subject}", "notice:card", body, WorkKind.NOTICE, destination),
         lambda t, work_id: ReportDraft(
@@ -382,8 +384,8 @@ def admit_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalRu
         decided.append(outcome.decided)
         stock_changed.append(outcome.stock_changed)
         return card_edit(t, press, outcome, rules)
-    result = tx.admit_answered(Occurrence(f"cb:{press.callback_id}", f"tg:{press.chat_id}", press.data,
-                                          WorkKind.CONTROL, f"tg:{press.chat_id}"), reply)
+    result = tx.admit_answered(Occurrence(f"cb:{press.callback_id}", Destination.telegram(press.chat_id), press.data,
+                                          WorkKind.CONTROL, Destination.telegram(press.chat_id)), reply)
     if result.outcome is not Admission.ACCEPTED:     # a redelivered press: already answered
         return PressResult(result, "Already done.", False)
     return PressResult(result, answer[0], decided[0], stock_changed[0])

@@ -22,7 +22,7 @@ from typing import Protocol
 from telegram import Bot, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter
 
-from store import Fence, LeaseLost, PartStopped, Store, StoreError, faults
+from store import Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults
 
 from . import owner
 from .client import retry_after_seconds
@@ -36,15 +36,6 @@ class PressAnswers(Protocol):
     decided card is edited through the outbox (its press's report edits it in place, C7), never from here."""
 
     async def answer_callback(self, callback_id: str, text: str) -> None: ...
-
-
-class Lease(Protocol):
-    """The poller's leader lease as the poll loop sees it (bot.leadership.Leader)."""
-
-    lease_s: float
-    fence: Fence | None
-
-    def fresh(self, margin: float | None = None) -> bool: ...
 
 
 class Ingress:
@@ -98,7 +89,7 @@ class Ingress:
     async def fetch(self, offset: int | None, timeout: int) -> list[tuple[int | None, Update | None]]:
         """One `getUpdates` call, parsed update by update. PTB's own get_updates parses the batch at once: one
         malformed update raises for all of them, and PTB then logs the raw batch, message texts included."""
-        kwargs: dict = {"timeout": timeout, "allowed_updates": ALLOWED_UPDATES}
+        kwargs: dict[str, object] = {"timeout": timeout, "allowed_updates": ALLOWED_UPDATES}
         if offset is not None:
             kwargs["offset"] = offset
         with warnings.catch_warnings():   # PTB suggests get_updates for this endpoint: see the docstring

@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
-from telegram import Bot, Update
+from telegram import Bot, Chat, Update, User
 
-from store import Admission, Occurrence, ReportDraft, Transaction, WorkKind
+from store import Admission, Destination, Occurrence, ReportDraft, Transaction, WorkKind
 
 from . import owner
 
@@ -42,8 +43,11 @@ def parse(raw: object, bot: Bot) -> Update | None:
     data."""
     if not isinstance(raw, dict) or not _is_int(raw.get("update_id")):
         return None
+    cleaned = _clean(raw)
+    if not isinstance(cleaned, dict):   # it is: _clean keeps a dict a dict (this narrows the type)
+        return None
     try:
-        update = Update.de_json(_clean(raw), bot)
+        update = Update.de_json(cleaned, bot)
     except Exception:
         return None
     return update if update is not None and _well_formed(update) else None
@@ -94,7 +98,8 @@ class Router:
         self.rules = rules or owner.ApprovalRules()
         self.receipt = receipt      # C19: the reaction for each admitted owner message; "" for none
 
-    def _sender_ok(self, tx: Transaction, result: BatchResult, update_id: int, chat, user) -> bool:  # type: ignore[no-untyped-def]
+    def _sender_ok(self, tx: Transaction, result: BatchResult, update_id: int, chat: Chat | None,
+                   user: User | None) -> bool:
         """C3: private chats of allow-listed users whose chat id equals the sender id, never bots."""
         if user is None or chat is None:
             reason = "no_sender"
@@ -115,7 +120,7 @@ class Router:
     def route(self, tx: Transaction, parsed: Sequence[tuple[int | None, Update | None]]) -> BatchResult:
         result = BatchResult()
         for update_id, update in parsed:
-            failure = tx.isolated(lambda u=update: self._route_one(tx, result, u)) if update is not None else None
+            failure = tx.isolated(partial(self._route_one, tx, result, update)) if update is not None else None
             if update is None or failure is not None:
                 # a malformed update, or one this code could not handle: counted and confirmed as dropped,
                 # never allowed to stop ingestion; its own writes were undone
@@ -141,7 +146,7 @@ class Router:
         elif update.callback_query is not None:
             query = update.callback_query
             chat = query.message.chat if query.message is not None else None
-            if not self._sender_ok(tx, result, update.update_id, chat, query.from_user):
+            if not self._sender_ok(tx, result, update.update_id, chat, query.from_user) or chat is None:
                 return
             press = owner.Press(query.id, chat.id, query.from_user.id, query.data or "",
                                 query.message.message_id if query.message is not None else None)
@@ -180,15 +185,16 @@ class Router:
         result.bump(outcome.value)
 
     def _agent(self, tx: Transaction, chat_id: int, source: str, text: str) -> Admission:
-        admitted = tx.admit(Occurrence(source, f"tg:{chat_id}", text, WorkKind.AGENT, f"tg:{chat_id}"))
+        chat = Destination.telegram(chat_id)        # the owner's session and where its answers go
+        admitted = tx.admit(Occurrence(source, chat, text, WorkKind.AGENT, chat))
         if admitted.outcome is Admission.REFUSED:
             log.warning("refused for capacity chat=%s source=%s", chat_id, source)
             busy = ("I'm busy right now and could not take your message. Nothing was started; please send it "
                     "again in a few minutes.")
             # at most one "busy" notice per chat per minute: the identity carries the minute
             tx.admit_answered(Occurrence(f"notice:busy:{chat_id}:{tx.at:%Y-%m-%dT%H:%M}", "notice:busy", busy,
-                                         WorkKind.NOTICE, f"tg:{chat_id}"),
-                              lambda t, work_id: ReportDraft(busy, destination=f"tg:{chat_id}"))
+                                         WorkKind.NOTICE, chat),
+                              lambda t, work_id: ReportDraft(busy, destination=chat))
         elif admitted.outcome is Admission.CONFLICT:
             log.error("conflicting redelivery source=%s: kept the first, refused this one", source)
         return admitted.outcome

@@ -943,3 +943,10 @@ CREATE TRIGGER open_agent_closed AFTER UPDATE OF state ON work FOR EACH ROW
     EXECUTE FUNCTION open_agent_closed();
 CREATE TRIGGER open_agent_deleted AFTER DELETE ON work FOR EACH ROW
     WHEN (OLD.kind = 'agent' AND OLD.state IN ('pending', 'running')) EXECUTE FUNCTION open_agent_closed();
+
+-- ==== 0020_policy_refusals.sql ====
+-- 0020 (C11, issue 28): a proposal refused for the shop's spending limits is recorded as its kind and amounts, not
+-- as a sentence (SQLite's 0020 says why). Rows refused before keep their stored `reason`.
+ALTER TABLE proposals ADD COLUMN refusal text COLLATE "C" CHECK (refusal IS NULL OR refusal IN ('order_limit', 'day_limit'));
+ALTER TABLE proposals ADD COLUMN refusal_limit_cents bigint CHECK (refusal_limit_cents IS NULL OR refusal_limit_cents >= 0);
+ALTER TABLE proposals ADD COLUMN refusal_spent_cents bigint CHECK (refusal_spent_cents IS NULL OR refusal_spent_cents >= 0);

@@ -12,9 +12,6 @@ from typing import Any
 from ..clock import from_text, to_text
 from .connection import Connection
 
-COUNT_NOTICES = "count_notices"
-RESTOCK_NOTICES = "restock_notices"
-
 
 # ---- the clock producer --------------------------------------------------------------------------------------
 def get_cursor(conn: Connection, schedule: str) -> tuple[str | None, str | None]:
@@ -106,9 +103,6 @@ def work_with_report(conn: Connection, source: str) -> dict[str, Any] | None:
 class ProducerState:
     """The producers' records inside one open transaction, without the connection: `Transaction.producers`. A
     PostgreSQL store offers the same methods."""
-
-    COUNT_NOTICES = COUNT_NOTICES
-    RESTOCK_NOTICES = RESTOCK_NOTICES
 
     def __init__(self, conn: Connection, now: str) -> None:
         self._conn = conn

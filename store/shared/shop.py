@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import units
 from ..errors import UnknownTarget
-from ..records import ItemSpec, Policy
+from ..records import ItemSpec, LimitKind, Policy, PolicyRefusal
 from . import orders
 from .connection import Connection, Row
 
@@ -151,10 +151,11 @@ def record_draft(conn: Connection, run_id: str, item: str, quantity: int, now: s
 
 
 def policy_reason(conn: Connection, spec: dict[str, Any], supplier: str, quantity: int,
-                  policy: Policy | None) -> str | None:
+                  policy: Policy | None) -> str | PolicyRefusal | None:
     """Why policy rejects a proposal before the owner sees it, or None: a quantity out of bounds, an open proposal for
     the item, the item already on order, a stock position at or above the reorder point (nothing to order), then the
-    shop's supplier and spending limits."""
+    shop's supplier and spending limits. A spending limit's refusal is typed (its amounts, never a sentence with
+    money in it: the store does not know how the shop writes money)."""
     item, total = spec["item"], quantity * spec["unit_cost_cents"]
     if quantity <= 0:
         return f"quantity must be positive, got {quantity}"
@@ -173,14 +174,12 @@ def policy_reason(conn: Connection, spec: dict[str, Any], supplier: str, quantit
     if supplier != policy.supplier:
         return f"unknown supplier {supplier!r} (the shop orders from {policy.supplier})"
     if policy.order_max_cents is not None and total > policy.order_max_cents:
-        return (f"the total of {policy.amount(total)} is over the limit of {policy.amount(policy.order_max_cents)} "
-                "per order")
+        return PolicyRefusal(LimitKind.ORDER_LIMIT, total, policy.order_max_cents)
     if policy.day_max_cents is not None:
         approved = conn.execute("SELECT coalesce(sum(cents), 0) FROM spending WHERE day = ? AND state = 'reserved'",
                                 (policy.day,)).fetchone()[0]
         if approved + total > policy.day_max_cents:
-            return (f"the total of {policy.amount(total)} would go over today's limit of "
-                    f"{policy.amount(policy.day_max_cents)} ({policy.amount(approved)} already approved)")
+            return PolicyRefusal(LimitKind.DAY_LIMIT, total, policy.day_max_cents, approved)
     return None
 
 
@@ -192,15 +191,23 @@ def record_proposal(conn: Connection, run_id: str, supplier: str, item: str, qua
     if spec is None:
         raise UnknownTarget(f"unknown item {item!r}")
     unit_cost = spec["unit_cost_cents"]
-    reason = policy_reason(conn, spec, supplier, quantity, policy)
-    state = "rejected_by_policy" if reason else "proposed"
+    verdict = policy_reason(conn, spec, supplier, quantity, policy)
+    refusal = verdict if isinstance(verdict, PolicyRefusal) else None
+    reason = verdict if isinstance(verdict, str) else None
+    state = "rejected_by_policy" if verdict else "proposed"
     proposal_id = conn.execute(
         "INSERT INTO proposals (run_id, supplier, item, quantity, unit_cost_cents, total_cents, state, reason, "
-        "created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING proposal_id",
-        (run_id, supplier, item, quantity, unit_cost, quantity * unit_cost, state, reason, now, now,
-         policy.expires_at if policy else None)).fetchone()[0]
-    return {"proposal_id": proposal_id, "item": item, "quantity": quantity, "total_cents": quantity * unit_cost,
-            "unit": spec["unit"], "state": "rejected" if reason else "awaiting_approval", "reason": reason}
+        "refusal, refusal_limit_cents, refusal_spent_cents, created_at, updated_at, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING proposal_id",
+        (run_id, supplier, item, quantity, unit_cost, quantity * unit_cost, state, reason,
+         refusal.kind.value if refusal else None, refusal.limit_cents if refusal else None,
+         refusal.spent_cents if refusal else None, now, now, policy.expires_at if policy else None)).fetchone()[0]
+    result = {"proposal_id": proposal_id, "item": item, "quantity": quantity, "total_cents": quantity * unit_cost,
+              "unit": spec["unit"], "state": "rejected" if verdict else "awaiting_approval", "reason": reason}
+    if refusal is not None:         # plain values, as the row keeps them (the result is journaled as JSON)
+        result |= {"refusal": refusal.kind.value, "refusal_limit_cents": refusal.limit_cents,
+                   "refusal_spent_cents": refusal.spent_cents}
+    return result
 
 
 def activate_proposals(conn: Connection, run_id: str, report_id: str, now: str) -> int:

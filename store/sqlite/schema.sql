@@ -347,7 +347,11 @@ CREATE TABLE proposals (
     updated_at      TEXT NOT NULL,
     expires_at      TEXT,                    -- an approval after this changes nothing
     decided_at      TEXT,
-    decided_by      TEXT
+    decided_by      TEXT,
+    -- 0020: a refusal for a spending limit, typed (its words are made where it is shown; older rows keep `reason`)
+    refusal         TEXT CHECK (refusal IS NULL OR refusal IN ('order_limit', 'day_limit')),
+    refusal_limit_cents INTEGER CHECK (refusal_limit_cents IS NULL OR refusal_limit_cents >= 0),
+    refusal_spent_cents INTEGER CHECK (refusal_spent_cents IS NULL OR refusal_spent_cents >= 0)
 );
 
 -- C11: at most one open proposal per item. This index covers proposals not yet decided; an approved one stays

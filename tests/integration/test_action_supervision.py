@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.app import supervise
 from bot.http import Health
 from bot.sandbox.local_setup import local_product
+from bot.supervision import supervise
 from tests.integration.test_hostile_supplier import FAST, approve_vanilla, rows, told
 
 

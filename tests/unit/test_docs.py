@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot import config
+from bot import config, config_docs
 from bot.cli.commands import COMMANDS, build_parser
 from tests.support import ROOT
 
@@ -125,6 +125,38 @@ def test_env_example_matches_the_config_keys():
     text = (ROOT / ".env.example").read_text()
     keys = re.findall(r"^([A-Z_]+)=", text, flags=re.M)
     assert keys == list(config.KEYS)
+
+
+def test_env_example_and_configuration_md_are_generated_from_the_declarations():
+    assert config_docs.stale() == [], "run python -m bot.config_docs"
+    assert config_docs.main(["--check"]) == 0
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    for key, (default, _) in config.KEYS.items():       # every declared key, with its default, on the page
+        assert f"| `{key}` |" in page and (f"`{default}`" in page if default else True)
+
+
+def test_a_generated_file_out_of_step_is_reported(tmp_path, monkeypatch, capsys):
+    """The negative control: a hand edit of .env.example (a key the declarations do not have) is caught."""
+    planted = tmp_path / ".env.example"
+    planted.write_text(config_docs.env_example() + "SHOPBOT_HAND_EDITED=1\n")
+    monkeypatch.setattr(config_docs, "ENV_EXAMPLE", planted)
+    monkeypatch.setattr(config_docs, "ROOT", tmp_path)
+    monkeypatch.setattr(config_docs, "CONFIGURATION_MD", tmp_path / "configuration.md")   # missing: stale too
+    assert config_docs.stale() == [planted, tmp_path / "configuration.md"]
+    assert config_docs.main(["--check"]) == 1
+    assert ".env.example is out of step" in capsys.readouterr().err
+
+
+def test_a_secret_setting_is_never_shown_and_always_redacted():
+    """Declared once with secret=True, a setting is a Secret, shown as **** and handed to log redaction."""
+    secret_keys = [s.key for _, s in config.SETTINGS if s.secret]
+    assert "TELEGRAM_BOT_TOKEN" in secret_keys and "SHOPBOT_SUPPLIER_TOKEN" in secret_keys
+    env = {"TELEGRAM_BOT_TOKEN": "123:abcdef", "SHOPBOT_OWNER_IDS": "1001",
+           "SHOPBOT_SUPPLIER_TOKEN": "supplier-token-value", "SHOPBOT_MODEL_API_KEY": "model-key-value"}
+    cfg = config.load(env)
+    assert {"123:abcdef", "supplier-token-value", "model-key-value"} <= set(cfg.secrets())
+    shown = cfg.redacted()
+    assert "supplier-token-value" not in repr(cfg) and shown["supplier_token"] == "****"
 
 
 def test_unknown_keys_and_bad_values_are_refused():

@@ -32,11 +32,13 @@ from collections.abc import Callable, Sequence
 from datetime import date
 from typing import Any
 
+from store import LimitKind
 from worker.models import offline_everyday as everyday
 from worker.models import offline_suggest
 from worker.models.base import Message, ModelTurn, ToolCall, ToolSpec
 from worker.models.offline_results import _count, _key, _Need, _Res, _Results, _unit
 from worker.models.offline_understand import Catalogue, Period, Understood, understand
+from worker.proposals import limit_words
 
 HELP = ("Ask me: stock (or stock <item>); what's low?; enough <item> for the weekend, until Friday or for a few "
         "days?; order more <item>; brief. I answer in English or Spanish.")
@@ -361,10 +363,21 @@ def _propose(results: _Results, to_draft: list[tuple[dict[str, Any], int]], lang
                          f"Proposed: {p.get('item', item['item'])} {p.get('quantity')}{unit} for {p.get('total')}, "
                          "awaiting your approval.")
         else:
-            reason = p.get("reason") or ("sin motivo" if lang == "es" else "no reason given")
+            reason = (_limit_reason(p, lang) or p.get("reason")
+                      or ("sin motivo" if lang == "es" else "no reason given"))
             lines.append(f"El pedido de {item['item']} no se aceptó ({p.get('state')}): {reason}." if lang == "es"
                          else f"The {item['item']} order was not accepted ({p.get('state')}): {reason}.")
     return lines
+
+
+def _limit_reason(p: dict[str, Any], lang: str) -> str | None:
+    """A spending limit's refusal in the reply's language, from the result's typed fields (its amounts already in
+    the shop's money format): the same words as the card's (worker/proposals.py)."""
+    try:
+        kind = LimitKind(str(p.get("refusal")))
+    except ValueError:
+        return None
+    return limit_words(kind, str(p.get("total")), str(p.get("refusal_limit")), str(p.get("refusal_spent")), lang)
 
 
 def _already(item: dict[str, Any], lang: str) -> str:

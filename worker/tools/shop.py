@@ -12,7 +12,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from store import Policy, Store, UnknownTarget
+from worker.money import ShopFormat
 from worker.ordering import Fitted, OrderingSettings, fit_order
+from worker.proposals import rejection_reason
 from worker.tools.registry import Tool, ToolError, ToolRegistry
 
 
@@ -28,6 +30,7 @@ class TurnContext:
     current_call: str | None = None
     policy: Policy | None = None                              # the shop's rules, checked before the owner sees it
     timezone: str = "UTC"                                     # the shop's time zone (dates the tools give)
+    locale: str = "en_US"                                     # how the shop writes money (a refusal's words)
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)   # item -> the shop file's other names
     lead_time_days: int = 3                                   # the supplier's lead time (suggestions)
     ordering: OrderingSettings = field(default_factory=OrderingSettings)   # the shop file's [ordering]
@@ -170,6 +173,8 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
     except UnknownTarget as exc:
         raise ToolError(str(exc)) from None
     ctx.completed_calls.add(ctx.current_call)
+    if result.get("refusal"):      # a spending limit's typed refusal, worded for the model with the shop's money
+        result = {**result, "reason": rejection_reason(result, ShopFormat(ctx.currency, ctx.locale, ctx.timezone))}
     return _noted(result, fitted)
 
 

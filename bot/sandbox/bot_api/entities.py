@@ -11,6 +11,7 @@ lengths of entities count UTF-16 code units, as Telegram's do.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _TAGS = {"b": "bold", "strong": "bold", "i": "italic", "em": "italic", "u": "underline", "ins": "underline",
          "s": "strikethrough", "strike": "strikethrough", "del": "strikethrough", "span": "spoiler",
@@ -30,12 +31,12 @@ def _offset(text: str, index: int) -> int:
     return len(text[:index].encode("utf-8", "surrogatepass"))
 
 
-def parse_html(text: str) -> tuple[str, list[dict]]:
+def parse_html(text: str) -> tuple[str, list[dict[str, Any]]]:
     """(visible text, entities) of an HTML-mode message, or HtmlRefused."""
     out: list[str] = []
     units = 0
     stack: list[tuple[str, int, str]] = []
-    entities: list[dict] = []
+    entities: list[dict[str, Any]] = []
     i = 0
     while i < len(text):
         ch = text[i]

@@ -139,7 +139,8 @@ class FloodLimit:
     that would overflow it is answered 429 with `retry_after` 1, and counted in `refused`. Off unless configured
     (`LocalBotApi(flood_per_s=...)`, `--flood-per-s`)."""
 
-    def __init__(self, per_s: float, capacity: float | None = None, clock=time.monotonic) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, per_s: float, capacity: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if per_s <= 0:
             raise ValueError("a flood limit needs a positive rate")
         self.per_s = per_s

@@ -58,7 +58,7 @@ def _ok(result: Any) -> _Response:
     return _json_response(200, {"ok": True, "result": result})
 
 
-def _err(code: int, description: str, parameters: dict | None = None) -> _Response:
+def _err(code: int, description: str, parameters: dict[str, Any] | None = None) -> _Response:
     body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
     if parameters:
         body["parameters"] = parameters
@@ -107,7 +107,7 @@ def _parse_params(query: str, content_type: str, body: bytes) -> dict[str, Any]:
 _UNPARSABLE = object()
 
 
-def _preview(params: dict) -> bool:
+def _preview(params: dict[str, Any]) -> bool:
     """Whether Telegram would show a link preview: unless `link_preview_options.is_disabled` (JSON-encoded by PTB)."""
     options = params.get("link_preview_options")
     if isinstance(options, str):
@@ -118,7 +118,7 @@ def _preview(params: dict) -> bool:
     return not (isinstance(options, dict) and options.get("is_disabled") is True)
 
 
-def _checked_markup(params: dict) -> Any:
+def _checked_markup(params: dict[str, Any]) -> Any:
     """`reply_markup` read and checked as Telegram does: a dict or None, or the 400 answer saying what is wrong."""
     markup = _markup(params)
     if markup is _UNPARSABLE:
@@ -127,7 +127,7 @@ def _checked_markup(params: dict) -> Any:
     return _err(400, problem) if problem else markup
 
 
-def _markup(params: dict) -> Any:
+def _markup(params: dict[str, Any]) -> Any:
     """`reply_markup` as a dict (PTB sends it JSON-encoded), None when absent, `_UNPARSABLE` when it is no object."""
     markup = params.get("reply_markup")
     if isinstance(markup, str):
@@ -138,7 +138,7 @@ def _markup(params: dict) -> Any:
     return markup if markup is None or isinstance(markup, dict) else _UNPARSABLE
 
 
-def _check_markup(markup: dict | None) -> str | None:
+def _check_markup(markup: dict[str, Any] | None) -> str | None:
     if not markup:
         return None
     rows = markup.get("inline_keyboard")
@@ -161,7 +161,7 @@ def _check_markup(markup: dict | None) -> str | None:
 # ---------------------------------------------------------------------- Bot API methods
 
 
-async def get_me(st: ApiState, params: dict) -> _Response:
+async def get_me(st: ApiState, params: dict[str, Any]) -> _Response:
     return _ok(
         {
             **st.bot_user,
@@ -174,7 +174,7 @@ async def get_me(st: ApiState, params: dict) -> _Response:
     )
 
 
-async def get_updates(st: ApiState, params: dict) -> _Response:
+async def get_updates(st: ApiState, params: dict[str, Any]) -> _Response:
     if st.webhook.get("url"):
         return _err(409, _CONFLICT_WEBHOOK)
     caller = CALLER.get()
@@ -225,7 +225,7 @@ async def get_updates(st: ApiState, params: dict) -> _Response:
             await asyncio.wait_for(tick.wait(), min(remaining, 0.1))
 
 
-def _text(params: dict) -> tuple[str, list[dict], str | None] | _Response:
+def _text(params: dict[str, Any]) -> tuple[str, list[dict[str, Any]], str | None] | _Response:
     """The visible text and entities of `text` under its `parse_mode` (HTML parsed as strictly as Telegram does), or
     the 400 Telegram answers."""
     text = params.get("text")
@@ -233,7 +233,7 @@ def _text(params: dict) -> tuple[str, list[dict], str | None] | _Response:
         return _err(400, "Bad Request: message text is empty")
     text = str(text)
     mode = params.get("parse_mode")
-    entities: list[dict] = []
+    entities: list[dict[str, Any]] = []
     html = None
     if mode:
         if str(mode).lower() != "html":
@@ -250,7 +250,7 @@ def _text(params: dict) -> tuple[str, list[dict], str | None] | _Response:
     return text, entities, html
 
 
-def _reply_to(st: ApiState, chat_id: Any, params: dict) -> int | None | _Response:
+def _reply_to(st: ApiState, chat_id: Any, params: dict[str, Any]) -> int | None | _Response:
     raw = params.get("reply_parameters")
     if raw is None:
         return None
@@ -265,10 +265,11 @@ def _reply_to(st: ApiState, chat_id: Any, params: dict) -> int | None | _Respons
         if raw.get("allow_sending_without_reply"):
             return None
         return _err(400, "Bad Request: message to be replied not found")
-    return raw["message_id"]
+    message_id: int = raw["message_id"]
+    return message_id
 
 
-async def send_message(st: ApiState, params: dict) -> _Response:
+async def send_message(st: ApiState, params: dict[str, Any]) -> _Response:
     chat_id = _as_int(params.get("chat_id"))
     if chat_id in (None, ""):
         return _err(400, "Bad Request: chat_id is empty")
@@ -306,7 +307,7 @@ async def send_message(st: ApiState, params: dict) -> _Response:
     return _ok(result)
 
 
-async def send_photo(st: ApiState, params: dict) -> _Response:
+async def send_photo(st: ApiState, params: dict[str, Any]) -> _Response:
     """sendPhoto with an uploaded file, checked as Telegram checks it (bot/sandbox/bot_api/photos.py); the caption
     parsed like a message's text (at most 1,024 characters). Recorded as a sent message whose text is the caption,
     with the picture beside it (`SentMessage.photo`)."""
@@ -316,7 +317,8 @@ async def send_photo(st: ApiState, params: dict) -> _Response:
     problem = photo_problem(params.get("photo"))
     if problem:
         return _err(400, problem)
-    caption, entities, html = "", [], None
+    caption, html = "", None
+    entities: list[dict[str, Any]] = []
     if params.get("caption"):
         parsed = _text({"text": params["caption"], "parse_mode": params.get("parse_mode")})
         if isinstance(parsed, _Response):
@@ -350,7 +352,7 @@ async def send_photo(st: ApiState, params: dict) -> _Response:
     return _ok(result)
 
 
-async def edit_message_text(st: ApiState, params: dict) -> _Response:
+async def edit_message_text(st: ApiState, params: dict[str, Any]) -> _Response:
     """Like Telegram: only the bot's own messages; the same text and markup again is 400 "message is not modified"."""
     if params.get("inline_message_id"):
         return _err(400, "Bad Request: inline messages are not supported by the local fake")
@@ -389,7 +391,7 @@ async def edit_message_text(st: ApiState, params: dict) -> _Response:
     return _ok(result)
 
 
-async def send_chat_action(st: ApiState, params: dict) -> _Response:
+async def send_chat_action(st: ApiState, params: dict[str, Any]) -> _Response:
     chat_id = _as_int(params.get("chat_id"))
     action = params.get("action")
     if chat_id in (None, ""):
@@ -406,7 +408,7 @@ async def send_chat_action(st: ApiState, params: dict) -> _Response:
 REACTION_EMOJI = frozenset(e.value for e in ReactionEmoji)
 
 
-async def set_message_reaction(st: ApiState, params: dict) -> _Response:
+async def set_message_reaction(st: ApiState, params: dict[str, Any]) -> _Response:
     """As Telegram checks it: the message must exist in the chat; `reaction` is a list of ReactionType of which a
     bot may set at most one (it replaces the bot's earlier one; an empty list removes it); only emoji of Telegram's
     list (custom emoji must already be on the message, paid reactions are never a bot's: both refused here)."""
@@ -434,14 +436,14 @@ async def set_message_reaction(st: ApiState, params: dict) -> _Response:
     st.reactions[(json.dumps(chat_id), message_id)] = entry["emoji"]
     st._store.log("reaction", entry)
     st.reaction_calls.append(entry)
-    st.timeline.append(("reaction", entry))   # type: ignore[arg-type]
+    st.timeline.append(("reaction", entry))
     return _ok(True)
 
 
 DRAFT_LIMIT = 4096     # a draft's text: 1-4096 characters after entities parsing, as a message's
 
 
-async def send_message_draft(st: ApiState, params: dict) -> _Response:
+async def send_message_draft(st: ApiState, params: dict[str, Any]) -> _Response:
     """As Telegram checks it (Bot API 9.3, every bot since 9.5): private chats only, a non-zero `draft_id`, a text of
     1-4096 characters after entities parsing. A draft is shown for a while and never becomes a message."""
     chat_id = _as_int(params.get("chat_id"))
@@ -459,11 +461,11 @@ async def send_message_draft(st: ApiState, params: dict) -> _Response:
     entry = {"chat_id": chat_id, "draft_id": draft_id, "text": text, "html": html, "at": time.monotonic()}
     st._store.log("draft", entry)
     st.drafts.append(entry)
-    st.timeline.append(("draft", entry))   # type: ignore[arg-type]
+    st.timeline.append(("draft", entry))
     return _ok(True)
 
 
-async def answer_callback_query(st: ApiState, params: dict) -> _Response:
+async def answer_callback_query(st: ApiState, params: dict[str, Any]) -> _Response:
     cid = params.get("callback_query_id")
     cid = None if cid is None else str(cid)
     if not cid or cid not in st._callbacks or st._callbacks[cid]:
@@ -482,7 +484,7 @@ async def answer_callback_query(st: ApiState, params: dict) -> _Response:
     return _ok(True)
 
 
-async def set_my_commands(st: ApiState, params: dict) -> _Response:
+async def set_my_commands(st: ApiState, params: dict[str, Any]) -> _Response:
     commands = params.get("commands")
     if isinstance(commands, str):
         try:
@@ -499,11 +501,11 @@ async def set_my_commands(st: ApiState, params: dict) -> _Response:
     return _ok(True)
 
 
-async def get_my_commands(st: ApiState, params: dict) -> _Response:
+async def get_my_commands(st: ApiState, params: dict[str, Any]) -> _Response:
     return _ok(st.commands)
 
 
-async def edit_message_reply_markup(st: ApiState, params: dict) -> _Response:
+async def edit_message_reply_markup(st: ApiState, params: dict[str, Any]) -> _Response:
     if params.get("inline_message_id"):
         return _err(400, "Bad Request: inline messages are not supported by the local fake")
     chat_id = _as_int(params.get("chat_id"))
@@ -542,7 +544,7 @@ async def edit_message_reply_markup(st: ApiState, params: dict) -> _Response:
     return _ok(result)
 
 
-async def set_webhook(st: ApiState, params: dict) -> _Response:
+async def set_webhook(st: ApiState, params: dict[str, Any]) -> _Response:
     url = params.get("url") or ""
     if url and not str(url).startswith("https://"):
         return _err(400, "Bad Request: bad webhook: An HTTPS URL must be provided for webhook")
@@ -556,7 +558,7 @@ async def set_webhook(st: ApiState, params: dict) -> _Response:
     return _ok(True)
 
 
-async def delete_webhook(st: ApiState, params: dict) -> _Response:
+async def delete_webhook(st: ApiState, params: dict[str, Any]) -> _Response:
     if params.get("drop_pending_updates"):
         st._drop_pending()
     st.webhook = {"url": ""}
@@ -564,7 +566,7 @@ async def delete_webhook(st: ApiState, params: dict) -> _Response:
     return _ok(True)
 
 
-async def get_webhook_info(st: ApiState, params: dict) -> _Response:
+async def get_webhook_info(st: ApiState, params: dict[str, Any]) -> _Response:
     info: dict[str, Any] = {
         "url": st.webhook.get("url", ""),
         "has_custom_certificate": False,
@@ -575,7 +577,7 @@ async def get_webhook_info(st: ApiState, params: dict) -> _Response:
     return _ok(info)
 
 
-HANDLERS: dict[str, Callable[[ApiState, dict], Awaitable[_Response]]] = {
+HANDLERS: dict[str, Callable[[ApiState, dict[str, Any]], Awaitable[_Response]]] = {
     "getme": get_me,
     "getupdates": get_updates,
     "sendmessage": send_message,

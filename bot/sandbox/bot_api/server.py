@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 from bot.sandbox.bot_api.faults import FaultPlan, FloodLimit, _Drop, _Fault, flood_refusal
 from bot.sandbox.bot_api.methods import HANDLERS, _err, _json_response, _parse_params, _utf16_len
-from bot.sandbox.bot_api.state import CALLER, ApiState, Caller, _NoStore
+from bot.sandbox.bot_api.state import CALLER, ApiState, Caller, Poll, _NoStore
 from bot.sandbox.mini_http import BadHttp as _BadHttp
 from bot.sandbox.mini_http import Response as _Response
 from bot.sandbox.mini_http import read_request as _read_request
@@ -53,8 +53,8 @@ class LocalBotApi(ApiState):
         self.host = host
         self.port = port
         self._server: asyncio.base_events.Server | None = None
-        self._conns: dict[asyncio.Task, asyncio.StreamWriter] = {}
-        self._background: set[asyncio.Task] = set()
+        self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        self._background: set[asyncio.Task[None]] = set()
         self._fault_plan = FaultPlan()
         self.flood = FloodLimit(flood_per_s, flood_burst) if flood_per_s else None   # 429 above a rate, if set
         super().__init__(state_path=state_path, bot_user_id=bot_user_id)
@@ -76,7 +76,7 @@ class LocalBotApi(ApiState):
             raise ValueError("a client label is a non-empty name without slashes")
         return f"{self.base_url}/{client}"
 
-    def polls_by(self, client: str) -> list:  # type: ignore[type-arg]
+    def polls_by(self, client: str) -> list[Poll]:
         return [p for p in self.polls if p.client == client]
 
     async def start(self) -> None:
@@ -140,7 +140,7 @@ class LocalBotApi(ApiState):
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """What `/_control/state` answers, with the sendMessage calls the flood limit refused."""
         return {**super().state(), "flood_refused": self.flood.refused if self.flood else 0}
 
@@ -187,7 +187,7 @@ class LocalBotApi(ApiState):
         chat_type: str = "private",
         is_bot: bool = False,
         first_name: str = "Lucy",
-    ) -> dict:
+    ) -> dict[str, Any]:
         """A user writes `text` in `chat_id`. Returns the stored update (with its update_id and message_id)."""
         if chat_type == "private":
             chat = {"id": chat_id, "type": "private", "first_name": first_name}
@@ -206,7 +206,7 @@ class LocalBotApi(ApiState):
             message["entities"] = [{"type": "bot_command", "offset": 0, "length": _utf16_len(command)}]
         return self._store_update({"message": message})
 
-    def post_callback(self, chat_id: int, user_id: int, data: str, message_id: int) -> dict:
+    def post_callback(self, chat_id: int, user_id: int, data: str, message_id: int) -> dict[str, Any]:
         """A user presses an inline button with `data` under the bot's message `message_id`."""
         key = json.dumps(chat_id)
         known = self._messages.get((key, message_id))
@@ -233,7 +233,7 @@ class LocalBotApi(ApiState):
         self._callbacks[callback_id] = False
         return self._store_update(update)
 
-    def post_edit(self, chat_id: int, user_id: int, message_id: int, text: str) -> dict:
+    def post_edit(self, chat_id: int, user_id: int, message_id: int, text: str) -> dict[str, Any]:
         """A user edits their message `message_id`; `edit_date` strictly increases per message."""
         key = json.dumps(chat_id)
         known = self._messages.get((key, message_id))
@@ -250,7 +250,7 @@ class LocalBotApi(ApiState):
         }
         return self._store_update({"edited_message": message})
 
-    def post_raw_update(self, update: dict) -> dict:
+    def post_raw_update(self, update: dict[str, Any]) -> dict[str, Any]:
         """Queue any JSON object as an update (malformed on purpose is fine); an update_id is assigned if missing."""
         if not isinstance(update, dict):
             raise TypeError("an update is a JSON object")
@@ -373,7 +373,7 @@ class LocalBotApi(ApiState):
 
     # ------------------------------------------------------------------ control (process mode)
 
-    async def _control(self, http_method: str, name: str, params: dict) -> _Response:
+    async def _control(self, http_method: str, name: str, params: dict[str, Any]) -> _Response:
         try:
             if http_method == "GET" and name == "sent":
                 return _json_response(200, [asdict(m) for m in self.sent])

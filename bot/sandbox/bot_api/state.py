@@ -51,10 +51,10 @@ _NOT_BY_DEFAULT = frozenset({"chat_member", "message_reaction", "message_reactio
 class SentMessage:
     chat_id: int | str
     text: str                      # the visible text, as Telegram keeps it (HTML tags parsed into `entities`)
-    reply_markup: dict | None
+    reply_markup: dict[str, Any] | None
     message_id: int
     date: int
-    entities: tuple = ()           # dicts of type, offset, length (UTF-16 units)
+    entities: tuple[dict[str, Any], ...] = ()   # dicts of type, offset, length (UTF-16 units)
     reply_to: int | None = None    # the message it quotes
     html: str | None = None        # the text as sent in HTML parse mode
     client: str = ""               # the caller's label (`/<label>/bot...`, url_for), "" without one; not persisted
@@ -93,7 +93,7 @@ class Poll:
     terminated_by: str | None = None
 
 
-def _update_kind(update: dict) -> str | None:
+def _update_kind(update: dict[str, Any]) -> str | None:
     for key in update:
         if key in _UPDATE_KINDS:
             return key
@@ -123,7 +123,7 @@ class _Store:
     def close(self) -> None:
         self._db.close()
 
-    def add_update(self, update: dict) -> None:
+    def add_update(self, update: dict[str, Any]) -> None:
         self._db.execute(
             "INSERT OR REPLACE INTO updates(update_id, body, confirmed) VALUES (?, ?, 0)",
             (update["update_id"], json.dumps(update)),
@@ -164,7 +164,7 @@ class _Store:
 
 class _NoStore:
     def close(self) -> None: ...
-    def add_update(self, update: dict) -> None: ...
+    def add_update(self, update: dict[str, Any]) -> None: ...
     def confirm_ids(self, ids: list[int]) -> None: ...
     def add_sent(self, m: SentMessage) -> None: ...
     def set(self, key: str, value: Any) -> None: ...
@@ -187,36 +187,37 @@ class ApiState:
 
         # Observable records.
         self.sent: list[SentMessage] = []
-        self.chat_actions: list[dict] = []  # {"chat_id", "action"}
-        self.reaction_calls: list[dict] = []  # every setMessageReaction taken: {"chat_id", "message_id", "emoji"}
+        self.chat_actions: list[dict[str, Any]] = []  # {"chat_id", "action"}
+        self.reaction_calls: list[dict[str, Any]] = []  # each setMessageReaction: {"chat_id", "message_id", "emoji"}
         self.reactions: dict[tuple[str, int], str | None] = {}   # (chat key, message_id) -> the bot's reaction now
-        self.drafts: list[dict] = []  # every sendMessageDraft taken: {"chat_id", "draft_id", "text", "html", "at"}
-        self.callback_answers: list[dict] = []  # {"callback_query_id", "text", "show_alert"}
-        self.commands: list[dict] = []  # the last setMyCommands list
+        self.drafts: list[dict[str, Any]] = []  # each sendMessageDraft: {"chat_id", "draft_id", "text", "html", "at"}
+        self.callback_answers: list[dict[str, Any]] = []  # {"callback_query_id", "text", "show_alert"}
+        self.commands: list[dict[str, Any]] = []  # the last setMyCommands list
         self.offsets_requested: list[int | None] = []  # the offset of every getUpdates that was processed
         self.polls: list[Poll] = []  # every processed getUpdates with its client, times and outcome (not persisted)
-        self.edited_markups: list[dict] = []  # {"chat_id", "message_id", "reply_markup"}
-        self.edited_texts: list[dict] = []    # {"chat_id", "message_id", "text", "html", "reply_markup"}
+        self.edited_markups: list[dict[str, Any]] = []  # {"chat_id", "message_id", "reply_markup"}
+        self.edited_texts: list[dict[str, Any]] = []    # {"chat_id", "message_id", "text", "html", "reply_markup"}
         # (caller, method, params, loop time) of every Bot API call; caller is the `/<caller>` prefix of the client's
         # base URL, or None
-        self.by_caller: list[tuple[str | None, str, dict, float]] = []
-        self.timeline: list[tuple[str, Any]] = []   # ("sent", SentMessage) and ("edited", entry), in arrival order
+        self.by_caller: list[tuple[str | None, str, dict[str, Any], float]] = []
+        # in arrival order: ("sent", SentMessage), ("edited" | "reaction" | "draft", its entry), and ("call", method)
+        # when a Bot API request arrived and ("answer", method) when its reply was ready (method names as the client
+        # spelt them; shows what waited for what)
+        self.timeline: list[tuple[str, SentMessage | dict[str, Any] | str]] = []
         self.calls: dict[str, int] = {}  # requests per Bot API method (as named by the client), faults included
-        # ("call", method) when a Bot API request arrived and ("answer", method) when its reply was ready, in the
-        # order the server saw them (method names as the client spelt them); shows what waited for what
-        self.timeline: list[tuple[str, str]] = []
         self.connections_opened = 0  # TCP connections accepted (keep-alive reuse keeps this low)
-        self.webhook: dict = {"url": ""}
+        self.webhook: dict[str, Any] = {"url": ""}
 
         # Server state.
-        self._pending: list[dict] = []  # unconfirmed updates, in update_id order
-        self._all_updates: dict[int, dict] = {}  # every update ever posted (for redeliver)
+        self._pending: list[dict[str, Any]] = []  # unconfirmed updates, in update_id order
+        self._all_updates: dict[int, dict[str, Any]] = {}  # every update ever posted (for redeliver)
         self._next_update_id = FIRST_UPDATE_ID
         self._confirmed_offset = 0
         self._allowed_updates: list[str] | None = None
         self._msg_counters: dict[str, int] = {}  # per chat (JSON-encoded chat id as key)
-        self._chats: dict[str, dict] = {}
-        self._messages: dict[tuple[str, int], dict] = {}  # (chat key, message_id) -> {"date","text","markup","bot"}
+        self._chats: dict[str, dict[str, Any]] = {}
+        # (chat key, message id) -> {"date", "text", "markup", "bot"}
+        self._messages: dict[tuple[str, int], dict[str, Any]] = {}
         self._callbacks: dict[str, bool] = {}  # callback query id -> answered
         self._edit_dates: dict[tuple[str, int], int] = {}
 
@@ -238,11 +239,11 @@ class ApiState:
         """The bot's reaction on a message now (setMessageReaction), or None."""
         return self.reactions.get((json.dumps(chat_id), message_id))
 
-    def current(self, chat_id: int | str, message_id: int) -> dict | None:
+    def current(self, chat_id: int | str, message_id: int) -> dict[str, Any] | None:
         """A message as it reads now (after edits): {"text", "markup", "html", ...}, or None."""
         return self._messages.get((json.dumps(chat_id), message_id))
 
-    def _chat_obj(self, chat_id: int | str) -> dict:
+    def _chat_obj(self, chat_id: int | str) -> dict[str, Any]:
         key = json.dumps(chat_id)
         if key in self._chats:
             return dict(self._chats[key])
@@ -257,7 +258,7 @@ class ApiState:
         self._store.set("msg_counters", self._msg_counters)
         return n
 
-    def _store_update(self, update: dict) -> dict:
+    def _store_update(self, update: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(update.get("update_id"), int):
             update = {"update_id": self._next_update_id, **{k: v for k, v in update.items() if k != "update_id"}}
         uid = update["update_id"]
@@ -271,7 +272,7 @@ class ApiState:
         self._notify()
         return update
 
-    def _index_update(self, update: dict) -> None:
+    def _index_update(self, update: dict[str, Any]) -> None:
         """Remember chats, user messages and callback ids an update carries (also on restore)."""
         msg = update.get("message") or update.get("edited_message")
         if isinstance(msg, dict) and isinstance(msg.get("chat"), dict) and "id" in msg["chat"]:
@@ -284,8 +285,9 @@ class ApiState:
                     "markup": None,
                     "bot": False,
                 }
-            if "edited_message" in update and isinstance(msg.get("edit_date"), int):
-                self._edit_dates[(key, msg.get("message_id"))] = msg["edit_date"]
+            if "edited_message" in update and isinstance(msg.get("message_id"), int) \
+                    and isinstance(msg.get("edit_date"), int):
+                self._edit_dates[(key, msg["message_id"])] = msg["edit_date"]
         cq = update.get("callback_query")
         if isinstance(cq, dict) and isinstance(cq.get("id"), str):
             self._callbacks.setdefault(cq["id"], False)
@@ -293,7 +295,7 @@ class ApiState:
     # ------------------------------------------------------------------ the pending queue, and the state view
 
     @property
-    def pending_updates(self) -> list[dict]:
+    def pending_updates(self) -> list[dict[str, Any]]:
         return list(self._pending)
 
     @property
@@ -305,7 +307,7 @@ class ApiState:
         """Polls a newer `getUpdates` ended with 409 while their client still listened: two pollers at once."""
         return [p for p in self.polls if p.outcome == "conflict"]
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """What `/_control/state` answers."""
         return {
             "offsets_requested": self.offsets_requested,
@@ -342,7 +344,7 @@ class ApiState:
             self._confirmed_offset = offset
             self._store.set("confirmed_offset", offset)
 
-    def _deliverable(self, limit: int) -> list[dict]:
+    def _deliverable(self, limit: int) -> list[dict[str, Any]]:
         allowed = self._allowed_updates
         if allowed:
             wanted = set(allowed)
@@ -363,7 +365,7 @@ class ApiState:
 
     # ------------------------------------------------------------------ restore from the state file
 
-    def _restore(self, data: dict) -> None:
+    def _restore(self, data: dict[str, Any]) -> None:
         kv = data["kv"]
         for update, confirmed in data["updates"]:
             self._all_updates[update["update_id"]] = update
