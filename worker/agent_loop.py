@@ -42,6 +42,9 @@ Rules (each one is tested in tests/test_agent_loop.py):
   `IGNORED`; a wrong type or a missing required argument goes back to the model as a tool error it can correct.
 * C17: `AgentResult.exchange` is what the model said and did this turn (the user message as sent, its calls with
   their results, its own final text; never a correction round nor a product notice), the history's next entry.
+* An answer that only repeats the owner's question (a small model does so after a tool result, and the echo then
+  taught the next turns, through the history, to answer by copying) is sent back once with `ECHO`; the round is not
+  part of the exchange, and a second echo is delivered as it is (it holds no figure).
 * `Limits.look_up` (off in the app: measured worse, bench/RESULTS.md): a final answer with a number no figure
   holds, from a run that called no tool, is sent back once with `LOOK_UP`; not part of the exchange.
 * C18: the system prompt carries nothing that changes in a day; `turn_head` (today's date and time) heads the
@@ -87,6 +90,8 @@ CORRECTION = ("Your last reply looked like a tool call written as text, and it c
               "the offered tools with a proper tool call, or answer the owner in plain words.")
 LOOK_UP = ("Your answer has numbers, but no tool was called for this question, so they would be blanked out. Call "
            "the tool that has them now, then answer.")
+ECHO = ("Your reply only repeated the question. Answer it in plain words from the tool results above, or call the "
+        "tool that has the answer.")
 IGNORED = "ignored"   # the journaled arguments' key for the ones the tool does not take
 _STOPS = {"content_filter": NOTICE_CONTENT_FILTER, "refusal": NOTICE_REFUSAL, "context_window": NOTICE_CONTEXT_WINDOW}
 
@@ -243,7 +248,7 @@ async def run_agent(
     specs = registry.specs()
     deadline = monotonic() + limits.max_seconds
     model_calls = tool_calls = input_tokens = output_tokens = cached_tokens = 0
-    corrected = looked_up = False
+    corrected = looked_up = echoed = False
 
     def finish(prose: str, reason: StopReason, final: str = "") -> AgentResult:
         partial = reason in ("model_calls", "tool_calls", "seconds")
@@ -299,6 +304,14 @@ async def run_agent(
                 messages += [Message(role="assistant", text=turn.text), Message(role="user", text=CORRECTION)]
                 continue
 
+        if (not turn.tool_calls and turn.stop not in _STOPS and not echoed and model_calls < limits.max_model_calls
+                and _echoes(turn.text, user_text)):
+            echoed = True
+            log.info("model answered by repeating the question; asking once more")
+            skipped.update((len(messages), len(messages) + 1))
+            messages += [Message(role="assistant", text=turn.text), Message(role="user", text=ECHO)]
+            continue
+
         if (limits.look_up and not turn.tool_calls and turn.stop not in _STOPS and not looked_up and tool_calls == 0
                 and model_calls < limits.max_model_calls
                 and check(turn.text, [*context_figures, *run.figures], fmt).blanked):
@@ -334,6 +347,15 @@ async def run_agent(
                 return finish(NOTICE_SECONDS, "seconds")
             tool_calls += 1
             messages.append(await run.execute(call))
+
+
+def _words(text: str) -> str:
+    return " ".join("".join(ch if ch.isalnum() else " " for ch in text.lower()).split())
+
+
+def _echoes(answer: str, question: str) -> bool:
+    """The answer is the owner's question again (case, punctuation and spacing aside)."""
+    return bool(_words(question)) and _words(answer) == _words(question)
 
 
 def _answered_calls_only(messages: list[Message]) -> tuple[Message, ...]:

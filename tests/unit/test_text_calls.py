@@ -98,3 +98,27 @@ async def test_an_answer_with_numbers_and_no_tool_is_sent_back_once_to_look_them
 def test_a_tool_response_the_model_wrote_itself_looks_like_a_call():
     text = '<tool_response>\n{"item": "chocolate", "on_hand": 15}\n</tool_response>'   # seen live after a look-up
     assert text_calls(text) == () and looks_like_tool_call(text)
+
+
+async def test_an_answer_that_repeats_the_question_is_sent_back_once_and_is_not_history():
+    from worker.agent_loop import ECHO
+    from worker.models.base import ToolCall
+    shop = FakeShop()
+    model = ScriptedModel([ModelTurn("", (ToolCall("c1", "get_item", VANILLA),)),
+                           ModelTurn("How much vanilla do we have?", ()), ModelTurn("We have 2 tubs.", ())])
+    result = await run_agent(model=model, registry=shop.registry(), system="s", history=(),
+                             user_text="How much vanilla do we have?", journal=RecordingJournal(shop.events),
+                             context=None, turn_head="[Today is Monday.]")
+    assert model.calls[2].messages[-1].text == ECHO and result.text.startswith("We have 2 tubs.")
+    assert all(m.text not in (ECHO, "How much vanilla do we have?") for m in result.exchange)
+    assert result.exchange[-1].text == "We have 2 tubs."
+    # once only: a second echo is delivered as it is; negative control: an answer that is not the question
+    again = ScriptedModel([ModelTurn("how much vanilla do we have", ()), ModelTurn("How much vanilla do we have?", ())])
+    result = await run_agent(model=again, registry=shop.registry(), system="s", history=(),
+                             user_text="How much vanilla do we have?", journal=RecordingJournal(shop.events),
+                             context=None)
+    assert len(again.calls) == 2 and result.prose == "How much vanilla do we have?"
+    plain = ScriptedModel([ModelTurn("How much? I do not know.", ())])
+    await run_agent(model=plain, registry=shop.registry(), system="s", history=(),
+                    user_text="How much vanilla do we have?", journal=RecordingJournal(shop.events), context=None)
+    assert len(plain.calls) == 1
