@@ -94,6 +94,7 @@ EVENTS: dict[str, tuple[str, str]] = {
     "agent.invalid_arguments": ("shopbot.agent", "model sent invalid arguments for %r: %s"),
     "agent.arguments_not_an_object": ("shopbot.agent", "model sent arguments that are not a JSON object for %r"),
     "agent.text_tool_calls": ("shopbot.agent", "model wrote %d tool call(s) as text; running them as calls"),
+    "agent.echo": ("shopbot.agent", "model answered by repeating the question; asking once more"),
     "agent.call_looking_reply": ("shopbot.agent",
                                  "model reply looks like a tool call that cannot be read; asking once more"),
     # the report relay and its sender, the unknown notices
