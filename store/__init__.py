@@ -22,6 +22,7 @@ from .errors import (
     StoreError,
     StoreUnavailable,
     UnknownTarget,
+    retry_delay,
 )
 from .locations import describe as describe_location
 from .locations import is_database_url
@@ -130,7 +131,7 @@ __all__ = [
     # errors
     "ShopbotError", "CommitUnknown", "IllegalTransition", "InstanceLocked", "LeaseLost", "NotClaimed",
     "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
-    "StoreUnavailable", "UnknownTarget",
+    "StoreUnavailable", "UnknownTarget", "retry_delay",
     # records
     "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "DecisionKind", "Delivery",
     "DeliveryState", "Destination", "Fence", "Lease",

@@ -20,6 +20,12 @@ class StoreError(ShopbotError):
     """Root of every error the store raises."""
 
 
+def retry_delay(failures: int) -> float:
+    """Seconds a part waits after `failures` consecutive failures (a database it cannot use, a getUpdates that
+    failed) before trying again: 1 s, doubling, at most 30 s."""
+    return min(30.0, 0.5 * 2.0 ** min(failures, 6))
+
+
 class SchemaTooNew(StoreError):
     def __init__(self, found: int, supported: int, path: str) -> None:
         self.found, self.supported, self.path = found, supported, path

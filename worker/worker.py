@@ -34,6 +34,7 @@ from store import (
     asks,
     faults,
     from_text,
+    retry_delay,
     telegram_chat,
     to_text,
 )
@@ -156,7 +157,7 @@ class Worker:
                 except StoreError as exc:
                     # a full, busy or unreadable database: said loudly, waited out, never a dead worker
                     failures += 1
-                    delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                    delay = retry_delay(failures)
                     log.error("worker cannot use the database (%s); trying again in %.1f s", exc, delay)
                     await self._wait(delay)
                     look = True

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from bot.relays.sender import OutcomeKind, SendOutcome
-from store import Receipt, Store, StoreError, faults
+from store import Receipt, Store, StoreError, faults, retry_delay
 
 log = logging.getLogger("shopbot.receipts")
 
@@ -58,7 +58,7 @@ class ReceiptRelay:
                     timeout = min(timeout, max(0.0, (wake - self.store.clock.now()).total_seconds()))
             except StoreError as exc:
                 failures += 1
-                timeout = min(30.0, 0.5 * 2 ** min(failures, 6))
+                timeout = retry_delay(failures)
                 log.error("receipt relay cannot use the database (%s); trying again in %.1f s", exc, timeout)
             await self.store.signals.receipts.wait(timeout)
 

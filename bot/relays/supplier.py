@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from bot.leadership import held
 from bot.relays.supplier_client import ActionOutcomeKind, LookupKind, SupplierAdapter
 from producers.telegram.owner import edit_order_card
-from store import Action, ActionMove, Fence, Lease, LeaseLost, Store, StoreError, faults
+from store import Action, ActionMove, Fence, Lease, LeaseLost, Store, StoreError, faults, retry_delay
 
 log = logging.getLogger("shopbot.actions")
 T = TypeVar("T")
@@ -112,7 +112,7 @@ class ActionRelay:
                 return
             except StoreError as exc:       # said loudly and waited out; an action found `sending` is reconciled
                 failures += 1
-                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                delay = retry_delay(failures)
                 log.error("action relay cannot use the database (%s); trying again in %.1f s", exc, delay)
                 await self.store.signals.actions.wait(delay)
 

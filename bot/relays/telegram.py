@@ -26,7 +26,7 @@ from bot.relays.notices import announce_unknowns
 from bot.relays.pacing import Pacer, PacingSettings
 from bot.relays.render import render_part
 from bot.relays.sender import OutcomeKind, SendOutcome
-from store import Delivery, Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults
+from store import Delivery, Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults, retry_delay
 
 log = logging.getLogger("shopbot.relay")
 
@@ -100,7 +100,7 @@ class Relay:
                 # a full, busy or unreadable database: said loudly, waited out, never a dead relay. A part whose
                 # outcome could not be recorded stays `sending` and becomes `unknown` at the next start.
                 failures += 1
-                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                delay = retry_delay(failures)
                 log.error("relay cannot use the database (%s); trying again in %.1f s", exc, delay)
                 await self.store.signals.deliveries.wait(delay)
 

@@ -22,7 +22,7 @@ from typing import Protocol
 from telegram import Bot, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter
 
-from store import Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults
+from store import Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults, retry_delay
 
 from . import owner
 from .client import retry_after_seconds
@@ -134,7 +134,7 @@ class Ingress:
                 continue
             except NetworkError as exc:
                 failures += 1
-                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
+                delay = retry_delay(failures)
                 log.warning("getUpdates failed (%s); retrying in %.1f s", type(exc).__name__, delay)
                 await self._sleep(delay)
                 continue

@@ -26,23 +26,33 @@ def reserved_on(conn: Connection, day: str) -> int:
                         (day,)).fetchone()[0]
 
 
+def _awaiting(conn: Connection, proposal_id: int) -> tuple[dict[str, Any], dict[str, Any], Decision | None]:
+    """The proposal, what it orders (for the decision's wording), and the decision already made when it no longer
+    awaits approval (not found, or decided before): the shared start of approve and reject."""
+    p = proposal(conn, proposal_id)
+    if p is None:
+        return {}, {}, Decision(DecisionKind.NOT_FOUND, proposal_id)
+    what = {"item": p["item"], "quantity": p["quantity"], "unit": p.get("unit") or "", "total_cents": p["total_cents"]}
+    if p["state"] != "awaiting_approval":
+        return p, what, Decision(DecisionKind.NOT_AWAITING, proposal_id, state=p["state"], **what)
+    return p, what, None
+
+
 def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
             supplier_destination: str, lead_time_days: int = orders.DEFAULT_LEAD_TIME_DAYS) -> Decision:
     """One transaction: the proposal's state change, the spending reservation, the action row with a random
     128-bit idempotency key, and the order, on order from now and due after the supplier's lead time. A proposal
     that no longer awaits approval changes nothing and says so."""
-    p = proposal(conn, proposal_id)
-    if p is None:
-        return Decision(DecisionKind.NOT_FOUND, proposal_id)
-    what = {"item": p["item"], "quantity": p["quantity"], "unit": p.get("unit") or "", "total_cents": p["total_cents"]}
-    if p["state"] != "awaiting_approval":
-        return Decision(DecisionKind.NOT_AWAITING, proposal_id, state=p["state"], **what)
+    p, what, refused = _awaiting(conn, proposal_id)
+    if refused is not None:
+        return refused
     if p["expires_at"] is not None and p["expires_at"] <= now:
         _decide(conn, proposal_id, "expired", "system:expiry", now)
         return Decision(DecisionKind.EXPIRED, proposal_id, **what)
-    if day_max_cents is not None and reserved_on(conn, day) + p["total_cents"] > day_max_cents:
+    reserved = reserved_on(conn, day) if day_max_cents is not None else 0
+    if day_max_cents is not None and reserved + p["total_cents"] > day_max_cents:
         return Decision(DecisionKind.OVER_DAY_LIMIT, proposal_id, day_max_cents=day_max_cents,
-                        reserved_cents=reserved_on(conn, day), **what)
+                        reserved_cents=reserved, **what)
     _decide(conn, proposal_id, "approved", by, now)
     conn.execute("INSERT INTO spending (proposal_id, day, cents, state, updated_at) VALUES (?, ?, ?, 'reserved', ?)",
                  (proposal_id, day, p["total_cents"], now))
@@ -58,12 +68,9 @@ def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day
 
 
 def reject(conn: Connection, proposal_id: int, by: str, now: str) -> Decision:
-    p = proposal(conn, proposal_id)
-    if p is None:
-        return Decision(DecisionKind.NOT_FOUND, proposal_id)
-    what = {"item": p["item"], "quantity": p["quantity"], "unit": p.get("unit") or "", "total_cents": p["total_cents"]}
-    if p["state"] != "awaiting_approval":
-        return Decision(DecisionKind.NOT_AWAITING, proposal_id, state=p["state"], **what)
+    p, what, refused = _awaiting(conn, proposal_id)
+    if refused is not None:
+        return refused
     _decide(conn, proposal_id, "rejected", by, now)
     return Decision(DecisionKind.REJECTED, proposal_id, **what)
 

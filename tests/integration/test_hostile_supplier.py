@@ -7,23 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import sys
 
 import pytest
 
 from bot.relays.supplier_client import BODY_CAP, RETRY_AFTER_CAP_S, Answer, order_id, retry_after
 from bot.sandbox.local_setup import OWNER_ID, local_product
+from tests.integration.test_actions import rows
 
 FAST = {"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0", "SHOPBOT_SUPPLIER_TIMEOUT_S": "1"}
-
-
-def rows(run, sql, *args):
-    conn = sqlite3.connect(str(run.app.cfg.db))
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
 
 
 async def approve_vanilla(run):

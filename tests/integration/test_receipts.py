@@ -5,8 +5,6 @@ never by the ingress; none for strangers, groups, bots, refusals for capacity or
 outcome (the reply to setMessageReaction lost) is set again, never duplicated into a message."""
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 from telegram import Bot
 from telegram.error import BadRequest
@@ -14,17 +12,10 @@ from telegram.error import BadRequest
 from bot import config as config_module
 from bot.sandbox.bot_api import LocalBotApi
 from bot.sandbox.local_setup import DEMO_TOKEN, OWNER_ID, local_product
+from tests.integration.test_actions import rows
 from tests.support import DATA
 
 FAST = {"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_CHAT_PACE_MS": "0", "SHOPBOT_SHOP_FILE": str(DATA / "shop_calm.toml")}
-
-
-def rows(run, sql, *args):
-    conn = sqlite3.connect(str(run.app.cfg.db))
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
 
 
 async def test_each_admitted_owner_message_gets_one_receipt_before_its_reply_and_strangers_none():
