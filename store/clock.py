@@ -24,6 +24,16 @@ def from_text(text: str) -> datetime:
     return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)
 
 
+def from_db(value: str | datetime) -> datetime:
+    """A time column as read from either store, as an aware UTC datetime: SQLite keeps the fixed-width text above,
+    PostgreSQL's `timestamptz` arrives as an aware datetime already. Records cross the seam with this (C5)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("naive datetime from the store: every time in shopbot is aware UTC")
+        return value.astimezone(UTC)
+    return from_text(value)
+
+
 class Clock(Protocol):
     def now(self) -> datetime: ...
 
