@@ -4,7 +4,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import asks, faults, units
-from .clock import Clock, ManualClock, SystemClock, from_db, from_text, parse_clock, to_text
+from .clock import Clock, ManualClock, SystemClock, from_db, from_db_or_none, from_text, parse_clock, to_text
 from .destination import Destination, telegram_chat
 from .errors import (
     CommitUnknown,
@@ -127,7 +127,8 @@ __all__ = [
     # words that agree with numbers (`1 tub`, `2 tubs`): every layer's texts use them
     "units",
     # time
-    "Clock", "ManualClock", "SystemClock", "from_db", "from_text", "parse_clock", "to_text", "telegram_chat",
+    "Clock", "ManualClock", "SystemClock", "from_db", "from_db_or_none", "from_text", "parse_clock", "to_text",
+    "telegram_chat",
     # errors
     "ShopbotError", "CommitUnknown", "IllegalTransition", "InstanceLocked", "LeaseLost", "NotClaimed",
     "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",

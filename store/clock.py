@@ -34,6 +34,11 @@ def from_db(value: str | datetime) -> datetime:
     return from_text(value)
 
 
+def from_db_or_none(value: str | datetime | None) -> datetime | None:
+    """`from_db` for a column that may be NULL (an order not yet received, a run not yet ended)."""
+    return None if value is None else from_db(value)
+
+
 class Clock(Protocol):
     def now(self) -> datetime: ...
 
