@@ -134,6 +134,10 @@ async def test_sales_are_typed_per_item_with_the_first_record(store: Store, cloc
     assert all(aware(r.first_record_at) and r.first_record_at == seeded for r in found)
     [none] = await store.sales(seeded - timedelta(days=2), seeded - timedelta(days=1), "vanilla")
     assert (none.sold, none.records, none.first_record_at) == (0, 0, None)
+    # a pair of records counts for the window (since, until] its later record falls in
+    [before] = await store.sales(seeded, clock.now() - timedelta(seconds=1), "vanilla")
+    [inside] = await store.sales(clock.now() - timedelta(seconds=1), clock.now(), "vanilla")
+    assert (before.sold, before.records, inside.sold, inside.records) == (0, 0, 5, 1)
 
 
 async def test_on_order_and_open_actions_are_typed(store: Store, clock: ManualClock):
