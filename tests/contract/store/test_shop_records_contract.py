@@ -42,6 +42,7 @@ from store import (
 
 from .conftest import START
 from .test_outbox_contract import proposed
+from .test_sales_contract import count as till_count
 
 SHOP = [ItemSpec("vanilla", "tubs", 20, 8, 12, 300, max_order=40, pack=6, price_cents=450),
         ItemSpec("chocolate", "tubs", 12, 6, 12, 250)]
@@ -56,15 +57,6 @@ def frozen(record: object) -> None:
     assert dataclasses.is_dataclass(record)
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(record, dataclasses.fields(record)[0].name, None)
-
-
-async def till_count(store: Store, request: str, counts: dict[str, int]) -> None:
-    """A till turn finished with its counts applied (as the worker does, no model)."""
-    source = f"till:1:{request}"
-    await store.admit(Occurrence(source, "till:1", request, WorkKind.AGENT, "till:1"))
-    claim = await store.claim("w1")
-    assert claim is not None
-    await store.finish_counts(claim, [(source, {"counts": counts})], lambda applied: "counted")
 
 
 async def test_shop_items_are_typed_with_the_setting_in_force(store: Store, clock: ManualClock):
