@@ -1,12 +1,14 @@
 """Every method of every port (the Protocols of store/ports.py, found by introspection) is called by a contract test
 that runs on both stores.
 
-Read from the contract modules' source, not recorded at run time: a method counts as called when `.name(` (or, for
-a property, `.name`) appears in a test that takes a fixture parametrised over both stores (`kind`, or a fixture that
-depends on it, such as `store`), or in a module-level helper such a test calls. The receiver says which side it is:
-`tx.name(` inside a transaction's function (a parameter named `tx` or annotated `Transaction`) is Transaction's,
-`tx.producers.name(` is ProducerRecords', any other receiver is the store's ports'. A name two ports share on one
-side counts for both (Transaction's `admit` and `tally` are the Inbox's too, but on the other side)."""
+Read from the contract modules' source, not recorded at run time: a method counts as called when `.name` appears
+(called, or passed on as a callback; a property read) in a test that takes a fixture parametrised over both stores
+(`kind`, or a fixture that depends on it, such as `store`), or in a module-level helper such a test calls. The
+receiver says which side it is: `tx.name(` inside a transaction's function (a parameter named `tx` or annotated
+`Transaction`) is Transaction's, `tx.producers.name(` is ProducerRecords', any other receiver is the store's ports'.
+A name two ports share on one side counts for both (Transaction's `admit` and `tally` are the Inbox's too, but on
+the other side). What source cannot show: a call in a branch the test never takes (one store's branch, say) still
+counts."""
 from __future__ import annotations
 
 import ast
