@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from store import ManualClock, Occurrence, ReportDraft, WorkKind, open_store
+from store import ManualClock, Occurrence, WorkKind, open_store
+from tests.contract.store.test_outbox_contract import finished_report
 from tests.support.worker_database import WorkerDatabase, catalog_of, connect, rows_of, sequence_state
 
 
@@ -31,11 +32,8 @@ async def used(url: str, clock: ManualClock) -> None:
     """A turn answered and delivered, and another waiting: rows in most of the core tables, sequences moved."""
     store = await open_store(url, clock, debounce_ms=0)
     try:
-        await store.admit(Occurrence("tg:1:1", "tg:1", "hi", WorkKind.AGENT, "tg:1"))
+        await finished_report(store)
         await store.admit(Occurrence("tg:2:1", "tg:2", "later", WorkKind.AGENT, "tg:2"))
-        claim = await store.claim("w")
-        assert claim is not None
-        await store.finish(claim, ReportDraft("answer", destination="tg:1"), user_text="hi")
         await store.mark_sending(1)
         await store.mark_confirmed(1, "m1")
     finally:
@@ -47,7 +45,7 @@ async def test_an_emptied_database_holds_exactly_what_a_fresh_one_holds(pg_worke
     url = pg_worker_database.emptied()
     assert differences(url, pg_fresh_url) == []
     await used(url, clock)
-    assert {"table work", "table runs", "table reports", "table deliveries", "table history",
+    assert {"table work", "table runs", "table reports", "table deliveries",
             "table open_agent_tally", "sequence shopbot_changes", "sequence work_work_id_seq"} \
         <= set(differences(url, pg_fresh_url))
     pg_worker_database.empty()
