@@ -45,6 +45,7 @@ class Call:
     seconds: float
     prompt: int
     cached: int
+    said: str = ""       # what the model returned: its text and its structured calls (printed by --verbose)
 
 
 class RecordingModel:
@@ -58,7 +59,8 @@ class RecordingModel:
     async def complete(self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelTurn:
         started = time.monotonic()
         turn: ModelTurn = await self._model.complete(system, messages, tools)
-        self.calls.append(Call(time.monotonic() - started, turn.input_tokens, turn.cached_tokens))
+        said = " ".join([turn.text.strip(), *(f"[call {c.name} {c.arguments}]" for c in turn.tool_calls)]).strip()
+        self.calls.append(Call(time.monotonic() - started, turn.input_tokens, turn.cached_tokens, said))
         return turn
 
 
@@ -154,6 +156,10 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
                 if verbose or not right:
                     print(f"     asked: {question.text}\n     expected: {question.expects}\n     got: "
                           + prose.replace("\n", "\n          ")[:600], file=out)
+                if verbose:
+                    for k, call in enumerate(result.calls, start=1):
+                        print(f"     model call {k} ({call.seconds:.1f} s): " + call.said.replace("\n", " ")[:400],
+                              file=out)
                 out.flush()
         finally:
             raw.close()

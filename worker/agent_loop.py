@@ -37,11 +37,15 @@ Rules (each one is tested in tests/test_agent_loop.py):
 * Tool calls written as text (worker/text_calls.py): a response without a structured call whose text holds call
   objects runs them as calls (journaled like any call; the model's message is kept as those calls, without the
   text). A reply that still looks like a call is never delivered: the model is asked once more with
-  `CORRECTION`; a second such reply raises `UnusableAnswer` (the worker fails the turn with an error report).
+  `CORRECTION` (`CORRECTION_CALL`, asking for that call only, when the reply names exactly one offered tool); a
+  second such reply raises `UnusableAnswer` (the worker fails the turn with an error report). The shape
+  `{"<offered tool>": {...}}` (a made-up tool result, seen from a small model) is read as a call of that tool.
 * Arguments: keys the tool does not take (any key, for a tool that takes none) are ignored and journaled under
   `IGNORED`; a wrong type or a missing required argument goes back to the model as a tool error it can correct.
 * C17: `AgentResult.exchange` is what the model said and did this turn (the user message as sent, its calls with
   their results, its own final text; never a correction round nor a product notice), the history's next entry.
+  An answer that no tool result backs and whose numbers C13 blanked leaves no exchange at all: replayed, the invented
+  figures taught a small model to answer every later turn from memory.
 * An answer that only repeats the owner's question (a small model does so after a tool result, and the echo then
   taught the next turns, through the history, to answer by copying) is sent back once with `ECHO`; the round is not
   part of the exchange, and a second echo is delivered as it is (it holds no figure).
@@ -56,6 +60,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -88,6 +93,10 @@ NOTICE_CONTEXT_WINDOW = ("This conversation is too long for the model's context 
                          "/forget starts the conversation afresh.")
 CORRECTION = ("Your last reply looked like a tool call written as text, and it could not be read. Either call one of "
               "the offered tools with a proper tool call, or answer the owner in plain words.")
+# when the unreadable reply names exactly one offered tool: asked for that call only (offered a way out in words, a
+# small model answered from memory instead, and its numbers were blanked)
+CORRECTION_CALL = ("Your last reply looked like a call of {tool} written as text, and it could not be read. Call "
+                   "{tool} again with a proper tool call.")
 LOOK_UP = ("Your answer has numbers, but no tool was called for this question, so they would be blanked out. Call "
            "the tool that has them now, then answer.")
 ECHO = ("Your reply only repeated the question. Answer it in plain words from the tool results above, or call the "
@@ -258,6 +267,8 @@ async def run_agent(
         kept = [m for i, m in enumerate(messages[first:], start=first) if i not in skipped]
         if final:
             kept.append(Message(role="assistant", text=final))
+        if reason == "answered" and not run.results and check(final, figures, fmt).blanked:
+            kept = []   # numbers from memory, blanked for the owner: replayed, they teach the next turns to invent
         return AgentResult(
             text=render_report(prose, figures, question=user_text, fmt=fmt, show_all=partial),
             prose=prose,
@@ -291,7 +302,7 @@ async def run_agent(
         cached_tokens += turn.cached_tokens
 
         if not turn.tool_calls and turn.stop not in _STOPS:
-            written = text_calls(turn.text)
+            written = text_calls(turn.text, registry.names())
             if written:                     # a call written as text: run it as a call
                 log.info("model wrote %d tool call(s) as text; running them as calls", len(written))
                 turn = dataclasses.replace(turn, text="", tool_calls=written)
@@ -301,7 +312,8 @@ async def run_agent(
                 corrected = True
                 log.warning("model reply looks like a tool call that cannot be read; asking once more")
                 skipped.update((len(messages), len(messages) + 1))
-                messages += [Message(role="assistant", text=turn.text), Message(role="user", text=CORRECTION)]
+                messages += [Message(role="assistant", text=turn.text),
+                             Message(role="user", text=_correction(turn.text, registry.names()))]
                 continue
 
         if (not turn.tool_calls and turn.stop not in _STOPS and not echoed and model_calls < limits.max_model_calls
@@ -347,6 +359,12 @@ async def run_agent(
                 return finish(NOTICE_SECONDS, "seconds")
             tool_calls += 1
             messages.append(await run.execute(call))
+
+
+def _correction(text: str, names: Sequence[str]) -> str:
+    """The correction for an unreadable call-looking reply: for the one offered tool it names, else the general one."""
+    named = [name for name in names if re.search(rf"\b{re.escape(name)}\b", text)]
+    return CORRECTION_CALL.format(tool=named[0]) if len(named) == 1 else CORRECTION
 
 
 def _words(text: str) -> str:

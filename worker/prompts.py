@@ -92,9 +92,14 @@ def now_block(now: datetime, fmt: ShopFormat) -> tuple[str, list[Figure]]:
     return text, [Figure("today", local.date()), Figure("now", local)]
 
 
+# Repeated at the head of every question, after the history: a small model follows the last lines it read, and the
+# system prompt's rule alone did not stop it answering follow-ups from the history (bench/RESULTS.md).
+TOOL_FIRST = "Stock, prices, orders and sales: call a tool for them in this turn."
+
+
 def build_system(shop: ShopContext, items: Sequence[dict[str, Any]],
                  now: datetime) -> tuple[str, str, list[Figure]]:
     """The stable system prompt, the turn's head (today's date and time, for the latest user message) and the
     figures of the context (today, now, opening hours, daily schedules)."""
     head, figures = now_block(now, shop.fmt)
-    return system_text(shop, items), f"[{head}]", [*figures, *_hours_figures(shop)]
+    return system_text(shop, items), f"[{head} {TOOL_FIRST}]", [*figures, *_hours_figures(shop)]

@@ -1,6 +1,9 @@
 """Tool calls a model wrote as text (C17): small local models often answer a tool call as prose instead of a
 structured `tool_calls` entry. The forms read here are a JSON object `{"name": ..., "arguments"|"parameters": {...}}`
-(also `{"function": {...}}`), bare, in ```json fences, or inside `<tool_call>…</tool_call>` / `<tools>…</tools>`.
+(also `{"function": {...}}`), bare, in ```json fences, or inside `<tool_call>…</tool_call>` / `<tools>…</tools>`;
+and, given the offered tools' names, an object whose only key is one of them (`{"get_item": {"item": "vanilla"}}`):
+a small model asked to call a tool was seen writing that shape, its own made-up `<tool_response>`, instead of the
+call; the keys the tool does not take are then ignored like any unknown argument, so no made-up value is acted on.
 
 `text_calls(text)` returns the calls found (the agent loop runs and journals them as calls); `looks_like_tool_call`
 is the delivery check: a reply that still looks like a call after that is never shown to the owner.
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from worker.models.base import ToolCall
@@ -21,10 +25,14 @@ _NAME_KEY = re.compile(r'"name"\s*:')
 _ARGS_KEY = re.compile(r'"(?:arguments|parameters)"\s*:')
 
 
-def _as_call(node: Any) -> tuple[str, str] | None:
+def _as_call(node: Any, names: Collection[str] = ()) -> tuple[str, str] | None:
     """(name, arguments JSON text) when `node` is a call object, else None."""
     if not isinstance(node, dict):
         return None
+    if len(node) == 1:                               # {"get_item": {...}}: named by an offered tool only
+        (key, value), = node.items()
+        if key in names and isinstance(value, dict):
+            return key, json.dumps(value, ensure_ascii=False)
     if isinstance(node.get("function"), dict):       # {"type": "function", "function": {...}}
         node = node["function"]
     name = node.get("name")
@@ -41,8 +49,9 @@ def _as_call(node: Any) -> tuple[str, str] | None:
     return name.strip(), text
 
 
-def text_calls(text: str) -> tuple[ToolCall, ...]:
-    """Every call object in `text`, in order (an object inside a call is not read again)."""
+def text_calls(text: str, names: Collection[str] = ()) -> tuple[ToolCall, ...]:
+    """Every call object in `text`, in order (an object inside a call is not read again); `names` are the offered
+    tools' names, for the `{"<tool>": {...}}` shape."""
     found: list[ToolCall] = []
     plain = _TAGS.sub(" ", text or "")
     i = 0
@@ -56,7 +65,7 @@ def text_calls(text: str) -> tuple[ToolCall, ...]:
             i += 1
             continue
         for candidate in node if isinstance(node, list) else [node]:
-            call = _as_call(candidate)
+            call = _as_call(candidate, names)
             if call is not None:
                 found.append(ToolCall(id=f"text_{uuid.uuid4().hex[:12]}", name=call[0], arguments=call[1]))
         i = end

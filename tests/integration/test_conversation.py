@@ -19,6 +19,7 @@ from tests.support.fake_model_servers import (
 )
 from worker.agent_loop import NOTICE_SECONDS, Limits
 from worker.models import load_model
+from worker.prompts import TOOL_FIRST
 from worker.worker import Worker, WorkerSettings
 
 NOW = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
@@ -207,7 +208,7 @@ async def test_system_message_and_tools_are_identical_across_turns_an_hour_apart
     assert bodies[0]["tools"] == bodies[1]["tools"] == bodies[2]["tools"]
     assert json.dumps(bodies[0]["messages"][0]) == json.dumps(bodies[2]["messages"][0])   # byte-identical
     heads = [b["messages"][-1]["content"].split("\n")[0] for b in bodies]
-    assert heads[0].endswith("the time in the shop is 09:00 (Europe/London).]") and "10:01" in heads[2]
+    assert heads[0].endswith(f"the time in the shop is 09:00 (Europe/London). {TOOL_FIRST}]") and "10:01" in heads[2]
     # turn 3's prefix (system, tools, turn 1 and 2 as sent) is turn 2's request plus its answer
     assert bodies[2]["messages"][:4] == bodies[1]["messages"] and bodies[2]["messages"][4]["content"] == "Two."
 

@@ -2,7 +2,7 @@
 import pytest
 
 from tests.support.fake_model_servers import FakeShop, RecordingJournal
-from worker.agent_loop import CORRECTION, UnusableAnswer, run_agent
+from worker.agent_loop import CORRECTION, CORRECTION_CALL, UnusableAnswer, run_agent
 from worker.models.base import ModelTurn
 from worker.models.scripted import ScriptedModel
 from worker.text_calls import looks_like_tool_call, text_calls
@@ -61,11 +61,56 @@ async def test_the_loop_runs_a_text_call_and_keeps_the_call_not_its_text_in_the_
 
 
 async def test_a_broken_call_gets_one_correction_and_a_second_one_is_unusable():
-    broken = '<tool_call>{"name": "get_item"'
+    broken = '<tool_call>{"name": "get_it'
     model = ScriptedModel([ModelTurn(broken, ()), ModelTurn(broken, ())])
     with pytest.raises(UnusableAnswer):
         await run(model, FakeShop())
     assert model.calls[1].messages[-1].text == CORRECTION
+
+
+@pytest.mark.parametrize(("broken", "correction"), [
+    ('<tool_call>{"name": "get_item", "arguments": {"item": ', CORRECTION_CALL.format(tool="get_item")),
+    # negative controls: two offered tools named, or a name that is only part of a word, get the general correction
+    ('<tool_call>{"name": "get_item"} or {"name": "list_stock"', CORRECTION),
+    ('<tool_call>{"name": "get_items"', CORRECTION),
+])
+async def test_a_broken_call_naming_one_offered_tool_is_asked_for_that_call_only(broken, correction):
+    model = ScriptedModel([ModelTurn(broken, ()), ModelTurn("Vanilla: no answer.", ())])
+    await run(model, FakeShop())
+    assert model.calls[1].messages[-1].text == correction
+
+
+def test_a_made_up_tool_result_named_by_an_offered_tool_is_read_as_its_call():
+    text = '<tool_response>\n{"get_item": {"item": "vanilla", "on_hand": 15}}\n</tool_response>'   # seen live
+    [call] = text_calls(text, ("get_item", "list_stock"))
+    assert (call.name, call.arguments) == ("get_item", '{"item": "vanilla", "on_hand": 15}')
+    # negative controls: no offered names, a name not offered, more than one key, a value that is not an object
+    assert text_calls(text) == () and text_calls(text, ("list_stock",)) == ()
+    assert text_calls('{"get_item": {"item": "a"}, "x": 1}', ("get_item",)) == ()
+    assert text_calls('{"get_item": "vanilla"}', ("get_item",)) == ()
+
+
+async def test_the_loop_runs_a_made_up_tool_result_as_the_call_and_ignores_its_made_up_values():
+    shop = FakeShop()
+    model = ScriptedModel([ModelTurn('<tool_response>{"get_item": {"item": "vanilla", "on_hand": 15}}</tool_response>',
+                                     ()), ModelTurn("Vanilla: 2 tubs.", ())])
+    result = await run(model, shop)
+    [ran] = result.tool_results
+    assert ran.tool == "get_item" and ran.arguments == {"item": "vanilla", "ignored": {"on_hand": 15}}
+    assert result.text.startswith("Vanilla: 2 tubs.")
+
+
+async def test_a_blanked_answer_no_tool_backed_leaves_no_history():
+    from worker.models.base import ToolCall
+    shop = FakeShop()
+    invented = await run(ScriptedModel([ModelTurn("Vanilla: 9 tubs.", ())]), shop)
+    assert invented.text.startswith("Vanilla: — tubs.") and invented.exchange == ()
+    # negative controls: a tool-backed answer and an answer with no number are history as before
+    backed = await run(ScriptedModel([ModelTurn("", (ToolCall("c1", "get_item", VANILLA),)),
+                                      ModelTurn("Vanilla: 2 tubs.", ())]), shop)
+    assert backed.exchange[-1].text == "Vanilla: 2 tubs." and len(backed.exchange) == 4
+    polite = await run(ScriptedModel([ModelTurn("I can only help with the shop.", ())]), shop)
+    assert [m.text for m in polite.exchange] == ["how much vanilla", "I can only help with the shop."]
 
 
 async def test_a_call_looking_text_under_a_provider_stop_is_not_delivered_either():
