@@ -39,7 +39,8 @@ Rules (each one is tested in tests/test_agent_loop.py):
   text). A reply that still looks like a call is never delivered: the model is asked once more with
   `CORRECTION` (`CORRECTION_CALL`, asking for that call only, when the reply names exactly one offered tool); a
   second such reply raises `UnusableAnswer` (the worker fails the turn with an error report). The shape
-  `{"<offered tool>": {...}}` (a made-up tool result, seen from a small model) is read as a call of that tool.
+  `{"<offered tool>": {...}}`, and an object with exactly the keys of a result a tool returned earlier in the
+  conversation (made-up tool results, seen from a small model), are read as calls of that tool.
 * Arguments: keys the tool does not take (any key, for a tool that takes none) are ignored and journaled under
   `IGNORED`; a wrong type or a missing required argument goes back to the model as a tool error it can correct.
 * C17: `AgentResult.exchange` is what the model said and did this turn (the user message as sent, its calls with
@@ -72,7 +73,7 @@ import pydantic
 from worker.figures import Figure, check, render_report
 from worker.models.base import Message, Model, ModelTurn, ToolCall
 from worker.money import ShopFormat
-from worker.text_calls import looks_like_tool_call, text_calls
+from worker.text_calls import looks_like_tool_call, result_shapes, text_calls
 from worker.tools.registry import ToolError, ToolRegistry, typed_result
 
 log = logging.getLogger("shopbot.agent")
@@ -302,7 +303,7 @@ async def run_agent(
         cached_tokens += turn.cached_tokens
 
         if not turn.tool_calls and turn.stop not in _STOPS:
-            written = text_calls(turn.text, registry.names())
+            written = text_calls(turn.text, registry.names(), result_shapes(messages))
             if written:                     # a call written as text: run it as a call
                 log.info("model wrote %d tool call(s) as text; running them as calls", len(written))
                 turn = dataclasses.replace(turn, text="", tool_calls=written)

@@ -1,9 +1,12 @@
 """Tool calls written as text (C17): the forms read, the delivery check, and the agent loop's handling of both."""
+import dataclasses
+import json
+
 import pytest
 
 from tests.support.fake_model_servers import FakeShop, RecordingJournal
 from worker.agent_loop import CORRECTION, CORRECTION_CALL, UnusableAnswer, run_agent
-from worker.models.base import ModelTurn
+from worker.models.base import ModelTurn, ToolCall
 from worker.models.scripted import ScriptedModel
 from worker.text_calls import looks_like_tool_call, text_calls
 
@@ -167,3 +170,36 @@ async def test_an_answer_that_repeats_the_question_is_sent_back_once_and_is_not_
     await run_agent(model=plain, registry=shop.registry(), system="s", history=(),
                     user_text="How much vanilla do we have?", journal=RecordingJournal(shop.events), context=None)
     assert len(plain.calls) == 1
+
+
+def _history_with(tool: str, result: dict) -> list:
+    from worker.models.base import Message, ToolCall
+    return [Message("user", "how much strawberry"), Message("assistant", "", (ToolCall("h1", tool, "{}"),)),
+            Message("tool", json.dumps(result), tool_call_id="h1"), Message("assistant", "We have 4 tubs.")]
+
+
+def test_a_made_up_result_shaped_like_an_earlier_one_is_read_as_that_tools_call():
+    from worker.text_calls import result_shapes
+    earlier = {"item": "strawberry", "on_hand": 4, "unit": "tubs"}
+    shapes = result_shapes(_history_with("get_item", earlier))
+    made_up = '<tool_response> {"item": "chocolate", "on_hand": 10, "unit": "tubs"} </tool_response>'   # seen live
+    [call] = text_calls(made_up, (), shapes)
+    assert call.name == "get_item" and json.loads(call.arguments)["item"] == "chocolate"
+    # negative controls: another key set, no shapes, and a key set two tools returned (ambiguous)
+    assert text_calls('<tool_response>{"item": "chocolate", "on_hand": 10}</tool_response>', (), shapes) == ()
+    assert text_calls(made_up) == ()
+    both = [*_history_with("get_item", earlier), *_history_with("list_stock", earlier)]
+    both[5] = dataclasses.replace(both[5], tool_calls=(ToolCall("h2", "list_stock", "{}"),))
+    both[6] = dataclasses.replace(both[6], tool_call_id="h2")
+    assert result_shapes(both) == {}
+
+
+async def test_the_loop_answers_a_made_up_result_with_the_real_one():
+    shop = FakeShop()
+    made_up = '<tool_response>\n' + json.dumps({**shop._item("vanilla"), "on_hand": 99}) + '\n</tool_response>'
+    model = ScriptedModel([ModelTurn(made_up, ()), ModelTurn("Vanilla: 2 tubs.", ())])
+    result = await run_agent(model=model, registry=shop.registry(), system="s",
+                             history=_history_with("get_item", shop._item("vanilla")), user_text="and vanilla?",
+                             journal=RecordingJournal(shop.events), context=None)
+    [ran] = result.tool_results
+    assert ran.tool == "get_item" and ran.arguments["item"] == "vanilla" and result.text.startswith("Vanilla: 2 tubs.")
