@@ -45,8 +45,9 @@ Rules (each one is tested in tests/test_agent_loop.py):
   `IGNORED`; a wrong type or a missing required argument goes back to the model as a tool error it can correct.
 * C17: `AgentResult.exchange` is what the model said and did this turn (the user message as sent, its calls with
   their results, its own final text; never a correction round nor a product notice), the history's next entry.
-  An answer that no tool result backs and whose numbers C13 blanked leaves no exchange at all: replayed, the invented
-  figures taught a small model to answer every later turn from memory.
+  An answer that no tool result backs and that speaks of the shop (C13 blanked its numbers, or it names one of the
+  shop's items, `shop_words`) leaves no exchange at all: replayed, such answers taught a small model to answer every
+  later turn from memory. Tool-less answers about anything else (a greeting, an off-topic question) stay history.
 * An answer that only repeats the owner's question (a small model does so after a tool result, and the echo then
   taught the next turns, through the history, to answer by copying) is sent back once with `ECHO`; the round is not
   part of the exchange, and a second echo is delivered as it is (it holds no figure).
@@ -64,7 +65,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -248,6 +249,7 @@ async def run_agent(
     fmt: ShopFormat | None = None,
     context_figures: Sequence[Figure] = (),
     turn_head: str = "",
+    shop_words: Collection[str] = (),
 ) -> AgentResult:
     fmt = fmt or ShopFormat()
     run = _Run(registry, journal, context, fmt)
@@ -268,8 +270,9 @@ async def run_agent(
         kept = [m for i, m in enumerate(messages[first:], start=first) if i not in skipped]
         if final:
             kept.append(Message(role="assistant", text=final))
-        if reason == "answered" and not run.results and check(final, figures, fmt).blanked:
-            kept = []   # numbers from memory, blanked for the owner: replayed, they teach the next turns to invent
+        if reason == "answered" and not run.results and (check(final, figures, fmt).blanked
+                                                          or _names_any(final, shop_words)):
+            kept = []   # the shop from memory: replayed, it teaches the next turns to answer without a tool
         return AgentResult(
             text=render_report(prose, figures, question=user_text, fmt=fmt, show_all=partial),
             prose=prose,
@@ -366,6 +369,11 @@ def _correction(text: str, names: Sequence[str]) -> str:
     """The correction for an unreadable call-looking reply: for the one offered tool it names, else the general one."""
     named = [name for name in names if re.search(rf"\b{re.escape(name)}\b", text)]
     return CORRECTION_CALL.format(tool=named[0]) if len(named) == 1 else CORRECTION
+
+
+def _names_any(text: str, words: Collection[str]) -> bool:
+    lowered = text.lower()
+    return any(re.search(rf"\b{re.escape(word.lower())}", lowered) for word in words if word)
 
 
 def _words(text: str) -> str:

@@ -148,14 +148,14 @@ async def test_a_reply_still_looking_like_a_call_is_never_delivered_and_fails_af
 async def test_a_correction_that_works_answers_and_the_correction_round_is_not_history(shop_store, raw):
     await shop_store.admit(ask(1))
     broken = '```json\n{"name": "get_item", "arguments": {"item": "vanilla"\n```'
-    script = [openai_text(broken), openai_text("Vanilla is fine."), openai_text("Still fine.")]
+    script = [openai_text(broken), openai_text("All is fine."), openai_text("Still fine.")]
     async with FakeModelServer(script) as server:
         await drain(shop_store, server)
         await shop_store.admit(ask(2, "And now?"))
         await drain(shop_store, server)
-    assert report(raw, "tg:1:1")[0] == "Vanilla is fine."
+    assert report(raw, "tg:1:1")[0] == "All is fine."
     history = [m["content"] for m in server.requests[2].body["messages"][1:]]
-    assert history[1:] == ["Vanilla is fine.", history[-1]] and not any("could not be read" in h for h in history)
+    assert history[1:] == ["All is fine.", history[-1]] and not any("could not be read" in h for h in history)
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])

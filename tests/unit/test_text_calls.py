@@ -116,6 +116,19 @@ async def test_a_blanked_answer_no_tool_backed_leaves_no_history():
     assert [m.text for m in polite.exchange] == ["how much vanilla", "I can only help with the shop."]
 
 
+async def test_a_tool_less_answer_naming_a_shop_item_leaves_no_history_and_other_tool_less_answers_do():
+    shop = FakeShop()
+
+    async def answer(text: str) -> tuple:
+        result = await run_agent(model=ScriptedModel([ModelTurn(text, ())]), registry=shop.registry(), system="s",
+                                 history=(), user_text="which are low?", journal=RecordingJournal(shop.events),
+                                 context=None, shop_words=("vanilla", "chocolate"))
+        return result.exchange
+
+    assert await answer("Chocolate and strawberry are low.") == ()
+    assert [m.text for m in await answer("Paris is the capital of France.")][-1] == "Paris is the capital of France."
+
+
 async def test_a_call_looking_text_under_a_provider_stop_is_not_delivered_either():
     model = ScriptedModel([ModelTurn('<tool_call>{"name": "get_item"', (), stop="content_filter")])
     result = await run(model, FakeShop())
