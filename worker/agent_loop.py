@@ -49,7 +49,8 @@ Rules (each one is tested in tests/test_agent_loop.py):
   shop's items, `shop_words`) leaves no exchange at all: replayed, such answers taught a small model to answer every
   later turn from memory. Tool-less answers about anything else (a greeting, an off-topic question) stay history.
 * An answer that only repeats the owner's question (a small model does so after a tool result, and the echo then
-  taught the next turns, through the history, to answer by copying) is sent back once with `ECHO`; the round is not
+  taught the next turns, through the history, to answer by copying) is sent back once with `ECHO` (and the notes of
+  the turn's tool results, such as "nothing is on order": it echoed after empty results); the round is not
   part of the exchange, and a second echo is delivered as it is (it holds no figure).
 * `Limits.look_up` (off in the app: measured worse, bench/RESULTS.md): a final answer with a number no figure
   holds, from a run that called no tool, is sent back once with `LOOK_UP`; not part of the exchange.
@@ -325,7 +326,7 @@ async def run_agent(
             echoed = True
             log.info("model answered by repeating the question; asking once more")
             skipped.update((len(messages), len(messages) + 1))
-            messages += [Message(role="assistant", text=turn.text), Message(role="user", text=ECHO)]
+            messages += [Message(role="assistant", text=turn.text), Message(role="user", text=_echo(run.results))]
             continue
 
         if (limits.look_up and not turn.tool_calls and turn.stop not in _STOPS and not looked_up and tool_calls == 0
@@ -369,6 +370,13 @@ def _correction(text: str, names: Sequence[str]) -> str:
     """The correction for an unreadable call-looking reply: for the one offered tool it names, else the general one."""
     named = [name for name in names if re.search(rf"\b{re.escape(name)}\b", text)]
     return CORRECTION_CALL.format(tool=named[0]) if len(named) == 1 else CORRECTION
+
+
+def _echo(results: Sequence[ToolResult]) -> str:
+    """`ECHO`, with the top-level notes of the turn's tool results (a small model echoed the question after an empty
+    result, "nothing is on order for cones", twice: it did not see that nothing is an answer)."""
+    notes = [r.result["note"] for r in results if r.ok and isinstance(r.result.get("note"), str)]
+    return f"{ECHO} The tools said: {'; '.join(notes)}." if notes else ECHO
 
 
 def _names_any(text: str, words: Collection[str]) -> bool:

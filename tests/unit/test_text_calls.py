@@ -216,3 +216,13 @@ async def test_the_loop_answers_a_made_up_result_with_the_real_one():
                              journal=RecordingJournal(shop.events), context=None)
     [ran] = result.tool_results
     assert ran.tool == "get_item" and ran.arguments["item"] == "vanilla" and result.text.startswith("Vanilla: 2 tubs.")
+
+
+
+def test_the_echo_round_quotes_the_notes_of_the_turns_results():
+    from worker.agent_loop import ECHO, ToolResult, _echo
+    empty = ToolResult("c1", "on_order", {"item": "cones"}, {"orders": [], "note": "nothing is on order"}, True, "read")
+    found = ToolResult("c2", "get_item", {"item": "a"}, {"item": "a", "on_hand": 2}, True, "read")
+    failed = ToolResult("c3", "get_item", {"item": "b"}, {"error": "unknown item", "note": "x"}, False, "read")
+    assert _echo([empty, found]) == f"{ECHO} The tools said: nothing is on order."
+    assert _echo([found, failed]) == ECHO and _echo([]) == ECHO     # negative controls: no note of a result that ran
