@@ -101,11 +101,13 @@ def _one(raw: Any, sql: str, *args: Any) -> Any:
 async def run_bench(base_url: str, model_name: str, *, limit: int | None = None, history_tokens: int = 2000,
                     turn_timeout_s: float = 600.0, model_timeout_s: float = 600.0, max_tokens: int = 1024,
                     verbose: bool = False, out: Any = sys.stdout, conversation_first: bool = False,
-                    look_up: bool = False) -> list[Result]:
+                    look_up: bool = False, only: Sequence[int] = ()) -> list[Result]:
     # chats of their own, away from the seeded owner's chat (OWNER_ID), which has the seed's conversation
     single: list[tuple[str, Question]] = [(f"tg:{5001 + i}", q) for i, q in enumerate(SINGLE)]
     talk: list[tuple[str, Question]] = [("tg:6000", q) for q in CONVERSATION]
     plan = talk + single if conversation_first else single + talk
+    if only:
+        plan = [plan[n - 1] for n in only]
     if limit is not None:
         plan = plan[:limit]
     results: list[Result] = []
@@ -226,6 +228,8 @@ def main(argv: list[str] | None = None, out: Any = sys.stdout) -> int:
                         "call is sent back once (off in the product)")
     parser.add_argument("--conversation-first", action="store_true", help="the 10-turn conversation before the rest")
     parser.add_argument("--verbose", action="store_true", help="print every reply")
+    parser.add_argument("--only", default="", help="these questions only, by their numbers in the run's order "
+                        "(comma-separated, e.g. 3,8,9), to measure a change on the questions it is about")
     args = parser.parse_args(argv)
     print(f"model {args.model} at {args.base_url}, SHOPBOT_HISTORY_TOKENS={args.history_tokens}, "
           f"SHOPBOT_MODEL_MAX_TOKENS={args.max_tokens}", file=out)
@@ -233,7 +237,8 @@ def main(argv: list[str] | None = None, out: Any = sys.stdout) -> int:
     results = asyncio.run(run_bench(args.base_url, args.model, limit=args.limit, history_tokens=args.history_tokens,
                                     turn_timeout_s=args.turn_timeout, model_timeout_s=args.model_timeout,
                                     max_tokens=args.max_tokens, verbose=args.verbose, out=out,
-                                    conversation_first=args.conversation_first, look_up=args.look_up))
+                                    conversation_first=args.conversation_first, look_up=args.look_up,
+                                    only=[int(n) for n in args.only.split(",") if n.strip()]))
     figures = summary(results, args.history_tokens, out)
     return 0 if figures["tool_call_texts_delivered"] == 0 else 1
 
