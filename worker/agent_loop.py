@@ -100,8 +100,8 @@ CORRECTION = ("Your last reply looked like a tool call written as text, and it c
 # small model answered from memory instead, and its numbers were blanked)
 CORRECTION_CALL = ("Your last reply looked like a call of {tool} written as text, and it could not be read. Call "
                    "{tool} again with a proper tool call.")
-LOOK_UP = ("Your answer has numbers, but no tool was called for this question, so they would be blanked out. Call "
-           "the tool that has them now, then answer.")
+LOOK_UP = ("No tool was called for this question, so your answer is not from the shop's records. Call the tool "
+           "that has the answer now, then answer from its result.")
 ECHO = ("Your reply only repeated the question. Answer it in plain words from the tool results above, or call the "
         "tool that has the answer.")
 IGNORED = "ignored"   # the journaled arguments' key for the ones the tool does not take
@@ -263,6 +263,12 @@ async def run_agent(
     model_calls = tool_calls = input_tokens = output_tokens = cached_tokens = 0
     corrected = looked_up = echoed = False
 
+    def unbacked(answer: str) -> bool:
+        """An answer about the shop that no tool result of this turn backs: numbers C13 would blank, or a shop item
+        named."""
+        return not run.results and (bool(check(answer, [*context_figures, *run.figures], fmt).blanked)
+                                    or _names_any(answer, shop_words))
+
     def finish(prose: str, reason: StopReason, final: str = "") -> AgentResult:
         partial = reason in ("model_calls", "tool_calls", "seconds")
         if partial and run.figures:
@@ -271,8 +277,7 @@ async def run_agent(
         kept = [m for i, m in enumerate(messages[first:], start=first) if i not in skipped]
         if final:
             kept.append(Message(role="assistant", text=final))
-        if reason == "answered" and not run.results and (check(final, figures, fmt).blanked
-                                                          or _names_any(final, shop_words)):
+        if reason == "answered" and unbacked(final):
             kept = []   # the shop from memory: replayed, it teaches the next turns to answer without a tool
         return AgentResult(
             text=render_report(prose, figures, question=user_text, fmt=fmt, show_all=partial),
@@ -330,8 +335,7 @@ async def run_agent(
             continue
 
         if (limits.look_up and not turn.tool_calls and turn.stop not in _STOPS and not looked_up and tool_calls == 0
-                and model_calls < limits.max_model_calls
-                and check(turn.text, [*context_figures, *run.figures], fmt).blanked):
+                and model_calls < limits.max_model_calls and unbacked(turn.text)):
             # a small model answers a follow-up from the history instead of a tool: its numbers would all be blanked
             looked_up = True
             skipped.update((len(messages), len(messages) + 1))

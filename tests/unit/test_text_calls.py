@@ -226,3 +226,18 @@ def test_the_echo_round_quotes_the_notes_of_the_turns_results():
     failed = ToolResult("c3", "get_item", {"item": "b"}, {"error": "unknown item", "note": "x"}, False, "read")
     assert _echo([empty, found]) == f"{ECHO} The tools said: nothing is on order."
     assert _echo([found, failed]) == ECHO and _echo([]) == ECHO     # negative controls: no note of a result that ran
+
+
+async def test_the_look_up_round_also_takes_an_answer_naming_a_shop_item_without_a_tool():
+    from worker.agent_loop import LOOK_UP, Limits
+    shop = FakeShop()
+
+    async def first_reply_sent_back(text: str) -> bool:
+        model = ScriptedModel([ModelTurn(text, ()), ModelTurn("Fine.", ())])
+        await run_agent(model=model, registry=shop.registry(), system="s", history=(), user_text="any vanilla?",
+                        journal=RecordingJournal(shop.events), context=None, limits=Limits(look_up=True),
+                        shop_words=("vanilla",))
+        return len(model.calls) == 2 and model.calls[1].messages[-1].text == LOOK_UP
+
+    assert await first_reply_sent_back("No vanilla is on order.")
+    assert not await first_reply_sent_back("Paris is the capital of France.")     # negative control
