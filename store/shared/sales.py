@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 from ..clock import from_text, to_text
 from ..errors import UnknownTarget
 from ..records import SaleLine, SalesImport
+from ..shop_records import SalesDay, SaleSource
 from .connection import Connection, Row
 
 _TILL_KINDS = ("count", "restock")       # the till's counts (a restock is a count that received an order)
@@ -32,7 +33,7 @@ def _utc_start(day: date, zone: ZoneInfo) -> str:
 
 
 def days(conn: Connection, first: date, last: date, timezone: str,
-         item: str | None = None) -> list[dict[str, Any]]:
+         item: str | None = None) -> list[SalesDay]:
     """Every (item, day) in [first, last] that has a record or was out of stock, ordered by item and day:
     item, day (ISO), quantity (None without a record), source ('import', 'till' or None), out_of_stock."""
     zone = ZoneInfo(timezone)
@@ -92,7 +93,9 @@ def days(conn: Connection, first: date, last: date, timezone: str,
                             (first.isoformat(), last.isoformat(), item, item)).fetchall():
         record = entry(row["item"], row["day"])
         record["quantity"], record["source"] = row["quantity"], "import"
-    return [found[key] for key in sorted(found)]
+    return [SalesDay(f["item"], date.fromisoformat(f["day"]), f["quantity"],
+                     None if f["source"] is None else SaleSource(f["source"]), f["out_of_stock"])
+            for f in (found[key] for key in sorted(found))]
 
 
 def import_lines(conn: Connection, lines: Sequence[SaleLine], timezone: str, source: str,
@@ -103,13 +106,13 @@ def import_lines(conn: Connection, lines: Sequence[SaleLine], timezone: str, sou
     known = {r[0] for r in conn.execute("SELECT item FROM items").fetchall()}
     new: list[SaleLine] = []
     unchanged = 0
-    recorded: dict[tuple[str, str], tuple[int, str]] = {}
+    recorded: dict[tuple[str, str], tuple[int, SaleSource]] = {}
     if lines:
         first = min(date.fromisoformat(x.day) for x in lines)
         last = max(date.fromisoformat(x.day) for x in lines)
         for row in days(conn, first, last, timezone):
-            if row["source"] is not None:
-                recorded[(row["item"], row["day"])] = (row["quantity"], row["source"])
+            if row.source is not None and row.quantity is not None:
+                recorded[(row.item, row.day.isoformat())] = (row.quantity, row.source)
     for line in lines:
         if line.item not in known:
             problems.append((line.line, f"unknown item {line.item!r}"))
@@ -120,7 +123,7 @@ def import_lines(conn: Connection, lines: Sequence[SaleLine], timezone: str, sou
         elif have[0] == line.quantity:
             unchanged += 1
         else:
-            where = "imported before" if have[1] == "import" else "counted by the till"
+            where = "imported before" if have[1] is SaleSource.IMPORT else "counted by the till"
             problems.append((line.line, f"conflict: {line.item} on {line.day} is already recorded as {have[0]} "
                                         f"({where}), not {line.quantity}"))
     if problems:

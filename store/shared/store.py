@@ -52,6 +52,7 @@ from ..shop_records import (
     ItemSales,
     OnOrder,
     OpsView,
+    SalesDay,
     SeriesPoint,
     ShopItem,
     StateTallies,
@@ -654,7 +655,7 @@ class BaseStore(abc.ABC):
 
     # ---- the sales history and applied settings (store/shared/sales.py) -------------------------------------------
     async def sales_days(self, first: date, last: date, timezone: str,
-                         item: str | None = None) -> list[dict[str, Any]]:
+                         item: str | None = None) -> list[SalesDay]:
         return await self.db.read(sales.days, first, last, timezone, item)
 
     async def import_sales(self, lines: Sequence[SaleLine], timezone: str, source: str) -> SalesImport:
