@@ -29,7 +29,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.relays.sender import TelegramSender
-from store import MetricsSnapshot, Store, from_text, to_text
+from store import MetricsSnapshot, Store, from_db, to_text
 from worker.models.base import ModelConfigFault, ModelRefused, ModelTransient
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -73,15 +73,15 @@ class Metrics:
                 fresh = [r for r in rows if r[0] not in self._seen_at_mark]
                 for _run_id, outcome, started, ended, _calls, _tokens_in, _tokens_out in fresh:
                     self._turns[outcome if outcome in TURN_OUTCOMES else "other"] += 1
-                    seconds = max(0.0, (from_text(ended) - from_text(started)).total_seconds())
+                    seconds = max(0.0, (from_db(ended) - from_db(started)).total_seconds())
                     self._turn_sum += seconds
                     index = next((i for i, bound in enumerate(TURN_BUCKETS) if seconds <= bound), len(TURN_BUCKETS))
                     self._turn_buckets[index] += 1
                 if rows:
-                    last = rows[-1][3]
+                    last = to_text(from_db(rows[-1][3]))
                     if last != self._mark:
                         self._mark, self._seen_at_mark = last, set()
-                    self._seen_at_mark |= {r[0] for r in rows if r[3] == last}
+                    self._seen_at_mark |= {r[0] for r in rows if to_text(from_db(r[3])) == last}
                 if len(rows) < 10_000 or not fresh:
                     break
             self._figures = figures

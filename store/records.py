@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from .clock import from_text, to_text
+from .clock import from_db, to_text
 
 
 class WorkState(str, enum.Enum):
@@ -492,7 +492,7 @@ class ProcessView(_Record):
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> ProcessView:
-        return cls(row["holder"], int(row["pid"]), row["host"], from_text(row["started_at"]), float(row["seen_s_ago"]))
+        return cls(row["holder"], int(row["pid"]), row["host"], from_db(row["started_at"]), float(row["seen_s_ago"]))
 
 
 @dataclass(frozen=True)
@@ -507,7 +507,7 @@ class LeaderView(_Record):
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> LeaderView:
         return cls(row["name"], row["holder"], int(row["generation"]), float(row["expires_in_s"]),
-                   from_text(row["acquired_at"]))
+                   from_db(row["acquired_at"]))
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ ORDER BY i.item
 def sales(conn: Connection, since: str, until: str, item: str | None = None) -> list[dict[str, Any]]:
     """Per item (one, or every item): units sold and restocked in (since, until], the number of stock records in
     it, and the item's first stock record at or before `until` (None when it has none): a window that starts before
-    the item's first record is measured from that record. Times are the store's UTC text (lexical order is time
-    order)."""
+    the item's first record is measured from that record. `since` and `until` are the store's UTC text; the first
+    record's time is as the store reads it (store/clock.py `from_db`)."""
     rows = conn.execute(_SALES, {"since": since, "until": until, "item": item}).fetchall()
     return [{"item": r["item"], "unit": r["unit"], "on_hand": r["on_hand"], "sold": r["sold"],
              "restocked": r["restocked"], "records": r["records"], "first_record_at": r["first_record_at"]}

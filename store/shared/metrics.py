@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..clock import from_text, to_text
+from ..clock import from_db, to_text
 from ..records import DeliveryCounts, MetricsSnapshot, Stats
 from .connection import Connection
 
@@ -97,7 +97,7 @@ def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, talli
         work=work,
         deliveries=DeliveryCounts.of(deliveries),
         actions=actions,
-        oldest_pending_seconds=max(0.0, (now - from_text(oldest)).total_seconds()) if oldest else 0.0,
+        oldest_pending_seconds=max(0.0, (now - from_db(oldest)).total_seconds()) if oldest else 0.0,
         counted_last_minute=counted,
         db_bytes=sizes.db_bytes,
         db_free_bytes=sizes.free_bytes,
@@ -122,7 +122,7 @@ def ops_view(conn: Connection, now: datetime, tallies: dict[str, Tally],
                                    oldest_open_sql).items():
         figures["deliveries"][state] = n
     oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
-    figures["oldest_pending_seconds"] = (now - from_text(oldest)).total_seconds() if oldest else None
+    figures["oldest_pending_seconds"] = (now - from_db(oldest)).total_seconds() if oldest else None
     figures["unknown"] = [dict(r) for r in conn.execute(
         "SELECT report_id, part, parts, chat_id, reason, updated_at FROM deliveries "
         "WHERE state IN ('pending', 'sending', 'unknown') AND state = 'unknown' "   # the first term: deliveries_open

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from store import from_text
+from store import from_db, to_text
 from worker.suggestions import suggestions
 from worker.tools.registry import Tool, ToolError
 from worker.tools.shop import TurnContext
@@ -70,7 +70,7 @@ def _rate(row: dict[str, Any], since: datetime, now: datetime) -> tuple[float | 
     """(units sold per day, unrounded, or None; the basis in days; where the basis starts)."""
     if row["first_record_at"] is None:
         return None, 0.0, None
-    start = max(since, from_text(row["first_record_at"]))
+    start = max(since, from_db(row["first_record_at"]))
     basis_days = (now - start).total_seconds() / 86400
     if basis_days * 24 < MIN_BASIS_HOURS:
         return None, basis_days, start
@@ -130,16 +130,17 @@ async def days_of_cover(args: WindowArgs, ctx: TurnContext) -> dict[str, Any]:
     return {"window_days": args.days, "items": out, **({} if out else {"note": "no stock records"})}
 
 
-def _expected(ctx: TurnContext, due_at: str) -> date:
+def _expected(ctx: TurnContext, due_at: str | datetime) -> date:
     """The day an order is expected (its approval plus the supplier's lead time), in the shop's time zone."""
-    return from_text(due_at).astimezone(ZoneInfo(ctx.timezone)).date()
+    return from_db(due_at).astimezone(ZoneInfo(ctx.timezone)).date()
 
 
 def _order_row(ctx: TurnContext, o: dict[str, Any]) -> dict[str, Any]:
     now = ctx.store.clock.now()
     return {"proposal_id": o["proposal_id"], "item": o["item"], "unit": o["unit"] or "",
-            "quantity": o["quantity"], "total_cents": o["total_cents"], "approved_at": o["decided_at"],
-            "expected_on": _expected(ctx, o["due_at"]), "late": from_text(o["due_at"]) <= now,
+            "quantity": o["quantity"], "total_cents": o["total_cents"],
+            "approved_at": to_text(from_db(o["decided_at"])),
+            "expected_on": _expected(ctx, o["due_at"]), "late": from_db(o["due_at"]) <= now,
             "delivery": o["action_state"] or "waiting for the supplier"}
 
 
