@@ -10,7 +10,7 @@ A day's record comes from one of two places, never both:
 A day is out of stock when the item stood at 0 on hand at any moment of it (it started at 0, or a record set it to 0):
 its sales say how much there was, not how much was wanted, so suggestions leave it out.
 
-Days are shop-local dates (the caller gives the shop's time zone); times in the store are UTC text.
+Days are shop-local dates (the caller gives the shop's time zone); times are instants (store/clock.py).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ..clock import from_text, to_text
+from ..clock import from_db, to_text
 from ..errors import UnknownTarget
 from ..records import SaleLine, SalesImport
 from ..shop_records import SalesDay, SaleSource
@@ -28,8 +28,8 @@ from .connection import Connection, Row
 _TILL_KINDS = ("count", "restock")       # the till's counts (a restock is a count that received an order)
 
 
-def _utc_start(day: date, zone: ZoneInfo) -> str:
-    return to_text(datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC))
+def _utc_start(day: date, zone: ZoneInfo) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC)
 
 
 def days(conn: Connection, first: date, last: date, timezone: str,
@@ -49,17 +49,16 @@ def days(conn: Connection, first: date, last: date, timezone: str,
         "SELECT e.item, e.kind, e.new_on_hand, e.created_at, e.event_id FROM stock_events e "
         "WHERE e.created_at < :end AND (:item IS NULL OR e.item = :item) AND (e.created_at >= :start OR "
         "e.event_id = (SELECT max(b.event_id) FROM stock_events b WHERE b.item = e.item AND b.created_at < :start)) "
-        "ORDER BY e.item, e.event_id", {"start": start, "end": end, "item": item}).fetchall()
-    by_item: dict[str, list[Row]] = {}
+        "ORDER BY e.item, e.event_id", {"start": to_text(start), "end": to_text(end), "item": item}).fetchall()
+    by_item: dict[str, list[tuple[datetime, Row]]] = {}
     for row in rows:
-        by_item.setdefault(row["item"], []).append(row)
+        by_item.setdefault(row["item"], []).append((from_db(row["created_at"]), row))
     for name, events in by_item.items():
         sold: dict[str, int] = {}
         counted: set[str] = set()
         prev: int | None = None
-        for event in events:
-            moment = from_text(event["created_at"])
-            if event["created_at"] < start:
+        for moment, event in events:
+            if moment < start:
                 prev = event["new_on_hand"]
                 continue
             day = moment.astimezone(zone).date().isoformat()
@@ -74,17 +73,17 @@ def days(conn: Connection, first: date, last: date, timezone: str,
             record = entry(name, day)
             record["quantity"], record["source"] = sold.get(day, 0), "till"
         # A day with no record of its own starts where the last record left the stock: at 0, it stood at 0.
-        on_hand = next((e["new_on_hand"] for e in events if e["created_at"] < start), None)
+        on_hand = next((e["new_on_hand"] for moment, e in events if moment < start), None)
         day_cursor = first
-        window_events = [e for e in events if e["created_at"] >= start]
+        window_events = [(moment, e) for moment, e in events if moment >= start]
         index = 0
         while day_cursor <= last:
             text = day_cursor.isoformat()
             if on_hand == 0:
                 entry(name, text)["out_of_stock"] = True
             boundary = _utc_start(day_cursor + timedelta(days=1), zone)
-            while index < len(window_events) and window_events[index]["created_at"] < boundary:
-                on_hand = window_events[index]["new_on_hand"]
+            while index < len(window_events) and window_events[index][0] < boundary:
+                on_hand = window_events[index][1]["new_on_hand"]
                 index += 1
             day_cursor += timedelta(days=1)
     # Imports take the day's place.
