@@ -178,8 +178,8 @@ async def test_a_producers_mark_starts_at_zero_and_moves(store: Store):
 async def test_the_stock_watchers_episode_of_an_item_is_kept(store: Store):
     await proposed(store)                                   # the shop's items seeded
     await store.atomic(lambda tx: tx.producers.set_watch("vanilla", False, 3))
-    watched = {w["item"]: (bool(w["armed"]), w["episode"]) for w in await store.stock_watch()}
+    watched = {w.item: (w.armed, w.episode) for w in await store.stock_watch()}
     assert watched["vanilla"] == (False, 3)
     await store.atomic(lambda tx: tx.producers.set_watch("vanilla", True, 4))
-    watched = {w["item"]: (bool(w["armed"]), w["episode"]) for w in await store.stock_watch()}
+    watched = {w.item: (w.armed, w.episode) for w in await store.stock_watch()}
     assert watched["vanilla"] == (True, 4)
