@@ -46,6 +46,8 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     if call.when == "teardown":
+        if "pg_worker_database" in getattr(item, "fixturenames", ()):     # session-scoped: set up once
+            _opened.add("postgres")
         item.user_properties.append(("stores", ",".join(sorted(_opened))))
     yield
 
