@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import asks, faults, units
+from .asks import Ask
 from .clock import Clock, ManualClock, SystemClock, from_db, from_db_or_none, from_text, parse_clock, to_text
 from .destination import Destination, telegram_chat
 from .errors import (
@@ -69,6 +70,7 @@ from .records import (
     ReportView,
     SaleLine,
     SalesImport,
+    SentMessage,
     Stats,
     Status,
     Violation,
@@ -123,7 +125,7 @@ __all__ = [
     # the named fault points (kill points) the drills arm
     "faults",
     # what the owner is asked and the answers a press may carry (C8)
-    "asks",
+    "asks", "Ask",
     # words that agree with numbers (`1 tub`, `2 tubs`): every layer's texts use them
     "units",
     # time
@@ -138,6 +140,7 @@ __all__ = [
     "DeliveryState", "Destination", "Fence", "Lease",
     "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
     "PolicyRefusal", "ProcessView", "Prompt",
-    "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
+    "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "SentMessage", "Stats",
+    "Status",
     "Violation", "WorkItem", "WorkKind", "WorkState",
 ]
