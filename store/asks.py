@@ -22,6 +22,8 @@ CHOICES: dict[str, tuple[tuple[str, str], ...]] = {
     "forget": (("forget", "Forget it"), ("keep", "Keep it")),
     "setting": (("apply", "Apply"), ("keep", "Keep")),
 }
+# the common asks, one tap each, in the persistent keyboard under the chat: a tap sends its label as a message
+COMMON = (("Stock", "Low", "Brief"), ("Reorder", "Pending"))
 VERBS: dict[str, frozenset[str]] = {kind: frozenset(verb for verb, _ in choices) for kind, choices in CHOICES.items()}
 _SETTING = re.compile(r"(.*):-?\d+:-?\d+\Z", re.DOTALL)     # a setting's target: `item:reorder point:target`
 

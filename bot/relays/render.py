@@ -29,7 +29,6 @@ from collections.abc import Sequence
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReplyKeyboardMarkup
 
-from producers.telegram.owner import KEYBOARD
 from store import Ask, asks
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -66,7 +65,7 @@ def escape(text: str) -> str:
 
 # The common asks under the chat (Stock, Low, Brief, Reorder, Pending), sent with every message that carries no
 # inline buttons (a message holds one keyboard or the other), so the keyboard stays even after a chat is cleared.
-COMMON_ASKS = ReplyKeyboardMarkup([list(row) for row in KEYBOARD], is_persistent=True, resize_keyboard=True)
+COMMON_ASKS = ReplyKeyboardMarkup([list(row) for row in asks.COMMON], is_persistent=True, resize_keyboard=True)
 
 
 def keyboard(questions: Sequence[Ask]) -> InlineKeyboardMarkup | None:

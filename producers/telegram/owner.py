@@ -40,14 +40,14 @@ COMMANDS = {
     "received": "an order arrived: /received 2, or /received 2 11 with the stock you counted",
 }
 
-# The persistent reply keyboard under the chat (the common asks, one tap each): what a button sends is its label.
-KEYBOARD = (("Stock", "Low", "Brief"), ("Reorder", "Pending"))
-KEYBOARD_COMMANDS = {"pending": "pending", "brief": "brief"}   # labels answered as the command of the same name
+# the common asks under the chat (store/asks.py COMMON) whose label is answered as the command of the same name
+KEYBOARD_COMMANDS = {"pending": "pending", "brief": "brief"}
 
 HELP = ("Hello! I look after the shop's stock with you.\n"
         "Ask me things like: stock, how much vanilla, count chocolate, brief, reorder.\n"
         "Commands: " + ", ".join(f"/{name} ({what})" for name, what in COMMANDS.items()) + ".\n"
-        "The buttons under the chat ask the common things in one tap (Stock, Low, Brief, Reorder, Pending).\n"
+        "The buttons under the chat ask the common things in one tap ("
+        + ", ".join(label for row in asks.COMMON for label in row) + ").\n"
         "Every reply ends with its number (like r12.1) so you can spot one that came twice.")
 
 NOT_TEXT = "I can only read text messages for now. Please type your request."
