@@ -5,10 +5,14 @@ the asks they were made from."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
-from store import Ask, Occurrence, ReportDraft, Store, Transaction, WorkKind, asks
+from store import Ask, Occurrence, Policy, ReportDraft, Store, Transaction, WorkKind, asks, to_text
+
+from .conftest import START
+from .test_outbox_contract import SHOP
 
 CHAT = 7
 
@@ -55,6 +59,23 @@ async def test_a_report_that_asks_nothing_carries_no_asks(store: Store):
     await finished(store, "tg:7:2", lambda tx: ReportDraft("just words", destination=f"tg:{CHAT}"))
     only, = await store.due_deliveries()
     assert only.asks == ()
+
+
+async def test_a_proposals_prompt_expires_with_the_proposal(store: Store):
+    """A press on Approve after the proposal's expiry changes nothing: the prompt carries the proposal's expiry."""
+    await store.seed_shop(SHOP, "shop.toml")
+    await store.admit(Occurrence("tg:7:4", f"tg:{CHAT}", "order vanilla", WorkKind.AGENT, f"tg:{CHAT}"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    await store.op_started(claim.run_id, "c1", "propose_order", {"item": "vanilla", "quantity": 6}, "external")
+    expiry = START + timedelta(days=1)
+    proposal = await store.record_proposal(claim.run_id, "c1", "Dairy Direct", "vanilla", 6,
+                                           Policy("Dairy Direct", expires_at=to_text(expiry)))
+
+    def ask_both(tx: Transaction) -> list[object]:
+        made = [tx.ask("proposal", str(proposal["proposal_id"]), CHAT), tx.ask("order", "3", CHAT)]
+        return [(p.expires_at if (p := tx.prompt(a.nonce)) is not None else "missing") for a in made]
+    assert await store.atomic(ask_both) == [expiry, None]
 
 
 async def test_an_answer_the_grammar_lacks_is_refused_before_a_prompt_is_stored(store: Store):
