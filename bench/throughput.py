@@ -58,11 +58,11 @@ class InstantTransport:
     def __init__(self) -> None:
         self.sent = 0
 
-    async def send(self, chat_id, text, buttons=None, *, reply_to=None) -> SendOutcome:  # type: ignore[no-untyped-def]
+    async def send(self, chat_id, text, asks=(), *, reply_to=None) -> SendOutcome:  # type: ignore[no-untyped-def]
         self.sent += 1
         return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(self.sent))
 
-    async def edit(self, chat_id, message_id, text, buttons=None) -> SendOutcome:  # type: ignore[no-untyped-def]
+    async def edit(self, chat_id, message_id, text, asks=()) -> SendOutcome:  # type: ignore[no-untyped-def]
         return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id))
 
 

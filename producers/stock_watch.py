@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from producers.telegram.owner import edit_order_card, order_buttons
+from producers.telegram.owner import ask_order, edit_order_card
 from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind, telegram_chat, units
 
 log = logging.getLogger("shopbot.stock")
@@ -186,7 +186,7 @@ def _answer(draft: ReportDraft) -> Callable[[Transaction, int], ReportDraft]:
 
 def _overdue_answer(text: str, destination: str, proposal_id: int, chat_id: int, tx: Transaction, work_id: int
                     ) -> ReportDraft:
-    return ReportDraft(text, destination=destination, buttons=order_buttons(tx, proposal_id, chat_id, not_arrived=True))
+    return ReportDraft(text, destination=destination, asks=[ask_order(tx, proposal_id, chat_id, late=True)])
 
 
 def _till_source(source: str | None) -> tuple[str, str, str]:

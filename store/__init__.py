@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import asks, faults, units
+from .asks import Ask
 from .clock import Clock, ManualClock, SystemClock, from_db, from_db_or_none, from_text, parse_clock, to_text
 from .destination import Destination, telegram_chat
 from .errors import (
@@ -72,6 +73,7 @@ from .records import (
     ReportView,
     SaleLine,
     SalesImport,
+    SentMessage,
     Stats,
     Status,
     Violation,
@@ -148,7 +150,7 @@ __all__ = [
     # the named fault points (kill points) the drills arm
     "faults",
     # what the owner is asked and the answers a press may carry (C8)
-    "asks",
+    "asks", "Ask",
     # words that agree with numbers (`1 tub`, `2 tubs`): every layer's texts use them
     "units",
     # time
@@ -163,8 +165,8 @@ __all__ = [
     "DeliveryState", "Destination", "Fence", "Lease",
     "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
     "PolicyRefusal", "ProcessView", "Prompt",
-    "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
-    "Violation", "WorkItem", "WorkKind", "WorkState", "Missed", "MissedReason",
+    "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "SentMessage", "Stats",
+    "Status", "Violation", "WorkItem", "WorkKind", "WorkState", "Missed", "MissedReason",
     "DeliveryCounts", "WorkCounts",
     # the shop's records (store/shop_records.py)
     "ActionState", "EndedRun", "ItemSales", "OnOrder", "OpenAction", "OpsView", "RunOutcome", "SaleSource", "SalesDay",

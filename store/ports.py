@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from .asks import Ask
 from .clock import Clock
 from .records import (
     Action,
@@ -36,6 +37,7 @@ from .records import (
     ReportView,
     SaleLine,
     SalesImport,
+    SentMessage,
     Stats,
     Status,
     Violation,
@@ -153,8 +155,11 @@ class Transaction(Protocol):
     def reject_proposal(self, proposal_id: int, by: str) -> Decision:
         """Record the owner's rejection of an open proposal."""
 
-    def create_prompt(self, kind: str, target: str, chat_id: int, expires_at: datetime | None = None) -> str:
-        """A button's nonce (at least 96 random bits, never a sequential id) stored with its target (C8)."""
+    def ask(self, kind: str, target: str, chat_id: int, *, verbs: Sequence[str] | None = None,
+            named: bool = False) -> Ask:
+        """Ask the owner of `chat_id` about `target` (C8): a prompt of `kind` stored with a fresh nonce (at least 96
+        random bits, never a sequential id), answered by `verbs` (all of the kind's when None); a proposal's prompt
+        expires with the proposal. The Ask goes in a report; the relay renders its buttons (store/asks.py)."""
 
     def prompt(self, nonce: str) -> Prompt | None:
         """The prompt a button's nonce names, or None."""
@@ -193,8 +198,8 @@ class Transaction(Protocol):
     def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
         """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""
 
-    def sent_message(self, chat_id: int, message_id: int) -> dict[str, Any] | None:
-        """How a message the bot sent reads now (its latest send or edit): text without identity, report, buttons."""
+    def sent_message(self, chat_id: int, message_id: int) -> SentMessage | None:
+        """How a message the bot sent reads now (its latest send or edit): text without identity, report, asks."""
 
     def set_order_card(self, proposal_id: int, chat_id: int, message_id: int) -> None:
         """Remember the card an order was approved on, so its later life (confirmed, received) edits it."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
+from .asks import Ask
 from .clock import to_text
 
 
@@ -108,7 +109,7 @@ class Delivery:
     text: str
     state: DeliveryState
     attempts: int
-    buttons: tuple[tuple[tuple[str, str], ...], ...] | None = None   # only on the last part
+    asks: tuple[Ask, ...] = ()           # what the owner is asked, under the last part only
     reply_to: int | None = None          # the owner's message this answers (first part only): quoted in the chat
     edit_of: int | None = None           # the message of this chat the delivery edits in place (a card)
     photo: bytes | None = None           # a photo part: the picture; `text` is then its caption
@@ -217,15 +218,12 @@ class Decision:
         return self.kind in (DecisionKind.APPROVED, DecisionKind.REJECTED)
 
 
-Buttons = Sequence[Sequence[tuple[str, str]]]
-
-
 @dataclass(frozen=True)
 class ReportDraft:
     body: str
-    destination: str | None = None       # 'tg:<chat_id>' gets deliveries; anything else is stored only
+    destination: str | None = None       # a Telegram chat (store/destination.py) gets deliveries; else stored only
     is_error: bool = False
-    buttons: Buttons | None = None       # inline keyboard rows of (label, callback data), under the last part
+    asks: Sequence[Ask] = ()             # what the owner is asked (store/asks.py), under the last part
     edit_of: int | None = None           # a message of the destination chat this report replaces in place (a card)
     photo: bytes | None = None           # a picture sent as the report's first part (a PNG chart), before the text
     caption: str = ""                    # the photo's caption (plain text; its identity line is added)
@@ -253,6 +251,14 @@ class Lease(Protocol):
     fence: Fence | None
 
     def fresh(self, margin: float | None = None) -> bool: ...
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    """How a message the bot sent reads now: its report, its text without the identity line, what it asks."""
+    report_id: str
+    text: str
+    asks: tuple[Ask, ...]
 
 
 @dataclass(frozen=True)

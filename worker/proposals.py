@@ -48,12 +48,12 @@ def proposal_line(proposal: dict[str, Any], fmt: ShopFormat) -> str:
     return f"Order proposal #{pid} to {proposal['supplier']}: {cost}."
 
 
-def proposal_message(proposal: dict[str, Any], fmt: ShopFormat) -> tuple[str, list[list[tuple[str, str]]] | None]:
+def proposal_message(proposal: dict[str, Any], fmt: ShopFormat) -> str:
     """One proposal on its own (a turn whose answer does not go to a Telegram chat tells the owner's chat this)."""
     line = proposal_line(proposal, fmt)
     if proposal["state"] == "rejected_by_policy":
-        return line, None
-    return f"{line}\nApprove sends it to the supplier; Reject drops it.", None
+        return line
+    return f"{line}\nApprove sends it to the supplier; Reject drops it."
 
 
 def card_body(proposals: list[dict[str, Any]], answer: str, fmt: ShopFormat) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from statistics import fmean
 
-from store import SalesDay, ShopItem, ShopRecords, Transaction, asks, units
+from store import Ask, SalesDay, ShopItem, ShopRecords, Transaction, units
 from worker.money import ShopFormat
 from worker.ordering import OrderingSettings, Suggestion, money_lost_per_day
 from worker.review_chart import sales_chart
@@ -116,11 +116,10 @@ def compose(items: Sequence[ShopItem], records: Sequence[SalesDay], found: Seque
     return Review("\n".join(lines), chart, caption, offers)
 
 
-def setting_buttons(tx: Transaction, offer: Suggestion, chat_id: int) -> list[list[tuple[str, str]]]:
-    """Apply / Keep for one suggestion: a fresh nonce whose target carries the values shown (item:point:target),
-    so what Apply applies is exactly what the owner read (producers/telegram/owner.py decides the press)."""
-    nonce = tx.create_prompt("setting", f"{offer.item}:{offer.reorder_point}:{offer.target}", chat_id)
-    return [asks.answers("setting", nonce, offer.item)]
+def ask_setting(tx: Transaction, offer: Suggestion, chat_id: int) -> Ask:
+    """Apply or keep one suggestion: a prompt whose target carries the values shown (item:point:target), so what
+    Apply applies is exactly what the owner read (producers/telegram/owner.py decides the press)."""
+    return tx.ask("setting", f"{offer.item}:{offer.reorder_point}:{offer.target}", chat_id, named=True)
 
 
 async def weekly_review(store: ShopRecords, *, now: datetime, timezone: str, lead_days: int,

@@ -21,6 +21,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from store import (
+    Ask,
     Claim,
     NotClaimed,
     Occurrence,
@@ -31,10 +32,8 @@ from store import (
     StoreError,
     Transaction,
     WorkKind,
-    asks,
     faults,
     from_db,
-    from_db_or_none,
     retry_delay,
     telegram_chat,
     to_text,
@@ -46,7 +45,7 @@ from worker.money import ShopFormat
 from worker.ordering import OrderingSettings
 from worker.prompts import ShopContext, build_system
 from worker.proposals import card_body, proposal_message
-from worker.review import WEEKLY_REVIEW, setting_buttons, weekly_review
+from worker.review import WEEKLY_REVIEW, ask_setting, weekly_review
 from worker.till_counts import till_report
 from worker.tools.insight import insight_tools
 from worker.tools.shop import TurnContext, shop_registry
@@ -361,16 +360,15 @@ class Worker:
                                      lead_days=self.settings.lead_time_days, settings=self.settings.ordering,
                                      fmt=self.settings.fmt())
         destination = claim.destination
-        rows: list[list[tuple[str, str]]] = []
+        questions: list[Ask] = []
 
         def apply(tx: Transaction) -> None:
-            rows.clear()                 # a finish run again starts afresh (K16)
+            questions.clear()            # a finish run again starts afresh (K16)
             if (chat := telegram_chat(destination)) is not None:
-                for offer in review.offers:
-                    rows.extend(setting_buttons(tx, offer, chat))
+                questions.extend(ask_setting(tx, offer, chat) for offer in review.offers)
 
         faults.reached("K6")
-        await self.store.finish(claim, lambda: ReportDraft(review.text, destination=destination, buttons=rows or None,
+        await self.store.finish(claim, lambda: ReportDraft(review.text, destination=destination, asks=tuple(questions),
                                                            photo=review.chart, caption=review.caption),
                                 apply=apply, stop_reason="weekly review written from the records")
 
@@ -441,37 +439,33 @@ class Worker:
     def _card(self, claim: Claim, text: str, offers: Sequence[tuple[str, str]] = ()):  # type: ignore[no-untyped-def]
         """In the finish transaction, for a turn answered in a Telegram chat: its proposals, rendered from their
         records, go in its report (one message, the card) with Approve / Reject for each one awaiting approval; one
-        rejected by policy is shown with the reason (C11). The buttons the run's tools offered (`offers`: an
-        order's Received, what /pending lists) follow, for targets still awaiting that decision."""
+        rejected by policy is shown with the reason (C11). What the run's tools offered to ask (`offers`: an
+        order's Received, what /pending lists) follows, for targets still awaiting that decision."""
         destination = claim.destination
         found: list[dict[str, Any]] = []
-        rows: list[list[tuple[str, str]]] = []
+        questions: list[Ask] = []
 
         def apply(tx: Transaction) -> None:
             found.clear()                # a finish run again (its first commit did not happen, K16) starts afresh
-            rows.clear()
+            questions.clear()
             chat_id = telegram_chat(destination)
             if chat_id is None:
                 return
             found.extend(tx.run_proposals(claim.run_id))
             open_ones = [p for p in found if p["state"] == "proposed"]
-            for proposal in open_ones:
-                nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
-                                      from_db_or_none(proposal["expires_at"]))
-                subject = f"#{proposal['proposal_id']}" if len(open_ones) > 1 else ""
-                rows.append(asks.answers("proposal", nonce, subject))
-            mine = {str(p["proposal_id"]) for p in found}
-            rows.extend(offered_buttons(tx, [(k, t) for k, t in offers if (k, t) not in
-                                             {("proposal", m) for m in mine}], chat_id))
+            questions.extend(tx.ask("proposal", str(p["proposal_id"]), chat_id, named=len(open_ones) > 1)
+                             for p in open_ones)
+            mine = {("proposal", str(p["proposal_id"])) for p in found}
+            questions.extend(offered_asks(tx, [offer for offer in offers if offer not in mine], chat_id))
 
         def draft() -> ReportDraft:
             body = card_body(found, text, self.settings.fmt()) if found else text
-            return ReportDraft(body, destination=destination, buttons=rows or None)
+            return ReportDraft(body, destination=destination, asks=tuple(questions))
         return apply, draft
 
     def _announce_proposals(self, claim: Claim):  # type: ignore[no-untyped-def]
         """In the finish transaction, for a turn whose answer does not go to a Telegram chat: each proposal of the
-        run goes to the owner's chat as its own message, rendered from the record, with Approve and Reject buttons;
+        run goes to the owner's chat as its own message, rendered from the record, asking Approve or Reject;
         one rejected by policy is shown with the reason (C11)."""
         destination = None if telegram_chat(claim.destination) is not None else self.settings.notice_destination
 
@@ -480,15 +474,12 @@ class Worker:
             if destination is None or chat_id is None:
                 return
             for proposal in tx.run_proposals(claim.run_id):
-                text, buttons = proposal_message(proposal, self.settings.fmt())
-                if proposal["state"] == "awaiting_approval":
-                    nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
-                                             from_db_or_none(proposal["expires_at"]))
-                    buttons = [asks.answers("proposal", nonce)]
+                text = proposal_message(proposal, self.settings.fmt())
+                target = str(proposal["proposal_id"])
+                asked = (tx.ask("proposal", target, chat_id),) if proposal["state"] == "awaiting_approval" else ()
                 tx.admit_answered(
-                    Occurrence(f"notice:proposal:{proposal['proposal_id']}", "notice:proposal", text, WorkKind.NOTICE,
-                               destination),
-                    functools.partial(_card, body=text, rows=buttons, destination=destination))
+                    Occurrence(f"notice:proposal:{target}", "notice:proposal", text, WorkKind.NOTICE, destination),
+                    functools.partial(_card, body=text, asks=asked, destination=destination))
         return after
 
     async def _transient(self, claim: Claim, exc: ModelTransient) -> None:
@@ -520,33 +511,28 @@ def _chat(destination: str | None) -> int | None:
     return telegram_chat(destination)
 
 
-def offered_buttons(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id: int) -> list[list[tuple[str, str]]]:
-    """The buttons a reply offers, each with a fresh random nonce stored with its target (C8), only for a target
-    still awaiting that decision; the verbs are the ones /pending's buttons carry (producers/telegram/owner.py), so
-    a press is decided in the same place."""
-    rows: list[list[tuple[str, str]]] = []
+def offered_asks(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id: int) -> list[Ask]:
+    """What a reply offers to ask, each a fresh prompt stored with its target (C8), only for a target still
+    awaiting that decision; the answers are the ones /pending asks (producers/telegram/owner.py), so a press is
+    decided in the same place."""
+    found: list[Ask] = []
     for kind, target in offers:
         if kind == "order":
             order = tx.order(int(target))
             if order is None or order["state"] != "on_order":
                 continue
-            nonce = tx.create_prompt("order", target, chat_id)
             late = from_db(order["due_at"]) <= tx.at
-            rows.append(asks.answers("order", nonce, f"#{target}", verbs=None if late else ("received",)))
+            found.append(tx.ask("order", target, chat_id, verbs=None if late else ("received",), named=True))
         elif kind == "proposal":
             proposal = tx.proposal(int(target))
             if proposal is None or proposal["state"] != "awaiting_approval":
                 continue
-            nonce = tx.create_prompt("proposal", target, chat_id,
-                                     from_db_or_none(proposal["expires_at"]))
-            rows.append(asks.answers("proposal", nonce, f"#{target}"))
+            found.append(tx.ask("proposal", target, chat_id, named=True))
         elif kind == "unknown" and tx.unknown_prompt_open(target):
-            nonce = tx.create_prompt("unknown", target, chat_id)
-            rows.append(asks.answers("unknown", nonce, target))
-    return rows
+            found.append(tx.ask("unknown", target, chat_id, named=True))
+    return found
 
 
-def _card(tx: Transaction, work_id: int, *, body: str, rows: list[list[tuple[str, str]]] | None,
-          destination: str) -> ReportDraft:
-    """A proposal's own message in the owner's chat: the record rendered, with its buttons."""
-    return ReportDraft(body, destination=destination, buttons=rows)
+def _card(tx: Transaction, work_id: int, *, body: str, asks: tuple[Ask, ...], destination: str) -> ReportDraft:
+    """A proposal's own message in the owner's chat: the record rendered, with what it asks."""
+    return ReportDraft(body, destination=destination, asks=asks)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from producers.telegram.owner import unknown_buttons
 from store import Admission, Destination, Occurrence, ReportDraft, Store, Transaction, WorkKind
 
 log = logging.getLogger("shopbot.notices")
@@ -35,7 +34,7 @@ def announce_unknowns_tx(tx: Transaction) -> list[str]:
 
 
 def _answer(text: str, report_id: str, chat_id: int, tx: Transaction, work_id: int) -> ReportDraft:
-    return ReportDraft(text, destination=Destination.telegram(chat_id), buttons=unknown_buttons(tx, report_id, chat_id))
+    return ReportDraft(text, destination=Destination.telegram(chat_id), asks=[tx.ask("unknown", report_id, chat_id)])
 
 
 async def announce_unknowns(store: Store) -> list[str]:

@@ -1,4 +1,6 @@
-"""The one renderer of everything the bot sends to Telegram (C7): a stored part, plain text, becomes HTML.
+"""The one renderer of everything the bot sends to Telegram (C7): a stored part, plain text, becomes HTML, and
+what a report asks the owner (store/asks.py `Ask`) becomes its inline keyboard (`keyboard`); a message that asks
+nothing carries the persistent keyboard of the common asks (`COMMON_ASKS`).
 
 Why here, at send time, and not when the report is made: a report and its delivery parts are stored as the plain
 text the owner reads (immutable, C6/C7; readable in `shopbot reports`, /pending previews and notices). C13's
@@ -23,6 +25,11 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
+
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReplyKeyboardMarkup
+
+from store import Ask, asks
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _IDENTITY = re.compile(r"\n\n(r\d+\.\d+(?: \(\d+/\d+\))?)\Z")
@@ -54,3 +61,24 @@ def escape(text: str) -> str:
     """`<`, `>`, `&`, `"` and `'` as entities (Telegram's HTML mode accepts numeric entities and &lt; &gt; &amp;
     &quot;)."""
     return html.escape(text, quote=True)
+
+
+# The common asks under the chat (Stock, Low, Brief, Reorder, Pending), sent with every message that carries no
+# inline buttons (a message holds one keyboard or the other), so the keyboard stays even after a chat is cleared.
+COMMON_ASKS = ReplyKeyboardMarkup([list(row) for row in asks.COMMON], is_persistent=True, resize_keyboard=True)
+
+
+def keyboard(questions: Sequence[Ask]) -> InlineKeyboardMarkup | None:
+    """One row of buttons per ask, one button per answer: the answer's words (followed by the ask's subject when
+    it is named: `Approve #2`) and `<verb>:<nonce>` as the press's data. None when the report asks nothing."""
+    if not questions:
+        return None
+    return InlineKeyboardMarkup([[InlineKeyboardButton(text=label, callback_data=data) for label, data in row]
+                                 for row in (answers(ask) for ask in questions)])
+
+
+def answers(ask: Ask) -> list[tuple[str, str]]:
+    """(label, callback data) for each answer the ask offers."""
+    words = dict(asks.CHOICES[ask.kind])
+    return [(f"{words[verb]} {ask.subject}" if ask.named else words[verb], asks.press_data(verb, ask.nonce))
+            for verb in ask.verbs]

@@ -18,7 +18,7 @@ was cancelled must stop. The request may or may not have reached Telegram, so th
 itself. The relay should do one of two things:
 
     try:
-        outcome = await sender.send(chat_id, text, buttons)
+        outcome = await sender.send(chat_id, text, asks)
     except asyncio.CancelledError as exc:
         outcome = classify(exc)                  # kind is OutcomeKind.UNKNOWN
         await asyncio.shield(record(report, outcome))   # optional, best effort
@@ -35,15 +35,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
 from telegram import (
     Bot,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
     LinkPreviewOptions,
-    ReplyKeyboardMarkup,
     ReplyParameters,
 )
 from telegram.constants import ChatAction, ParseMode
@@ -57,9 +55,9 @@ from telegram.error import (
     TelegramError,
 )
 
+from bot.relays.render import COMMON_ASKS, keyboard
 from producers.telegram.client import retry_after_seconds
-from producers.telegram.owner import KEYBOARD
-from store import redaction
+from store import Ask, redaction
 
 __all__ = ["NOT_SENT_CAUSES", "OutcomeKind", "SendOutcome", "TelegramSender", "classify"]
 
@@ -165,20 +163,9 @@ def _cut_utf16(text: str, limit: int) -> str:
     return "".join(out)
 
 
-# The common asks under the chat (Stock, Low, Brief, Reorder, Pending), sent with every message that carries no
-# inline buttons (a message holds one keyboard or the other), so the keyboard stays even after a chat is cleared.
 # Every text may carry outside content (the model's words, a supplier's reason, an item name), and a link preview
 # would fetch and show what such a link points to: previews are off for every message and edit (C21).
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
-ASKS = ReplyKeyboardMarkup([list(row) for row in KEYBOARD], is_persistent=True, resize_keyboard=True)
-
-
-def _keyboard(buttons: list[list[tuple[str, str]]] | None) -> InlineKeyboardMarkup | None:
-    if not buttons:
-        return None
-    return InlineKeyboardMarkup(
-        [[InlineKeyboardButton(text=label, callback_data=data) for label, data in row] for row in buttons]
-    )
 
 
 class TelegramSender:
@@ -192,12 +179,12 @@ class TelegramSender:
         return self._bot
 
     async def send(
-        self, chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None, *,
-        reply_to: int | None = None,
+        self, chat_id: int, text: str, asks: Sequence[Ask] = (), *, reply_to: int | None = None,
     ) -> SendOutcome:
-        """Send `text`, HTML made by bot/relays/render.py, in HTML parse mode with an optional inline keyboard of
-        (label, callback_data). With `reply_to` the message quotes that message of the chat, and still goes out
-        if it was deleted (`allow_sending_without_reply`: a deleted original is no refusal).
+        """Send `text`, HTML made by bot/relays/render.py, in HTML parse mode with the inline keyboard of what it
+        `asks` (bot/relays/render.py `keyboard`; the common asks' keyboard when it asks nothing). With `reply_to`
+        the message quotes that message of the chat, and still goes out if it was deleted
+        (`allow_sending_without_reply`: a deleted original is no refusal).
 
         Exactly one HTTP request, never a retry. Returns an outcome; `asyncio.CancelledError` propagates (see the
         module docstring).
@@ -206,7 +193,7 @@ class TelegramSender:
                  if reply_to is not None else None)
         try:
             message = await self._bot.send_message(chat_id=chat_id, text=text, parse_mode=ParseMode.HTML,
-                                                   reply_markup=_keyboard(buttons) or ASKS, reply_parameters=reply,
+                                                   reply_markup=keyboard(asks) or COMMON_ASKS, reply_parameters=reply,
                                                    link_preview_options=NO_PREVIEW)
         except Exception as exc:  # CancelledError is a BaseException and propagates
             outcome = classify(exc)
@@ -218,15 +205,15 @@ class TelegramSender:
         return SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message.message_id))
 
     async def edit(
-        self, chat_id: int, message_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None
+        self, chat_id: int, message_id: int, text: str, asks: Sequence[Ask] = ()
     ) -> SendOutcome:
-        """Edit a message the bot sent (a card updated in place): `text` is HTML, `buttons` the new inline keyboard
-        (None removes it). The same outcomes as a send (C7), the receipt being the edited message's id; Telegram's
-        400 "message is not modified" means the content is already there (a lost reply's edit was applied), so it is
-        `confirmed`. Exactly one HTTP request."""
+        """Edit a message the bot sent (a card updated in place): `text` is HTML, `asks` what it asks now (none
+        removes its inline keyboard). The same outcomes as a send (C7), the receipt being the edited message's id;
+        Telegram's 400 "message is not modified" means the content is already there (a lost reply's edit was
+        applied), so it is `confirmed`. Exactly one HTTP request."""
         try:
             await self._bot.edit_message_text(text=text, chat_id=chat_id, message_id=message_id,
-                                              parse_mode=ParseMode.HTML, reply_markup=_keyboard(buttons),
+                                              parse_mode=ParseMode.HTML, reply_markup=keyboard(asks),
                                               link_preview_options=NO_PREVIEW)
         except Exception as exc:  # CancelledError is a BaseException and propagates
             if isinstance(exc, BadRequest) and "message is not modified" in exc.message.lower():

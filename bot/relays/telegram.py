@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,23 +26,21 @@ from bot.relays.notices import announce_unknowns
 from bot.relays.pacing import Pacer, PacingSettings
 from bot.relays.render import render_part
 from bot.relays.sender import OutcomeKind, SendOutcome
-from store import Delivery, Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults, retry_delay
+from store import Ask, Delivery, Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults, retry_delay
 
 log = logging.getLogger("shopbot.relay")
-
-
-Buttons = list[list[tuple[str, str]]] | None
 
 
 class Transport(Protocol):
     """What the relay needs from Telegram: one send, one HTTP request, never retried inside (`TelegramSender` is
     one; the benchmarks and tests bring their own)."""
 
-    async def send(self, chat_id: int, text: str, buttons: Buttons = None, *,
+    async def send(self, chat_id: int, text: str, asks: Sequence[Ask] = (), *,
                    reply_to: int | None = None) -> SendOutcome:
-        """`text` is HTML (bot/relays/render.py); `reply_to` the owner's message it answers."""
+        """`text` is HTML (bot/relays/render.py); `asks` what it asks the owner (rendered as its buttons);
+        `reply_to` the owner's message it answers."""
 
-    async def edit(self, chat_id: int, message_id: int, text: str, buttons: Buttons = None) -> SendOutcome:
+    async def edit(self, chat_id: int, message_id: int, text: str, asks: Sequence[Ask] = ()) -> SendOutcome:
         """Replace a message the bot sent (a card) in place: one request, the same outcomes as `send`."""
 
     async def send_photo(self, chat_id: int, photo: bytes, caption: str) -> SendOutcome:
@@ -176,13 +174,12 @@ class Relay:
         self.pacer.take(delivery.chat_id, monotonic())
         try:
             html = render_part(delivery.text, delivery.report_id)
-            buttons = [list(row) for row in delivery.buttons] if delivery.buttons else None
             if delivery.photo is not None:        # a photo part: the same states and outcomes as a message
                 outcome = await self.transport.send_photo(delivery.chat_id, delivery.photo, html)
             elif delivery.edit_of is not None:    # a card edited in place: a delivery of its own, same outcomes
-                outcome = await self.transport.edit(delivery.chat_id, delivery.edit_of, html, buttons)
+                outcome = await self.transport.edit(delivery.chat_id, delivery.edit_of, html, delivery.asks)
             else:
-                outcome = await self.transport.send(delivery.chat_id, html, buttons, reply_to=delivery.reply_to)
+                outcome = await self.transport.send(delivery.chat_id, html, delivery.asks, reply_to=delivery.reply_to)
         except asyncio.CancelledError:
             # Shutdown while the request may be on the wire: that is exactly `unknown`.
             await asyncio.shield(self.store.mark_unknown(delivery.delivery_id, "stopped while sending"))

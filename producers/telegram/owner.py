@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from store import (
     Admission,
     AdmitResult,
+    Ask,
     Destination,
     Occurrence,
     ReportDraft,
@@ -23,7 +23,6 @@ from store import (
     WorkKind,
     asks,
     from_db,
-    from_db_or_none,
     units,
 )
 
@@ -41,14 +40,14 @@ COMMANDS = {
     "received": "an order arrived: /received 2, or /received 2 11 with the stock you counted",
 }
 
-# The persistent reply keyboard under the chat (the common asks, one tap each): what a button sends is its label.
-KEYBOARD = (("Stock", "Low", "Brief"), ("Reorder", "Pending"))
-KEYBOARD_COMMANDS = {"pending": "pending", "brief": "brief"}   # labels answered as the command of the same name
+# the common asks under the chat (store/asks.py COMMON) whose label is answered as the command of the same name
+KEYBOARD_COMMANDS = {"pending": "pending", "brief": "brief"}
 
 HELP = ("Hello! I look after the shop's stock with you.\n"
         "Ask me things like: stock, how much vanilla, count chocolate, brief, reorder.\n"
         "Commands: " + ", ".join(f"/{name} ({what})" for name, what in COMMANDS.items()) + ".\n"
-        "The buttons under the chat ask the common things in one tap (Stock, Low, Brief, Reorder, Pending).\n"
+        "The buttons under the chat ask the common things in one tap ("
+        + ", ".join(label for row in asks.COMMON for label in row) + ").\n"
         "Every reply ends with its number (like r12.1) so you can spot one that came twice.")
 
 NOT_TEXT = "I can only read text messages for now. Please type your request."
@@ -119,22 +118,13 @@ def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", u
     if command == "pending":
         return pending_reply(tx, chat_id, rules)
     if command == "forget":
-        nonce = tx.create_prompt("forget", Destination.telegram(chat_id), chat_id)
         return ReportDraft("Forget this conversation? I will delete what I remember of it and cancel requests "
                            "still waiting. Replies already sent stay in the records.", destination=destination,
-                           buttons=[asks.answers("forget", nonce)])
+                           asks=[tx.ask("forget", destination, chat_id)])
     return ReportDraft(HELP, destination=destination)
 
 
 PENDING_LIMIT = 10      # of each kind; the rest is counted
-
-
-def proposal_buttons(tx: Transaction, proposal: dict[str, Any], chat_id: int, subject: str = ""
-                     ) -> list[list[tuple[str, str]]]:
-    """Approve / Reject for a proposal awaiting approval: a fresh nonce that expires with the proposal."""
-    nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
-                              from_db_or_none(proposal["expires_at"]))
-    return [asks.answers("proposal", nonce, subject)]
 
 
 def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = None) -> ReportDraft:
@@ -149,7 +139,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
         return ReportDraft("Nothing is waiting for you: no proposal to decide, every reply delivered or settled, "
                            "no order on its way.", destination=destination)
     lines: list[str] = []
-    buttons: list[list[tuple[str, str]]] = []
+    questions: list[Ask] = []
 
     def more(rows: Sequence[object]) -> None:
         if len(rows) > PENDING_LIMIT:
@@ -159,7 +149,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
         for p in proposals[:PENDING_LIMIT]:
             lines.append(f"- #{p['proposal_id']} {p['item']}: {units.count(p['quantity'], p['unit'])} for "
                          f"{rules.money(p['total_cents'])}")
-            buttons += proposal_buttons(tx, p, chat_id, f"#{p['proposal_id']}")
+            questions.append(tx.ask("proposal", str(p["proposal_id"]), chat_id, named=True))
         more(proposals)
     if unknown:
         lines.append("Replies that may not have arrived:")
@@ -167,8 +157,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
             preview = (row["preview"].splitlines() or [""])[0][:50]
             lines.append(f"- {row['report_id']}: \"{preview}…\"")
             if row["kind"] != "notice":
-                [pair] = unknown_buttons(tx, row["report_id"], chat_id)
-                buttons.append([(f"{label} {row['report_id']}", data) for label, data in pair])
+                questions.append(tx.ask("unknown", row["report_id"], chat_id, named=True))
         more(unknown)
     if orders:
         lines.append("Orders on order, awaiting Received:")
@@ -176,10 +165,9 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
             late = from_db(o["due_at"]) <= tx.at
             lines.append(f"- #{o['proposal_id']} {o['item']}: {units.count(o['quantity'], o['unit'])}, {o['status']}, "
                          + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
-            [order_row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
-            buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in order_row])
+            questions.append(ask_order(tx, o["proposal_id"], chat_id, late=late, named=True))
         more(orders)
-    return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
+    return ReportDraft("\n".join(lines), destination=destination, asks=questions)
 
 
 def admit_command(tx: Transaction, source: str, chat_id: int, text: str, command: str,
@@ -196,17 +184,9 @@ def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply:
                              lambda t, work_id: ReportDraft(reply, destination=chat))
 
 
-def unknown_buttons(tx: Transaction, report_id: str, chat_id: int) -> list[list[tuple[str, str]]]:
-    """Resend / I have it for a reply that may not have arrived (C8): a fresh random nonce stored with its target."""
-    nonce = tx.create_prompt("unknown", report_id, chat_id)
-    return [asks.answers("unknown", nonce)]
-
-
-def order_buttons(tx: Transaction, proposal_id: int, chat_id: int, *, not_arrived: bool = False
-                  ) -> list[list[tuple[str, str]]]:
-    """Received (and, once the lead time passed, Not arrived) for an order on order: a fresh nonce per message."""
-    nonce = tx.create_prompt("order", str(proposal_id), chat_id)
-    return [asks.answers("order", nonce, verbs=None if not_arrived else ("received",))]
+def ask_order(tx: Transaction, proposal_id: int, chat_id: int, *, late: bool = False, named: bool = False) -> Ask:
+    """Received for an order on order; once its lead time passed (`late`), Not arrived too."""
+    return tx.ask("order", str(proposal_id), chat_id, verbs=None if late else ("received",), named=named)
 
 
 VERBS = asks.VERBS      # the questions and their answers are one grammar (store/asks.py)
@@ -230,10 +210,10 @@ class ApprovalRules:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a press decided: the answer, whether a decision was recorded, and buttons the answer carries."""
+    """What a press decided: the answer, whether a decision was recorded, and what the answer asks next."""
     text: str
     decided: bool
-    buttons: list[list[tuple[str, str]]] | None = None
+    asks: tuple[Ask, ...] = ()
     stock_changed: bool = False     # what the stock watcher compares moved (an applied reorder point)
 
 
@@ -308,10 +288,11 @@ def decide_press(tx: Transaction, press: Press, rules: ApprovalRules = ApprovalR
         if decision.ok:
             tx.decide_prompt(nonce, verb, by)
             tx.close_prompts("proposal", prompt.target, verb, by)     # the card's and /pending's buttons alike
-        buttons = order_buttons(tx, proposal_id, press.chat_id) if decision.ok and verb == "approve" else None
-        if decision.ok and verb == "approve" and press.message_id is not None:
+        approved = decision.ok and verb == "approve"
+        if approved and press.message_id is not None:
             tx.set_order_card(proposal_id, press.chat_id, press.message_id)
-        return Outcome(wording.decision_text(decision, rules.money), decision.ok, buttons)
+        return Outcome(wording.decision_text(decision, rules.money), decision.ok,
+                       (ask_order(tx, proposal_id, press.chat_id),) if approved else ())
     if prompt.kind == "order":
         return _order_press(tx, nonce, verb, int(prompt.target), by, (press.chat_id, press.message_id))
     if prompt.kind == "setting":
@@ -336,21 +317,16 @@ def stamp(tx: Transaction, press: Press, rules: ApprovalRules) -> str:
 
 def card_edit(tx: Transaction, press: Press, outcome: Outcome, rules: ApprovalRules) -> ReportDraft:
     """The press's report. A decision edits the card it was taken on, in place (C7: a delivery of its own through
-    the outbox): the card's text, then the decision with who and when; its buttons are the rows still open plus
-    the decision's own (Received after an approval). Anything else (no longer valid, a card not found) is a new
-    message."""
+    the outbox): the card's text, then the decision with who and when; it asks what it asked and is still open,
+    then what the decision asks (Received after an approval). Anything else (no longer valid, a card not found) is
+    a new message."""
     destination = Destination.telegram(press.chat_id)
     card = tx.sent_message(press.chat_id, press.message_id) if press.message_id is not None else None
     if not outcome.decided or card is None:
-        return ReportDraft(outcome.text, destination=destination, buttons=outcome.buttons)
-    still_open = []
-    for row in card["buttons"]:
-        prompts = [tx.prompt(data.partition(":")[2]) for _, data in row]
-        if all(p is not None and p.decided_at is None for p in prompts):
-            still_open.append([tuple(button) for button in row])
-    buttons = still_open + (outcome.buttons or [])
-    body = f"{card['text'].rstrip()}\n\n{outcome.text}\n— {stamp(tx, press, rules)}"
-    return ReportDraft(body, destination=destination, buttons=buttons or None, edit_of=press.message_id)
+        return ReportDraft(outcome.text, destination=destination, asks=outcome.asks)
+    still_open = [ask for ask in card.asks if (p := tx.prompt(ask.nonce)) is not None and p.decided_at is None]
+    body = f"{card.text.rstrip()}\n\n{outcome.text}\n— {stamp(tx, press, rules)}"
+    return ReportDraft(body, destination=destination, asks=[*still_open, *outcome.asks], edit_of=press.message_id)
 
 
 def edit_order_card(tx: Transaction, proposal_id: int, line: str, subject: str) -> bool:
@@ -364,13 +340,13 @@ def edit_order_card(tx: Transaction, proposal_id: int, line: str, subject: str) 
     card = tx.sent_message(chat_id, message_id)
     if card is None:
         return False
-    body = f"{card['text'].rstrip()}\n{line}"
+    body = f"{card.text.rstrip()}\n{line}"
     destination = Destination.telegram(chat_id)
     result = tx.admit_answered(
         Occurrence(f"notice:card:{proposal_id}:{subject}", "notice:card", body, WorkKind.NOTICE, destination),
         lambda t, work_id: ReportDraft(
             body, destination=destination, edit_of=message_id,
-            buttons=order_buttons(t, proposal_id, chat_id) if order["state"] == "on_order" else None))
+            asks=(ask_order(t, proposal_id, chat_id),) if order["state"] == "on_order" else ()))
     return result.outcome is Admission.ACCEPTED
 
 

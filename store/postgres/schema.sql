@@ -146,7 +146,7 @@ CREATE TABLE reports (
     body        text COLLATE "C" NOT NULL,
     is_error    bigint NOT NULL DEFAULT 0 CHECK (is_error IN (0, 1)),
     destination text COLLATE "C",
-    buttons     text COLLATE "C",                                         -- JSON rows of [label, callback data] under the last part
+    buttons     text COLLATE "C",                                         -- JSON: what the report asks (store/asks.py; older rows: [label, data] rows)
     run_id      text COLLATE "C",
     created_at  timestamptz NOT NULL,
     UNIQUE (anchor, generation),

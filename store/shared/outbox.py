@@ -6,15 +6,15 @@ Functions run inside their caller's transaction. The relay's moves are each one 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .. import redaction
+from .. import asks, redaction
 from ..clock import from_db_or_none
+from ..destination import telegram_chat
 from ..errors import IllegalTransition, UnknownTarget
-from ..records import Delivery, DeliveryState, ReportDraft
+from ..records import Delivery, DeliveryState, ReportDraft, SentMessage
 from .connection import Connection, Row
 from .dialect import DialectSQL
 from .moves import move
@@ -23,15 +23,6 @@ CAPTION_LIMIT = 1024   # Telegram: a photo's caption is at most 1,024 characters
 PART_LIMIT = 4000   # C7: parts of at most 4,000 UTF-16 code units of visible text (Telegram counts so; limit 4,096)
 # C7/C16: why a `sending` part became unknown when its sender's leader lease lapsed (each dialect's sweep_sending)
 UNKNOWN_REASON = "its sender's lease lapsed while it was sending: it may or may not have been sent"
-
-
-def chat_of(destination: str | None) -> int | None:
-    if destination and destination.startswith("tg:"):
-        try:
-            return int(destination[3:])
-        except ValueError:
-            return None
-    return None
 
 
 def units(text: str) -> int:
@@ -105,10 +96,10 @@ def insert_report(conn: Connection, work_ids: Sequence[int], draft: ReportDraft,
         "INSERT INTO reports (report_id, anchor, generation, body, is_error, destination, buttons, run_id, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (report_id, anchor, generation, draft.body, int(draft.is_error), draft.destination,
-         json.dumps([list(map(list, row)) for row in draft.buttons]) if draft.buttons else None, run_id, now))
+         asks.to_json(draft.asks), run_id, now))
     conn.executemany("INSERT INTO report_items (report_id, work_id) VALUES (?, ?)",
                      [(report_id, work_id) for work_id in sorted(set(work_ids))])
-    chat_id = chat_of(draft.destination)
+    chat_id = telegram_chat(draft.destination)
     if chat_id is not None:
         parts = split_parts(draft.body, report_id)
         edit_of = draft.edit_of if len(parts) == 1 and draft.photo is None else None  # else new messages
@@ -126,9 +117,9 @@ def insert_report(conn: Connection, work_ids: Sequence[int], draft: ReportDraft,
     return report_id
 
 
-def sent_message(conn: Connection, chat_id: int, message_id: int) -> dict[str, Any] | None:
-    """What a message the bot sent reads now (its latest send or edit, pending edits included): `text` without
-    the identity line, `report_id`, and `buttons` as stored (JSON rows), or None when no delivery made it."""
+def sent_message(conn: Connection, chat_id: int, message_id: int) -> SentMessage | None:
+    """What a message the bot sent reads now (its latest send or edit, pending edits included), or None when no
+    delivery made it."""
     select = ("SELECT d.delivery_id, d.report_id, d.text, r.buttons FROM deliveries d JOIN reports r USING (report_id) "
               "WHERE d.chat_id = ? AND {} AND d.state NOT IN ('failed', 'denied') AND d.part = d.parts "
               "ORDER BY d.delivery_id DESC LIMIT 1")
@@ -140,17 +131,14 @@ def sent_message(conn: Connection, chat_id: int, message_id: int) -> dict[str, A
     text, _, last = row["text"].rpartition("\n\n")
     if not last.startswith(row["report_id"]):
         text = row["text"]
-    return {"report_id": row["report_id"], "text": text,
-            "buttons": json.loads(row["buttons"]) if row["buttons"] else []}
+    return SentMessage(row["report_id"], text, asks.from_json(row["buttons"]))
 
 
 def _delivery(row: Row) -> Delivery:
-    buttons = None
-    if row["part"] == row["parts"] and row["buttons"]:
-        buttons = tuple(tuple((label, data) for label, data in r) for r in json.loads(row["buttons"]))
     edit_of = row["edit_of"]
     return Delivery(row["delivery_id"], row["report_id"], row["part"], row["parts"], row["chat_id"], row["text"],
-                    DeliveryState(row["state"]), row["attempts"], buttons,
+                    DeliveryState(row["state"]), row["attempts"],
+                    asks.from_json(row["buttons"]) if row["part"] == row["parts"] else (),
                     _reply_to(row["sources"], row["chat_id"]) if row["part"] == 1 and edit_of is None else None,
                     edit_of, bytes(row["photo"]) if row["photo"] is not None else None)
 

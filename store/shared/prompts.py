@@ -3,18 +3,21 @@ button cannot be guessed or forged from a sequential id."""
 from __future__ import annotations
 
 import secrets
-from datetime import datetime
 
-from ..clock import from_db_or_none, to_text
+from ..clock import from_db_or_none
 from ..records import Prompt
 from .connection import Connection
 
 
-def create(conn: Connection, kind: str, target: str, chat_id: int, now: str,
-           expires_at: datetime | None = None) -> str:
+def create(conn: Connection, kind: str, target: str, chat_id: int, now: str) -> str:
+    """A prompt with a fresh nonce; a proposal's expires with the proposal (a press after it changes nothing)."""
     nonce = secrets.token_hex(16)
+    expires = None
+    if kind == "proposal" and target.isdigit():
+        row = conn.execute("SELECT expires_at FROM proposals WHERE proposal_id = ?", (int(target),)).fetchone()
+        expires = row[0] if row is not None else None
     conn.execute("INSERT INTO prompts (nonce, kind, target, chat_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                 (nonce, kind, target, chat_id, now, to_text(expires_at) if expires_at else None))
+                 (nonce, kind, target, chat_id, now, expires))
     return nonce
 
 

@@ -4,12 +4,14 @@ Sync on purpose: nothing inside a transaction may await a network call or a mode
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from .. import asks
+from ..asks import Ask
 from ..clock import from_text, to_text
-from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft, Status
+from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft, SentMessage, Status
 from . import actions, inbox, orders, outbox, producer_state, prompts, receipts, sales, shop, stats
 from .connection import Connection
 from .status import read_status
@@ -98,8 +100,10 @@ class Transaction:
     def reject_proposal(self, proposal_id: int, by: str) -> Decision:
         return actions.reject(self._conn, proposal_id, by, self._now)
 
-    def create_prompt(self, kind: str, target: str, chat_id: int, expires_at: datetime | None = None) -> str:
-        return prompts.create(self._conn, kind, target, chat_id, self._now, expires_at)
+    def ask(self, kind: str, target: str, chat_id: int, *, verbs: Sequence[str] | None = None,
+            named: bool = False) -> Ask:
+        answers = asks.offered(kind, verbs)           # a kind or verb the grammar lacks is refused before storing
+        return Ask(kind, prompts.create(self._conn, kind, target, chat_id, self._now), target, answers, named)
 
     def prompt(self, nonce: str) -> Prompt | None:
         return prompts.get(self._conn, nonce)
@@ -138,7 +142,7 @@ class Transaction:
     def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
         return orders.not_arrived(self._conn, proposal_id, by, self._now)
 
-    def sent_message(self, chat_id: int, message_id: int) -> dict[str, Any] | None:
+    def sent_message(self, chat_id: int, message_id: int) -> SentMessage | None:
         return outbox.sent_message(self._conn, chat_id, message_id)
 
     def set_order_card(self, proposal_id: int, chat_id: int, message_id: int) -> None:

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..clock import to_text
+from ..destination import Destination
 from ..shared.outbox import split_parts
 
 DELIVERY_MODES = ("confirmed", "pending", "none")
@@ -86,8 +87,8 @@ def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *,
         work_id = first_id + k
         i = offset + k
         chat = chats[i % len(chats)]
-        session = f"tg:{chat}"
-        destination = f"tg:{chat}" if deliveries != "none" else None
+        session = Destination.telegram(chat)
+        destination = session if deliveries != "none" else None
         admitted = start + timedelta(seconds=i * step)
         ended = to_text(admitted + timedelta(seconds=service))
         run_id = f"bulk-{work_id}"

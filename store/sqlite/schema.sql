@@ -140,7 +140,7 @@ CREATE TABLE reports (
     body        TEXT NOT NULL,
     is_error    INTEGER NOT NULL DEFAULT 0 CHECK (is_error IN (0, 1)),
     destination TEXT,
-    buttons     TEXT,                                         -- JSON rows of [label, callback data] under the last part
+    buttons     TEXT,                                         -- JSON: what the report asks (store/asks.py; older rows: [label, data] rows)
     run_id      TEXT,
     created_at  TEXT NOT NULL,
     pruned_at   TEXT,                                         -- retention emptied the body; body_sha256 keeps it

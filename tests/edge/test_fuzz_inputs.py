@@ -315,7 +315,7 @@ def test_busy_notices_are_once_per_chat_per_minute() -> None:
 
 async def forget_prompt(store: Store) -> str:
     """A real prompt (the /forget question) issued to the owner's chat; its nonce is returned."""
-    return await store.atomic(lambda tx: tx.create_prompt("forget", f"tg:{OWNER}", OWNER))
+    return await store.atomic(lambda tx: tx.ask("forget", f"tg:{OWNER}", OWNER).nonce)
 
 
 @settings(max_examples=examples(60))

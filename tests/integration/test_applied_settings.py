@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from bot.relays.render import answers
 from bot.sandbox.local_setup import OWNER_ID, LocalRun, local_product
 from producers.stock_watch import StockWatcher
 from producers.telegram.owner import Press, admit_press
 from store import ItemSpec, Occurrence, ReportDraft, Transaction, WorkKind
 from worker.ordering import Suggestion
-from worker.review import setting_buttons
+from worker.review import ask_setting
 from worker.tools.shop import ItemArgs, NeedArgs, TurnContext, get_item, reorder_need
 
 ITEMS = [ItemSpec("vanilla", "tubs", 10, 8, 12, 300), ItemSpec("chocolate", "tubs", 12, 6, 12, 250)]
@@ -23,8 +24,8 @@ ITEMS = [ItemSpec("vanilla", "tubs", 10, 8, 12, 300), ItemSpec("chocolate", "tub
 
 async def buttons(store, item: str, rop: int, target: int) -> tuple[str, str]:
     offer = Suggestion(item, 28, 0, 3.0, 1.0, 8, 12, rop, target, "from the sales")
-    rows = await store.atomic(lambda tx: setting_buttons(tx, offer, 1))
-    (apply, keep), = rows
+    ask = await store.atomic(lambda tx: ask_setting(tx, offer, 1))
+    apply, keep = answers(ask)
     assert apply[0] == f"Apply {item}" and keep[0] == f"Keep {item}"
     return apply[1], keep[1]
 
@@ -92,11 +93,11 @@ async def press_apply(run: LocalRun) -> None:
     await asyncio.wait_for(parts.producers.started.wait(), 15)      # the start-up check is behind us
 
     def offer(tx: Transaction) -> None:
-        rows = setting_buttons(tx, CHOCOLATE, OWNER_ID)
+        ask = ask_setting(tx, CHOCOLATE, OWNER_ID)
         tx.admit_answered(Occurrence("notice:suggestion:chocolate", "notice:suggestion", "suggestion",
                                      WorkKind.NOTICE, f"tg:{OWNER_ID}"),
                           lambda t, work_id: ReportDraft("chocolate: reorder point 6 → 13, target 12 → 20",
-                                                         destination=f"tg:{OWNER_ID}", buttons=rows))
+                                                         destination=f"tg:{OWNER_ID}", asks=[ask]))
     await parts.store.atomic(offer)
     parts.store.signals.deliveries.notify()
     await run.api.wait_for(lambda: any(m.text.startswith("chocolate: reorder point") for m in run.owner_messages()),

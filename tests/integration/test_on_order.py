@@ -11,7 +11,7 @@ import pytest
 from bot.shop_file import load_shop
 from producers.stock_watch import StockWatcher
 from producers.telegram.owner import Press, admit_press
-from store import ActionMove, IllegalTransition, Occurrence, Policy, ReportDraft, UnknownTarget
+from store import ActionMove, IllegalTransition, Occurrence, Policy, ReportDraft, UnknownTarget, asks
 from tests.support import ROOT
 from worker.models.offline import OfflineModel
 from worker.worker import Worker, WorkerSettings
@@ -191,27 +191,27 @@ async def test_a_late_order_is_asked_about_once_with_received_and_not_arrived(sh
     body, buttons = raw.execute("SELECT r.body, r.buttons FROM reports r JOIN work w ON w.work_id = r.anchor "
                                 "WHERE w.source = ?", (f"notice:order_due:{proposal_id}",)).fetchone()
     assert f"Order #{proposal_id} (6 tubs of vanilla" in body and "still not received" in body
-    assert '"Received"' in buttons and '"Not arrived"' in buttons
+    assert [a.verbs for a in asks.from_json(buttons)] == [("received", "not_arrived")]
 
 
-async def press_button(store, buttons_json: str, label: str, callback: str):
-    import json
-    data = next(d for row in json.loads(buttons_json) for text, d in row if text == label)
-    press = Press(callback, 1, 1, data, None)
+async def press_button(store, stored: str, verb: str, callback: str):
+    """Press the `verb` answer of what a stored report asks (its `buttons` column)."""
+    [ask] = [a for a in asks.from_json(stored) if verb in a.verbs]
+    press = Press(callback, 1, 1, asks.press_data(verb, ask.nonce), None)
     return await store.atomic(lambda tx: admit_press(tx, press))
 
 
 async def test_the_owner_presses_received_on_the_approval_and_a_second_press_is_no_longer_valid(shop, raw):
     proposal = await propose(shop, "vanilla", 6)
-    nonce = await shop.atomic(lambda tx: tx.create_prompt("proposal", str(proposal["proposal_id"]), 1))
+    nonce = await shop.atomic(lambda tx: tx.ask("proposal", str(proposal["proposal_id"]), 1).nonce)
     approved = await shop.atomic(lambda tx: admit_press(tx, Press("cb1", 1, 1, f"approve:{nonce}", None)))
     assert approved.decided
     [buttons] = raw.execute("SELECT buttons FROM reports WHERE report_id = ?",
                             (approved.admission.report_id,)).fetchone()
-    received = await press_button(shop, buttons, "Received", "cb2")
+    received = await press_button(shop, buttons, "received", "cb2")
     assert received.decided and received.answer.startswith(f"Received order #{proposal['proposal_id']}: 6 tubs")
     assert (await shop.shop_item("vanilla")).on_hand == 8
-    again = await press_button(shop, buttons, "Received", "cb3")
+    again = await press_button(shop, buttons, "received", "cb3")
     assert not again.decided and again.answer == "This button is no longer valid."
     assert (await shop.shop_item("vanilla")).on_hand == 8
 
@@ -297,9 +297,9 @@ async def test_not_arrived_on_the_late_order_notice_lets_the_watcher_check_the_i
     await watcher.check()
     [buttons] = raw.execute("SELECT r.buttons FROM reports r JOIN work w ON w.work_id = r.anchor "
                             "WHERE w.source = ?", (f"notice:order_due:{proposal_id}",)).fetchone()
-    pressed = await press_button(shop, buttons, "Not arrived", "cb-late")
+    pressed = await press_button(shop, buttons, "not_arrived", "cb-late")
     assert pressed.decided and "no longer count it as on order" in pressed.answer
     assert (await shop.order(proposal_id))["state"] == "not_arrived"
     assert (await watcher.check()).admitted == ("stock:vanilla:2",)    # below its reorder point again: a new check
-    again = await press_button(shop, buttons, "Received", "cb-late-2")
+    again = await press_button(shop, buttons, "received", "cb-late-2")
     assert not again.decided and (await shop.shop_item("vanilla")).on_hand == 2

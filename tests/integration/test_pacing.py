@@ -52,13 +52,13 @@ class Recording:
         self.sender, self.clock = sender, clock
         self.sends: list[tuple[float, int]] = []
 
-    async def send(self, chat_id, text, buttons=None, *, reply_to=None):  # type: ignore[no-untyped-def]
+    async def send(self, chat_id, text, asks=(), *, reply_to=None):  # type: ignore[no-untyped-def]
         self.sends.append((self.clock(), chat_id))
-        return await self.sender.send(chat_id, text, buttons, reply_to=reply_to)
+        return await self.sender.send(chat_id, text, asks, reply_to=reply_to)
 
-    async def edit(self, chat_id, message_id, text, buttons=None):  # type: ignore[no-untyped-def]
+    async def edit(self, chat_id, message_id, text, asks=()):  # type: ignore[no-untyped-def]
         self.sends.append((self.clock(), chat_id))
-        return await self.sender.edit(chat_id, message_id, text, buttons)
+        return await self.sender.edit(chat_id, message_id, text, asks)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from telegram.warnings import PTBDeprecationWarning
 from bot.relays.sender import OutcomeKind, SendOutcome, TelegramSender, classify
 from bot.sandbox.bot_api import LocalBotApi
 from producers.telegram.client import make_bot
+from store import Ask
 
 TOKEN = "123456:TEST-token-for-sender-tests-0123456789"
 CHAT = 4242
@@ -45,7 +46,7 @@ def _no_token(outcome: SendOutcome) -> SendOutcome:
 
 
 async def test_confirmed_send_has_the_message_id_as_receipt(api, sender):
-    outcome = await sender.send(CHAT, "r12.1 (1/1)", [[("Resend", "resend:abc"), ("I have it", "delivered:abc")]])
+    outcome = await sender.send(CHAT, "r12.1 (1/1)", [Ask("unknown", "abc", "r12.1", ("resend", "delivered"))])
     (message,) = api.sent
     assert outcome == SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message.message_id))
     assert (message.chat_id, message.text) == (CHAT, "r12.1 (1/1)")
@@ -203,7 +204,7 @@ async def test_best_effort_calls(api, sender):
     await sender.typing(CHAT)
     assert api.chat_actions == [{"chat_id": CHAT, "action": "typing"}]
 
-    sent = await sender.send(CHAT, "choose", [[("Approve", "approve:n")]])
+    sent = await sender.send(CHAT, "choose", [Ask("proposal", "n", "1", ("approve",))])
     update = api.post_callback(CHAT, CHAT, "approve:n", int(sent.receipt))
     await sender.answer_callback(update["callback_query"]["id"], "é" * 300)
     assert api.callback_answers[0]["text"] == "é" * 200
@@ -222,9 +223,9 @@ async def test_best_effort_calls(api, sender):
 
 
 async def test_an_edit_has_the_same_honest_outcomes_as_a_send(api, sender):
-    sent = await sender.send(CHAT, "Order proposal #1", [[("Approve", "approve:n")]])
+    sent = await sender.send(CHAT, "Order proposal #1", [Ask("proposal", "n", "1", ("approve",))])
     message_id = int(sent.receipt)
-    done = await sender.edit(CHAT, message_id, "Order proposal #1\n\nApproved", [[("Received", "received:n")]])
+    done = await sender.edit(CHAT, message_id, "Order proposal #1\n\nApproved", [Ask("order", "n", "1", ("received",))])
     assert done == SendOutcome(OutcomeKind.CONFIRMED, receipt=str(message_id))
     assert api.current(CHAT, message_id)["text"] == "Order proposal #1\n\nApproved"
     # a lost reply: unknown, never confirmed by itself

@@ -105,7 +105,7 @@ async def test_a_revoked_recipient_is_denied_and_a_refusal_fails(store: Store):
 
 async def test_button_nonces_are_random_and_decided_once(store: Store):
     def make(tx: Transaction) -> list[str]:
-        return [tx.create_prompt("unknown", "r1.1", 1) for _ in range(20)]
+        return [tx.ask("unknown", "r1.1", 1).nonce for _ in range(20)]
     nonces = await store.atomic(make)
     assert len(set(nonces)) == 20 and all(len(n) * 4 >= 96 for n in nonces)
 

@@ -26,7 +26,7 @@ TRANSACTION_SIDE = {"Transaction": "tx", "ProducerRecords": "producers"}
 PENDING = {
     "Transaction.unknown_reports", "Transaction.proposal", "Transaction.awaiting_proposals",
     "Transaction.open_orders", "Transaction.overdue_orders", "Transaction.restocked_orders_after",
-    "Transaction.receive_order", "Transaction.order_not_arrived", "Transaction.sent_message",
+    "Transaction.receive_order", "Transaction.order_not_arrived",
     "Journal.record_draft",
     "ActionOutbox.awaiting_proposals",
     "ShopRecords.open_proposals", "ShopRecords.open_orders", "ShopRecords.order",

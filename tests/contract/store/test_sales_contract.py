@@ -113,7 +113,7 @@ async def test_an_applied_value_inside_a_transaction_with_its_decision(store: St
     await store.seed_shop(SHOP, "shop.toml")
 
     def press(tx: Transaction) -> None:
-        nonce = tx.create_prompt("apply", "chocolate:7:15", 1)
+        nonce = tx.ask("setting", "chocolate:7:15", 1).nonce
         assert tx.decide_prompt(nonce, "apply", "owner 1")
         tx.apply_setting("chocolate", 7, 15, "owner 1", nonce)
     await store.atomic(press)

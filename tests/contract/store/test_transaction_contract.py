@@ -90,7 +90,7 @@ async def test_resolve_moves_unknown_parts_and_closes_the_reports_prompts(store:
 
     def ask(tx: Transaction) -> tuple[list[str], bool, list[str]]:
         return tx.delivery_states(report_id), tx.unknown_prompt_open(report_id), \
-            [tx.create_prompt("unknown", report_id, 1) for _ in range(2)]
+            [tx.ask("unknown", report_id, 1).nonce for _ in range(2)]
     states, open_, nonces = await store.atomic(ask)
     assert states == ["unknown"] and open_
 
@@ -105,8 +105,8 @@ async def test_resolve_moves_unknown_parts_and_closes_the_reports_prompts(store:
 
 async def test_a_decision_through_one_prompt_closes_the_others_for_its_target_only(store: Store):
     def three(tx: Transaction) -> list[str]:
-        return [tx.create_prompt("setting", "vanilla", 1), tx.create_prompt("setting", "vanilla", 1),
-                tx.create_prompt("setting", "chocolate", 1)]
+        return [tx.ask("setting", "vanilla", 1).nonce, tx.ask("setting", "vanilla", 1).nonce,
+                tx.ask("setting", "chocolate", 1).nonce]
     vanilla, other, chocolate = await store.atomic(three)
 
     def close(tx: Transaction) -> list[tuple[str | None, bool]]:

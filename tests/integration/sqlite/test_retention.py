@@ -47,7 +47,7 @@ async def a_year_ago(store, raw, clock) -> dict:
     raw.execute("INSERT INTO actions (proposal_id, idempotency_key, destination, payload, created_at, updated_at) "
                 "VALUES (1, '0123456789abcdef0123456789abcdef', 'supplier:s', '{}', 'n', 'n')")
     raw.execute("UPDATE actions SET state = 'quarantined', reason = 'unknown supplier'")
-    await store.atomic(lambda tx: tx.decide_prompt(tx.create_prompt("forget", "tg:1001", 1001), "keep", "owner:1"))
+    await store.atomic(lambda tx: tx.decide_prompt(tx.ask("forget", "tg:1001", 1001).nonce, "keep", "owner:1"))
     await store.count("stranger")
     raw.execute("INSERT INTO history (session, role, text, created_at) VALUES ('tg:1001', 'user', 'old', ?)",
                 (store.now(),))
