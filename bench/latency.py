@@ -15,7 +15,7 @@ the admission, before the turn can be claimed).
 Printed per run: p50/p99/max latency, the receipt's p50/p99, the limits as the server saw them (most replies in any
 one second, the shortest gap between two replies to one chat), typing calls, how long after its sendMessage arrived
 each reply's `confirmed` was committed (before the next message is posted, so no later work can carry it), and store
-commits per owner message.
+commits per owner message and every database call (reads included) per owner message.
 
 Where the time goes (issue 31): each reply's path is cut into stages by timestamps the benchmark takes around the
 product's own calls (methods of this run's ingress, store, worker and relay instances wrapped here, and the
@@ -205,16 +205,29 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
             finally:
                 write_ms.append((time.perf_counter() - began) * 1000)
         store.db.write = counting  # type: ignore[method-assign] - counting commits is the measurement
+        reads = 0
+        read = store.db.read
+        read_names: dict[str, int] = {}
+
+        async def reading(fn, *args):  # type: ignore[no-untyped-def]
+            nonlocal reads
+            reads += 1
+            if counted:
+                name = getattr(fn, "__qualname__", type(fn).__name__).replace(".<locals>", "")
+                read_names[name] = read_names.get(name, 0) + 1
+            return await read(fn, *args)
+        store.db.read = reading  # type: ignore[method-assign] - every database call counts, reads included
         confirmed = _confirmed_counter(store)
         stages = Stages()
         gap = 1.0 / rate
         next_at = time.perf_counter()
-        commits_at_start = chat_actions_at_start = durable_at_start = 0
+        commits_at_start = chat_actions_at_start = durable_at_start = reads_at_start = 0
         counted = False
         with traced(run.app, stages):
             for n in range(messages + WARM_UP):                  # the first WARM_UP are not counted
                 if n == WARM_UP:
                     commits_at_start, chat_actions_at_start = commits, api.calls.get("sendChatAction", 0)
+                    reads_at_start = reads
                     durable_at_start = getattr(store.db, "commits", 0)
                     counted = True
                 delay = next_at - time.perf_counter()
@@ -246,6 +259,7 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
                     if cut is not None:
                         breakdowns.append(cut)
         commits_counted = commits - commits_at_start
+        reads_counted = reads - reads_at_start
         counted = False                                  # the shutdown's writes are not the replies'
         durable = getattr(store.db, "commits", None)      # SQLite counts the writes that changed something
         durable_counted = None if durable is None else durable - durable_at_start
@@ -259,7 +273,9 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
             "commits_per_message": commits_counted / messages, "messages": messages,
             "durable_per_message": None if durable_counted is None else durable_counted / messages,
             "write_p50_ms": percentile(write_ms, 50), "breakdowns": breakdowns,
-            "writes": {name: n / messages for name, n in sorted(by_name.items(), key=lambda kv: -kv[1])}}
+            "writes": {name: n / messages for name, n in sorted(by_name.items(), key=lambda kv: -kv[1])},
+            "reads_per_message": reads_counted / messages,
+            "reads": {name: n / messages for name, n in sorted(read_names.items(), key=lambda kv: -kv[1])}}
 
 
 async def anchor_run(messages: int, chats: int, rate: float, typing_delay: float) -> dict[str, Any]:
@@ -356,8 +372,12 @@ def main() -> None:
                          f"reply confirmed by itself, {percentile(r['confirm_lags'], 50):.1f} ms (p50) after its "
                          f"sendMessage arrived | {r['commits_per_message']:.2f} write transactions per owner "
                          f"message, each {r['write_p50_ms']:.2f} ms (p50, queue and fsync included), of which "
-                         f"{_durable(r)} changed the database (durable commits)\n  write transactions per "
-                         f"owner message: {', '.join(f'{k} {v:.2f}' for k, v in r['writes'].items())}\n  stages: "
+                         f"{_durable(r)} changed the database (durable commits); "
+                         f"{r['reads_per_message']:.2f} reads, so "
+                         f"{r['commits_per_message'] + r['reads_per_message']:.2f} database calls per owner message"
+                         f"\n  write transactions per owner message: "
+                         f"{', '.join(f'{k} {v:.2f}' for k, v in r['writes'].items())}\n  reads per owner message: "
+                         f"{', '.join(f'{k} {v:.2f}' for k, v in r['reads'].items())}\n  stages: "
                          f"{breakdown_line(r['breakdowns'])}")
             print(line, flush=True)
     m = statistics.median
@@ -371,7 +391,9 @@ def main() -> None:
     print(f"median of {args.repeats} runs, sqlite: p50 {m(p('sqlite', 50)):.2f} ms (target <= 10)  p99 "
           f"{m(p('sqlite', 99)):.2f} ms (target <= 50)  "
           f"{m([r['commits_per_message'] for r in results['sqlite']]):.2f} write transactions per owner message, "
-          f"{m([r['durable_per_message'] for r in results['sqlite']]):.2f} durable commits | receipt p50 "
+          f"{m([r['durable_per_message'] for r in results['sqlite']]):.2f} durable commits, "
+          f"{m([r['commits_per_message'] + r['reads_per_message'] for r in results['sqlite']]):.2f} database calls "
+          "(reads included) | receipt p50 "
           f"{m([percentile(r['receipts'], 50) for r in results['sqlite']]):.2f} ms  p99 "
           f"{m([percentile(r['receipts'], 99) for r in results['sqlite']]):.2f} ms (its p50 at most the reply's: "
           f"{'yes' if m([percentile(r['receipts'], 50) for r in results['sqlite']]) <= m(p('sqlite', 50)) else 'NO'})")
@@ -385,7 +407,8 @@ def main() -> None:
         print(f"median of {args.repeats} runs, postgres: p50 {m(p('postgres', 50)):.2f} ms  p99 "
               f"{m(p('postgres', 99)):.2f} ms  "
               f"{m([r['commits_per_message'] for r in results['postgres']]):.2f} write transactions per owner "
-              "message | "
+              f"message, {m([r['commits_per_message'] + r['reads_per_message'] for r in results['postgres']]):.2f} "
+              "database calls | "
               f"postgres / sqlite: p50 {ratio('postgres', 'sqlite', 50):.2f}x  "
               f"p99 {ratio('postgres', 'sqlite', 99):.2f}x")
         print(f"stages, all postgres runs: "

@@ -228,11 +228,14 @@ class Inbox(Protocol):
         `fence`, a singleton's lease is checked first in the same transaction (`Leadership`): `LeaseLost` and nothing
         written when it is no longer held."""
 
-    async def claim(self, worker_id: str, skip_sessions: Sequence[str] = ()) -> Claim | None:
+    async def claim(self, worker_id: str, skip_sessions: Sequence[str] = (), *,
+                    history_limit: int | None = None) -> Claim | None:
         """C5: the pending items of one due session (its oldest item admitted at least the debounce window ago,
         none with a future not-before) move to running for this worker under a new run id, attempts incremented,
         committed before any model runs. The owner's sessions (`tg:`) come before the producers' when both are due,
-        oldest first within each. None when nothing is due."""
+        oldest first within each. None when nothing is due. With `history_limit` the turn's set-up is read in the
+        same transaction (`Claim.setup`: the session's last `history_limit` exchanges as `exchanges` returns them,
+        and `shop_items`), so the turn makes no read before its model call."""
 
     async def next_claim_time(self) -> datetime | None:
         """When the earliest waiting session becomes due (debounce, not-before); None when none waits."""
@@ -242,13 +245,13 @@ class Inbox(Protocol):
                      stop_reason: str | None = None, usage: Usage = (0, 0, 0),
                      apply: Callable[[Transaction], None] | None = None,
                      after: Callable[[Transaction, str], None] | None = None,
-                     claim_next: str | None = None) -> FinishOutcome:
-        """C6 in one transaction: the turn's items finished, the report `r<anchor>.<generation>` inserted and
-        linked to every item, the run's operations attached, the history updated; `apply(tx)` first and
-        `after(tx, report_id)` last in the same transaction. Raises `NotClaimed` for work this run does not hold.
-        C12: if the session was forgotten during the run, nothing is stored (`discarded`). With `claim_next` the
-        next due turn is claimed in the same commit. C17: with `model_said` (the model's own prose, its exchange as
-        JSON) the history's answer is that prose and exchange, never the report's body."""
+                     claim_next: str | None = None, history_limit: int | None = None) -> FinishOutcome:
+        """C6 in one transaction: the turn's items finished, the report `r<anchor>.<generation>` inserted and linked to
+        every item, the run's operations attached, the history updated; `apply(tx)` first and `after(tx, report_id)`
+        last in the same transaction. Raises `NotClaimed` for work this run does not hold. C12: if the session was
+        forgotten during the run, nothing is stored (`discarded`). With `claim_next` the next due turn is claimed in the
+        same commit (with its set-up when `history_limit` is given, as `claim`). C17: with `model_said` (the model's own
+        prose, its exchange as JSON) the history's answer is that prose and exchange, never the report's body."""
 
     async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict[str, Any]]],
                             render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:

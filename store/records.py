@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
@@ -80,6 +80,14 @@ class WorkItem:
 
 
 @dataclass(frozen=True)
+class TurnSetup:
+    """What a turn reads before its model call, read in its claim's transaction (`Inbox.claim(history_limit=)`): the
+    session's last exchanges, oldest first (role, text, the exchange as JSON or None), and the shop's items."""
+    exchanges: tuple[tuple[str, str, str | None], ...]
+    shop_items: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class Claim:
     """The exact set of items that defines one turn (C5), held by one worker under one run id."""
     run_id: str
@@ -88,6 +96,7 @@ class Claim:
     items: tuple[WorkItem, ...]
     attempt: int          # the highest attempt number among the items (C9)
     epoch: int            # the session's forget epoch at claim time (C12)
+    setup: TurnSetup | None = field(default=None, compare=False, repr=False)   # None: not read with the claim
 
     @property
     def anchor(self) -> int:
