@@ -21,8 +21,9 @@ Where the time goes (issue 31): each reply's path is cut into stages by timestam
 product's own calls (methods of this run's ingress, store, worker and relay instances wrapped here, and the
 ingress's parser and the relay's renderer; nothing changed in the product): the message posted -> getUpdates
 returned -> parsed -> admission committed -> the worker woke (its claim call began) -> claimed -> model started
-(history and shop read, prompt built) -> model answered -> finished (its commit) -> the relay woke (its due-
-deliveries read began) -> due read -> `sending` committed -> rendered -> the sendMessage arrived at the server. Each
+(prompt built; before issue 31's second step also history and shop read) -> model answered -> finished (its commit)
+-> the relay woke (its due-deliveries read, or since issue 31 its `take_due`, began) -> due read (none when it rides
+in `take_due`'s transaction) -> `sending` committed -> rendered -> the sendMessage arrived at the server. Each
 stage's p50 is printed (the p50s need not add up to the total's).
 
 The anchor (issue 31): the python-telegram-bot default, an `Application` polling with its defaults and one handler
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sqlite3
 import statistics
 import time
@@ -105,6 +107,8 @@ class Stages:
 
     def durations(self, posted: float) -> dict[str, float] | None:
         """Each stage's duration (ms) when every event was seen, in path order; else None."""
+        if "due_read" not in self.events and "relay_woke" in self.events:   # read in the `sending` transaction
+            self.events["due_read"] = self.events["relay_woke"]
         times = [posted] + [self.events.get(event, float("nan")) for _, event in STAGES]
         if any(t != t for t in times) or any(b < a for a, b in zip(times, times[1:], strict=False)):
             return None
@@ -123,8 +127,11 @@ def traced(app: Any, stages: Stages) -> Any:
     stages.around(store, "claim", "woke", "claimed", lambda result, args: result is not None)
     stages.around(worker.model, "complete", "model_start", "model_end")
     stages.around(store, "finish", None, "finished")
-    stages.around(store, "due_deliveries", "relay_woke", "due_read", lambda result, args: bool(result))
-    stages.around(store, "mark_sending", None, "sending")
+    if hasattr(store, "take_due"):        # the due read rides in the `sending` transaction: that stage is empty
+        stages.around(store, "take_due", "relay_woke", "sending", lambda result, args: result.delivery is not None)
+    else:                                 # the code before issue 31's second step (measured as "before")
+        stages.around(store, "due_deliveries", "relay_woke", "due_read", lambda result, args: bool(result))
+        stages.around(store, "mark_sending", None, "sending")
     render, parse = relay_module.render_part, polling_module.parse
 
     def rendered(*args: Any, **kwargs: Any) -> str:
@@ -362,7 +369,7 @@ def main() -> None:
             values = r["latencies"]
             line = (f"run {repeat + 1} {side}: {len(values)} messages over {args.chats} chats at <= {args.rate:g}/s: "
                     f"p50 {percentile(values, 50):.2f} ms  p99 {percentile(values, 99):.2f} ms  "
-                    f"max {max(values):.2f} ms")
+                    f"max {max(values):.2f} ms  (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
             if side != "anchor":
                 line += (f" | receipt p50 {percentile(r['receipts'], 50):.2f} ms  p99 "
                          f"{percentile(r['receipts'], 99):.2f} ms"

@@ -71,6 +71,8 @@ from .records import (
     SalesImport,
     Stats,
     Status,
+    Taken,
+    TurnSetup,
     Violation,
     WorkItem,
     WorkKind,
@@ -139,5 +141,5 @@ __all__ = [
     "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
     "PolicyRefusal", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
-    "Violation", "WorkItem", "WorkKind", "WorkState",
+    "Taken", "TurnSetup", "Violation", "WorkItem", "WorkKind", "WorkState",
 ]

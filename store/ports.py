@@ -35,6 +35,7 @@ from .records import (
     SalesImport,
     Stats,
     Status,
+    Taken,
     Violation,
 )
 from .signals import Signals
@@ -337,6 +338,14 @@ class Outbox(Protocol):
         """pending -> sending, committed before the HTTP call; `confirm` (delivery id, receipt) records the previous
         part's receipt in the same commit. With `fence` (the relay's lease) the lease is checked in the same
         transaction (`LeaseLost`, nothing written) and recorded as the delivery's `sender`."""
+
+    async def take_due(self, skip_chats: Sequence[int] = (), *, confirm: tuple[int, str] | None = None,
+                       fence: Fence | None = None, refuse: Callable[[int], bool] | None = None) -> Taken:
+        """`mark_sending` of the oldest due part (the first `due_deliveries` would list, chats in `skip_chats` left
+        out), read in the same transaction: it is `sending` when returned, committed before the HTTP call; None when
+        none is due (`confirm` and `fence` act as in `mark_sending`, whether a part is taken or not). A due part
+        whose chat `refuse(chat_id)` names is moved to denied on the way, as `mark_denied` would (C3), and listed in
+        `Taken.denied`."""
 
     async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
         """sending -> confirmed with Telegram's message id (a receipt is required)."""

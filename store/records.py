@@ -145,6 +145,13 @@ class FinishOutcome:
 
 
 @dataclass(frozen=True)
+class Taken:
+    """`Outbox.take_due`'s answer: the part now `sending` (None when none is due) and the parts denied on the way."""
+    delivery: Delivery | None
+    denied: tuple[Delivery, ...] = ()
+
+
+@dataclass(frozen=True)
 class RecoverySummary:
     released: tuple[int, ...]
     failed: tuple[int, ...]

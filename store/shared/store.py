@@ -43,6 +43,7 @@ from ..records import (
     SalesImport,
     Stats,
     Status,
+    Taken,
     TurnSetup,
     Violation,
     WorkKind,
@@ -461,19 +462,39 @@ class BaseStore(abc.ABC):
         now = to_text(now_dt)
 
         def body(conn: Connection) -> None:
-            if fence is not None:
-                self._leases.fence(conn, fence, now_dt)
-            if confirm is not None:
-                outbox.mark_confirmed(conn, confirm[0], confirm[1], now)
-            outbox.mark_sending(conn, delivery_id, now)
-            if fence is not None:
-                conn.execute("UPDATE deliveries SET sender = ? WHERE delivery_id = ?", (fence.sender, delivery_id))
+            self._before_sending(conn, now_dt, confirm, fence)
+            outbox.mark_sending(conn, delivery_id, now, fence.sender if fence else None)
 
         await self._commit_sending(body, delivery_id)
+
+    def _before_sending(self, conn: Connection, now_dt: datetime, confirm: tuple[int, str] | None,
+                        fence: Fence | None) -> None:
+        """In a `sending` transaction: the relay's lease checked, then the previous part's receipt recorded."""
+        if fence is not None:
+            self._leases.fence(conn, fence, now_dt)
+        if confirm is not None:
+            outbox.mark_confirmed(conn, confirm[0], confirm[1], to_text(now_dt))
 
     async def _commit_sending(self, body: Callable[[Any], None], delivery_id: int) -> None:
         """The `sending` mark's commit; PostgreSQL reads a lost one back from the delivery's state (K16)."""
         await self.db.write(body)
+
+    async def take_due(self, skip_chats: Sequence[int] = (), *, confirm: tuple[int, str] | None = None,
+                       fence: Fence | None = None, refuse: Callable[[int], bool] | None = None) -> Taken:
+        """`mark_sending` with the due read in its own transaction: the relay's wake-up costs no read before it."""
+        now_dt = self.now_dt()
+        now = to_text(now_dt)
+        sender = fence.sender if fence else None
+
+        def body(conn: Connection) -> Taken:
+            self._before_sending(conn, now_dt, confirm, fence)
+            return outbox.take_due(conn, self._sql, now, skip_chats, refuse, sender)
+        return await self._commit_take(body, now, confirm, sender)
+
+    async def _commit_take(self, body: Callable[[Any], Taken], now: str, confirm: tuple[int, str] | None,
+                           sender: str | None) -> Taken:
+        """`take_due`'s commit; PostgreSQL reads a lost one back (K16)."""
+        return await self.db.write(body)
 
     async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
         now = self.now()
