@@ -159,6 +159,28 @@ async def _database(postgres: str | None) -> AsyncIterator[dict[str, str]]:
         yield {"SHOPBOT_DB": url}
 
 
+class Calls:
+    """A store's `db.write` or `db.read`, counted: every call, its time, and (while `named`) calls by function."""
+
+    def __init__(self, call: Callable[..., Awaitable[Any]]) -> None:
+        self.call = call
+        self.total = 0
+        self.ms: list[float] = []
+        self.named = False
+        self.by_name: dict[str, int] = {}
+
+    async def __call__(self, fn: Any, *args: Any) -> Any:
+        self.total += 1
+        if self.named:
+            name = getattr(fn, "__qualname__", type(fn).__name__).replace(".<locals>", "")
+            self.by_name[name] = self.by_name.get(name, 0) + 1
+        began = time.perf_counter()
+        try:
+            return await self.call(fn, *args)
+        finally:
+            self.ms.append((time.perf_counter() - began) * 1000)
+
+
 def _confirmed_counter(store: Any) -> Callable[[], Awaitable[int]]:
     """Confirmed deliveries, outside the measured path: SQLite on a read-only connection of its own, PostgreSQL
     through the store's read path."""
@@ -194,49 +216,21 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
         api.inject("sendChatAction", "slow", delay=typing_delay, count=10 * (messages + WARM_UP))
         if not typing:                                   # --no-typing: the comparison without any typing call
             run.app.parts.worker.on_turn = None
-        commits = 0
-        write_ms: list[float] = []
-        write = store.db.write
-
-        by_name: dict[str, int] = {}
-
-        async def counting(fn, *args):  # type: ignore[no-untyped-def]
-            nonlocal commits
-            commits += 1
-            if counted:
-                name = getattr(fn, "__qualname__", type(fn).__name__).replace(".<locals>", "")
-                by_name[name] = by_name.get(name, 0) + 1
-            began = time.perf_counter()
-            try:
-                return await write(fn, *args)
-            finally:
-                write_ms.append((time.perf_counter() - began) * 1000)
-        store.db.write = counting  # type: ignore[method-assign] - counting commits is the measurement
-        reads = 0
-        read = store.db.read
-        read_names: dict[str, int] = {}
-
-        async def reading(fn, *args):  # type: ignore[no-untyped-def]
-            nonlocal reads
-            reads += 1
-            if counted:
-                name = getattr(fn, "__qualname__", type(fn).__name__).replace(".<locals>", "")
-                read_names[name] = read_names.get(name, 0) + 1
-            return await read(fn, *args)
-        store.db.read = reading  # type: ignore[method-assign] - every database call counts, reads included
+        writes, reads = Calls(store.db.write), Calls(store.db.read)
+        store.db.write = writes  # type: ignore[method-assign] - counting commits is the measurement
+        store.db.read = reads  # type: ignore[method-assign] - every database call counts, reads included
         confirmed = _confirmed_counter(store)
         stages = Stages()
         gap = 1.0 / rate
         next_at = time.perf_counter()
         commits_at_start = chat_actions_at_start = durable_at_start = reads_at_start = 0
-        counted = False
         with traced(run.app, stages):
             for n in range(messages + WARM_UP):                  # the first WARM_UP are not counted
                 if n == WARM_UP:
-                    commits_at_start, chat_actions_at_start = commits, api.calls.get("sendChatAction", 0)
-                    reads_at_start = reads
+                    commits_at_start, chat_actions_at_start = writes.total, api.calls.get("sendChatAction", 0)
+                    reads_at_start = reads.total
                     durable_at_start = getattr(store.db, "commits", 0)
-                    counted = True
+                    writes.named = reads.named = True
                 delay = next_at - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -265,9 +259,9 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
                     cut = stages.durations(start)
                     if cut is not None:
                         breakdowns.append(cut)
-        commits_counted = commits - commits_at_start
-        reads_counted = reads - reads_at_start
-        counted = False                                  # the shutdown's writes are not the replies'
+        commits_counted = writes.total - commits_at_start
+        reads_counted = reads.total - reads_at_start
+        writes.named = reads.named = False               # the shutdown's writes are not the replies'
         durable = getattr(store.db, "commits", None)      # SQLite counts the writes that changed something
         durable_counted = None if durable is None else durable - durable_at_start
         typing_calls = api.calls.get("sendChatAction", 0) - chat_actions_at_start
@@ -279,10 +273,10 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
             "shortest_chat_gap_s": shortest, "typing_calls": typing_calls, "confirm_lags": confirm_lags,
             "commits_per_message": commits_counted / messages, "messages": messages,
             "durable_per_message": None if durable_counted is None else durable_counted / messages,
-            "write_p50_ms": percentile(write_ms, 50), "breakdowns": breakdowns,
-            "writes": {name: n / messages for name, n in sorted(by_name.items(), key=lambda kv: -kv[1])},
+            "write_p50_ms": percentile(writes.ms, 50), "breakdowns": breakdowns,
+            "writes": {name: n / messages for name, n in sorted(writes.by_name.items(), key=lambda kv: -kv[1])},
             "reads_per_message": reads_counted / messages,
-            "reads": {name: n / messages for name, n in sorted(read_names.items(), key=lambda kv: -kv[1])}}
+            "reads": {name: n / messages for name, n in sorted(reads.by_name.items(), key=lambda kv: -kv[1])}}
 
 
 async def anchor_run(messages: int, chats: int, rate: float, typing_delay: float) -> dict[str, Any]:
