@@ -5,9 +5,12 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from .clock import from_text, to_text
+from .clock import to_text
+
+if TYPE_CHECKING:
+    from .shop_records import ShopItem  # shop_records builds on this module
 
 
 class WorkState(str, enum.Enum):
@@ -84,7 +87,7 @@ class TurnSetup:
     """What a turn reads before its model call, read in its claim's transaction (`Inbox.claim(history_limit=)`): the
     session's last exchanges, oldest first (role, text, the exchange as JSON or None), and the shop's items."""
     exchanges: tuple[tuple[str, str, str | None], ...]
-    shop_items: tuple[dict[str, Any], ...]
+    shop_items: tuple[ShopItem, ...]
 
 
 @dataclass(frozen=True)
@@ -372,6 +375,7 @@ def _plain(value: object) -> object:
 
 class _Record:
     """`to_json()` of a flat record: its fields by name, in declaration order."""
+    __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(cast(Any, self))}
@@ -382,6 +386,7 @@ _C = TypeVar("_C", bound="_Counts")
 
 class _Counts(_Record):
     """Counts per state, every state present (0 when none)."""
+    __slots__ = ()
 
     def items(self) -> list[tuple[str, int]]:
         return [(f.name, getattr(self, f.name)) for f in fields(cast(Any, self))]
@@ -445,12 +450,21 @@ class HeldAction(_Record):
     reason: str | None
 
 
+class MissedReason(enum.StrEnum):
+    """Why a schedule's occurrence did not run (`missed_occurrences.reason`)."""
+    LATE = "late"
+    SUPERSEDED = "superseded"
+    CAPACITY = "capacity"
+    CONFLICT = "conflict"
+    OUTAGE = "outage"
+
+
 @dataclass(frozen=True)
 class Missed(_Record):
     """A recorded missed occurrence of a schedule."""
     schedule: str
     key: str
-    reason: str
+    reason: MissedReason
     fire_time: datetime | None
     recorded_at: datetime
 
@@ -506,10 +520,6 @@ class ProcessView(_Record):
     started_at: datetime
     seen_s_ago: float
 
-    @classmethod
-    def of(cls, row: Mapping[str, Any]) -> ProcessView:
-        return cls(row["holder"], int(row["pid"]), row["host"], from_text(row["started_at"]), float(row["seen_s_ago"]))
-
 
 @dataclass(frozen=True)
 class LeaderView(_Record):
@@ -519,11 +529,6 @@ class LeaderView(_Record):
     generation: int
     expires_in_s: float
     acquired_at: datetime
-
-    @classmethod
-    def of(cls, row: Mapping[str, Any]) -> LeaderView:
-        return cls(row["name"], row["holder"], int(row["generation"]), float(row["expires_in_s"]),
-                   from_text(row["acquired_at"]))
 
 
 @dataclass(frozen=True)

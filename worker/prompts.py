@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, time
-from typing import Any
 
+from store import ShopItem
 from worker.figures import Figure
 from worker.money import ShopFormat
 
@@ -27,11 +27,11 @@ class ShopContext:
     schedules: tuple[tuple[str, str], ...] = ()  # (name, cron) of the shop file's schedules (the opening brief)
 
 
-def _items_line(items: Iterable[dict[str, Any]]) -> str:
-    return ", ".join(f"{i['item']} ({i['unit']})" for i in items) or "none yet"
+def _items_line(items: Iterable[ShopItem]) -> str:
+    return ", ".join(f"{i.item} ({i.unit})" for i in items) or "none yet"
 
 
-def system_text(shop: ShopContext, items: Iterable[dict[str, Any]]) -> str:
+def system_text(shop: ShopContext, items: Iterable[ShopItem]) -> str:
     fmt = shop.fmt
     symbol = fmt.symbol
     lines = [
@@ -92,7 +92,7 @@ def now_block(now: datetime, fmt: ShopFormat) -> tuple[str, list[Figure]]:
     return text, [Figure("today", local.date()), Figure("now", local)]
 
 
-def build_system(shop: ShopContext, items: Sequence[dict[str, Any]],
+def build_system(shop: ShopContext, items: Sequence[ShopItem],
                  now: datetime) -> tuple[str, str, list[Figure]]:
     """The stable system prompt, the turn's head (today's date and time, for the latest user message) and the
     figures of the context (today, now, opening hours, daily schedules)."""

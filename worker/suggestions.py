@@ -24,6 +24,6 @@ async def suggestions(store: ShopRecords, *, now: datetime, timezone: str, lead_
     for row in records:
         by_item.setdefault(row["item"], []).append(row)
     items = await store.shop_items()
-    return [suggest(i["item"], by_item.get(i["item"], []), lead_days=lead_days,
-                    current_reorder_point=i["reorder_point"], current_target=i["target"], settings=settings)
-            for i in items if item is None or i["item"] == item]
+    return [suggest(i.item, by_item.get(i.item, []), lead_days=lead_days,
+                    current_reorder_point=i.reorder_point, current_target=i.target, settings=settings)
+            for i in items if item is None or i.item == item]

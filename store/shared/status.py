@@ -11,7 +11,6 @@ from ..records import (
     FailedPart,
     FailedWork,
     HeldAction,
-    Missed,
     PartView,
     ReportView,
     Stats,
@@ -36,8 +35,18 @@ def pending_age(now: datetime, oldest: str | None) -> tuple[float | None, float 
     return age, None
 
 
-def _time(text: str | None) -> datetime | None:
-    return from_text(text) if text else None
+def failed_work(conn: Connection) -> tuple[FailedWork, ...]:
+    """The last 20 failed work items, newest first."""
+    return tuple(FailedWork(r["work_id"], r["source"], r["report_id"]) for r in conn.execute(
+        "SELECT w.work_id, w.source, i.report_id FROM work w LEFT JOIN report_items i USING (work_id) "
+        "WHERE w.state = 'failed' ORDER BY w.work_id DESC LIMIT 20"))
+
+
+def failed_deliveries(conn: Connection) -> tuple[FailedPart, ...]:
+    """The last 20 report parts refused (failed) or no longer allowed (denied), newest first."""
+    return tuple(FailedPart(r["report_id"], r["part"], r["chat_id"], r["reason"]) for r in conn.execute(
+        "SELECT report_id, part, chat_id, reason FROM deliveries WHERE state IN ('failed', 'denied') "
+        "ORDER BY delivery_id DESC LIMIT 20"))
 
 
 def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
@@ -49,12 +58,6 @@ def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
                                 from_text(r["updated_at"])) for r in conn.execute(
         "SELECT report_id, part, parts, chat_id, reason, updated_at FROM deliveries WHERE state = 'unknown' "
         "ORDER BY delivery_id"))
-    failed_deliveries = tuple(FailedPart(r["report_id"], r["part"], r["chat_id"], r["reason"]) for r in conn.execute(
-        "SELECT report_id, part, chat_id, reason FROM deliveries WHERE state IN ('failed', 'denied') "
-        "ORDER BY delivery_id DESC LIMIT 20"))
-    failed_work = tuple(FailedWork(r["work_id"], r["source"], r["report_id"]) for r in conn.execute(
-        "SELECT w.work_id, w.source, i.report_id FROM work w LEFT JOIN report_items i USING (work_id) "
-        "WHERE w.state = 'failed' ORDER BY w.work_id DESC LIMIT 20"))
     action_states = {state: n for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state")}
     quarantined = tuple(HeldAction(r["action_id"], r["proposal_id"], r["reason"]) for r in conn.execute(
         "SELECT action_id, proposal_id, reason FROM actions WHERE state = 'quarantined' ORDER BY action_id"))
@@ -62,8 +65,7 @@ def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
         "SELECT action_id, proposal_id, reason FROM actions WHERE state = 'unknown' ORDER BY action_id"))
     counters = {kind: n for kind, n in conn.execute(
         "SELECT kind, sum(count) FROM counters GROUP BY kind ORDER BY kind")}
-    missed = tuple(Missed(r["schedule"], r["key"], r["reason"], _time(r["fire_time"]), from_text(r["recorded_at"]))
-                   for r in producer_state.missed_occurrences(conn))
+    missed = tuple(producer_state.missed_occurrences(conn))
     applied = tuple(AppliedSetting(r["item"], r["reorder_point"], r["target"], r["file_reorder_point"],
                                    r["file_target"], r["decided_by"], from_text(r["decided_at"]))
                     for r in sales.applied(conn))
@@ -71,8 +73,8 @@ def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
     return Status(
         work=WorkCounts.of(work), agent_work=WorkCounts.of(agent_work), deliveries=DeliveryCounts.of(deliveries),
         open_agent_work=inbox.open_agent_work(conn), oldest_pending_seconds=oldest_age,
-        oldest_pending_ahead_seconds=ahead, unknown=unknown, failed_work=failed_work,
-        failed_deliveries=failed_deliveries, counters=counters, actions=action_states,
+        oldest_pending_ahead_seconds=ahead, unknown=unknown, failed_work=failed_work(conn),
+        failed_deliveries=failed_deliveries(conn), counters=counters, actions=action_states,
         quarantined_actions=quarantined, unknown_actions=unknown_actions, extra=StatusExtra(missed),
         littles_law=window, applied=applied)
 

@@ -32,6 +32,7 @@ from ..records import (
     ItemSpec,
     LeaderView,
     MetricsSnapshot,
+    Missed,
     Occurrence,
     Policy,
     ProcessView,
@@ -47,6 +48,19 @@ from ..records import (
     TurnSetup,
     Violation,
     WorkKind,
+)
+from ..shop_records import (
+    EndedRun,
+    ItemSales,
+    OnOrder,
+    OpsView,
+    SeriesPoint,
+    ShopItem,
+    StateTallies,
+    StockEvent,
+    StockLevel,
+    TillCount,
+    WorkWithReport,
 )
 from ..signals import Signals
 from . import (
@@ -181,7 +195,7 @@ class BaseStore(abc.ABC):
         """Recover the runs whose leases expired (none where claims are not leases)."""
 
     @abc.abstractmethod
-    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> MetricsSnapshot:
+    async def metrics(self, window_seconds: float = 3600.0, tallies: StateTallies | None = None) -> MetricsSnapshot:
         """Operational figures for /metrics in one read snapshot (sizes in the database's own terms)."""
 
     @abc.abstractmethod
@@ -576,11 +590,11 @@ class BaseStore(abc.ABC):
     async def depart(self, holder: str) -> None:
         await self.db.write(lambda conn: self._leases.depart(conn, holder))
 
-    async def leaders(self) -> list[dict[str, Any]]:
+    async def leaders(self) -> list[LeaderView]:
         now_dt = self.now_dt()
         return await self.db.read(lambda conn: self._leases.leaders(conn, now_dt))
 
-    async def processes(self) -> list[dict[str, Any]]:
+    async def processes(self) -> list[ProcessView]:
         now_dt = self.now_dt()
         return await self.db.read(lambda conn: self._leases.processes(conn, now_dt))
 
@@ -592,21 +606,21 @@ class BaseStore(abc.ABC):
         return found
 
     # ---- the shop ------------------------------------------------------------------------------------------
-    async def shop_items(self) -> list[dict[str, Any]]:
+    async def shop_items(self) -> list[ShopItem]:
         return await self.db.read(shop.list_items)
 
-    async def shop_item(self, item: str) -> dict[str, Any] | None:
+    async def shop_item(self, item: str) -> ShopItem | None:
         return await self.db.read(shop.get_item, item)
 
-    async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[dict[str, Any]]:
+    async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[ItemSales]:
         """Units sold and restocked per item in (since, until], from the stock records (store/insights.py)."""
         return await self.db.read(insights.sales, to_text(since), to_text(until), item)
 
-    async def on_order(self, item: str | None = None) -> list[dict[str, Any]]:
+    async def on_order(self, item: str | None = None) -> list[OnOrder]:
         """Approved orders not failed or voided (store/insights.py)."""
         return await self.db.read(insights.on_order, item)
 
-    async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+    async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[TillCount]:
         """The latest till counts, newest first (store/insights.py)."""
         return await self.db.read(insights.recent_counts, item, limit)
 
@@ -664,7 +678,7 @@ class BaseStore(abc.ABC):
         now = self.now()
         return await self.db.write(lambda conn: orders.not_arrived(conn, proposal_id, by, now))
 
-    async def stock_events(self, item: str, limit: int = 100) -> list[dict[str, Any]]:
+    async def stock_events(self, item: str, limit: int = 100) -> list[StockEvent]:
         """An item's latest stock events, oldest first: event_id, kind ('seed', 'count', 'sync', 'restock',
         'received'), old_on_hand, new_on_hand, source, created_at. Sales are the decreases between consecutive
         events; 'restock' and 'received' events are deliveries, never negative sales."""
@@ -743,16 +757,16 @@ class BaseStore(abc.ABC):
         return await self.db.write(lambda conn: actions.expire(conn, now))
 
     # ---- the producers' records ---------------------------------------------------------------------------
-    async def missed_occurrences(self, limit: int = 20) -> list[dict[str, Any]]:
+    async def missed_occurrences(self, limit: int = 20) -> list[Missed]:
         return await self.db.read(producer_state.missed_occurrences, limit)
 
-    async def stock_watch(self) -> list[dict[str, Any]]:
+    async def stock_watch(self) -> list[StockLevel]:
         return await self.db.read(producer_state.stock_levels)
 
     async def item_names(self) -> list[str]:
         return await self.db.read(producer_state.item_names)
 
-    async def work_with_report(self, source: str) -> dict[str, Any] | None:
+    async def work_with_report(self, source: str) -> WorkWithReport | None:
         return await self.db.read(producer_state.work_with_report, source)
 
     # ---- reading ---------------------------------------------------------------------------------------------
@@ -768,23 +782,22 @@ class BaseStore(abc.ABC):
             counters[kind] = counters.get(kind, 0) + n
         # who shares the store, and who leads what (C16)
         return dataclasses.replace(status, counters=counters,
-                                   processes=tuple(ProcessView.of(p) for p in await self.processes()),
-                                   leases=tuple(LeaderView.of(lease) for lease in await self.leaders()))
+                                   processes=tuple(await self.processes()), leases=tuple(await self.leaders()))
 
     async def reports(self, limit: int = 20) -> list[ReportView]:
         return await self.db.read(read_reports, limit)
 
-    async def ops_view(self, tallies: dict[str, Any]) -> dict[str, Any]:
+    async def ops_view(self, tallies: StateTallies) -> OpsView:
         """The operator page's figures (store/metrics.py `ops_view`): each read through an index, the counts by
         state kept in `tallies` as for `metrics`; a read."""
         now_dt = self.clock.now()
         return await self.db.read(metric_reads.ops_view, now_dt, tallies, self._sql.oldest_open)
 
-    async def runs_ended_since(self, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
+    async def runs_ended_since(self, mark: datetime, limit: int = 10_000) -> list[EndedRun]:
         """Runs that ended at or after `mark`, oldest end first (store/metrics.py `runs_ended_since`); a read."""
         return await self.db.read(metric_reads.runs_ended_since, mark, limit)
 
-    async def day_series(self, hours: int = 24) -> list[dict[str, Any]]:
+    async def day_series(self, hours: int = 24) -> list[SeriesPoint]:
         """λ, W and L per hour over the last `hours` hours, oldest first; a read."""
         now_dt = self.clock.now()
         return await self.db.read(metric_reads.window_series, now_dt - timedelta(hours=hours), now_dt, hours)

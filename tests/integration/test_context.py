@@ -3,7 +3,7 @@ and time heading the latest user message, and the session's history (C17: what t
 token budget, compacted by halves."""
 from datetime import UTC, datetime, time
 
-from store import Occurrence
+from store import Occurrence, ShopItem
 from tests.integration.test_worker import SHOP
 from worker import history as conversation
 from worker.agent_loop import run_agent
@@ -16,7 +16,10 @@ from worker.prompts import ShopContext, build_system, system_text
 from worker.tools.registry import ToolRegistry
 from worker.worker import Worker, WorkerSettings
 
-ITEMS = [{"item": "vanilla", "unit": "tubs"}, {"item": "cones", "unit": "boxes"}]
+ITEMS = [ShopItem(name, unit, on_hand=0, reorder_point=0, target=0, unit_cost_cents=0, max_order=None, pack=None,
+                  min_order=None, price_cents=None, file_reorder_point=0, file_target=0, applied_by=None,
+                  applied_at=None, open_proposal=None, on_order=0) for name, unit in (("vanilla", "tubs"),
+                                                                                     ("cones", "boxes"))]
 HOURS = (("Mon-Fri", "11:00-19:00"), ("Sun", "closed"))
 
 

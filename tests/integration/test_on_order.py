@@ -62,7 +62,7 @@ async def confirm(store, action_id: int, receipt="SUP-1") -> None:
 async def test_an_approved_order_is_on_order_and_counts_in_the_position(shop):
     proposal_id, action_id = await approved_order(shop)
     vanilla = await shop.shop_item("vanilla")
-    assert (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (2, 6, 8)
+    assert (vanilla.on_hand, vanilla.on_order, vanilla.position) == (2, 6, 8)
     [order] = await shop.open_orders("vanilla")
     assert order["proposal_id"] == proposal_id and order["quantity"] == 6
     assert order["status"] == "being sent to the supplier"
@@ -95,14 +95,14 @@ async def test_received_adds_the_ordered_quantity_as_a_received_stock_event(shop
     assert (done["state"], done["old_on_hand"], done["new_on_hand"], done["settled_by"]) == (
         "received", 2, 8, "owner:1")
     vanilla = await shop.shop_item("vanilla")
-    assert (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (8, 0, 8)
+    assert (vanilla.on_hand, vanilla.on_order, vanilla.position) == (8, 0, 8)
     events = await shop.stock_events("vanilla")
-    assert [(e["kind"], e["old_on_hand"], e["new_on_hand"]) for e in events] == [
+    assert [(e.kind, e.old_on_hand, e.new_on_hand) for e in events] == [
         ("seed", None, 2), ("received", 2, 8)]
     # a second Received is refused and changes nothing
     with pytest.raises(IllegalTransition, match="is received, not on order"):
         await shop.receive_order(proposal_id, "owner:1")
-    assert (await shop.shop_item("vanilla"))["on_hand"] == 8
+    assert (await shop.shop_item("vanilla")).on_hand == 8
     with pytest.raises(UnknownTarget):
         await shop.receive_order(999, "owner:1")
 
@@ -118,15 +118,15 @@ async def test_a_till_count_that_rose_by_the_ordered_amount_is_a_restock_that_re
     proposal_id, action_id = await approved_order(shop)
     await confirm(shop, action_id)
     await counts(shop, "c1", {"vanilla": 1})          # sold one: a count, still on order
-    assert (await shop.shop_item("vanilla"))["on_order"] == 6
+    assert (await shop.shop_item("vanilla")).on_order == 6
     await counts(shop, "c2", {"vanilla": 5})          # rose by 4 < 6: a count, still on order
-    assert (await shop.shop_item("vanilla"))["on_order"] == 6
+    assert (await shop.shop_item("vanilla")).on_order == 6
     await counts(shop, "c3", {"vanilla": 11})         # rose by 6: the order arrived
     vanilla = await shop.shop_item("vanilla")
-    assert (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (11, 0, 11)
+    assert (vanilla.on_hand, vanilla.on_order, vanilla.position) == (11, 0, 11)
     order = await shop.order(proposal_id)
     assert (order["state"], order["settled_by"]) == ("received", "till:1:c3")
-    kinds = [(e["kind"], e["old_on_hand"], e["new_on_hand"]) for e in await shop.stock_events("vanilla")]
+    kinds = [(e.kind, e.old_on_hand, e.new_on_hand) for e in await shop.stock_events("vanilla")]
     assert kinds == [("seed", None, 2), ("count", 2, 1), ("count", 1, 5), ("restock", 5, 11)]
 
 
@@ -134,7 +134,7 @@ async def test_a_failed_order_is_not_on_order(shop):
     proposal_id, action_id = await approved_order(shop)
     await shop.action_move(ActionMove.MARK_SENDING, action_id)
     await shop.action_move(ActionMove.MARK_FAILED, action_id, "the supplier refused: out of stock")
-    assert (await shop.shop_item("vanilla"))["on_order"] == 0
+    assert (await shop.shop_item("vanilla")).on_order == 0
     assert (await shop.order(proposal_id))["state"] == "cancelled"
     assert (await propose(shop, "vanilla", 6))["state"] == "awaiting_approval"
 
@@ -153,7 +153,7 @@ async def test_not_arrived_stops_counting_the_order_and_leaves_the_stock(shop):
     done = await shop.order_not_arrived(proposal_id, "owner:1")
     assert done["state"] == "not_arrived"
     vanilla = await shop.shop_item("vanilla")
-    assert (vanilla["on_hand"], vanilla["on_order"]) == (2, 0)
+    assert (vanilla.on_hand, vanilla.on_order) == (2, 0)
     with pytest.raises(IllegalTransition):
         await shop.receive_order(proposal_id, "owner:1")
 
@@ -210,10 +210,10 @@ async def test_the_owner_presses_received_on_the_approval_and_a_second_press_is_
                             (approved.admission.report_id,)).fetchone()
     received = await press_button(shop, buttons, "Received", "cb2")
     assert received.decided and received.answer.startswith(f"Received order #{proposal['proposal_id']}: 6 tubs")
-    assert (await shop.shop_item("vanilla"))["on_hand"] == 8
+    assert (await shop.shop_item("vanilla")).on_hand == 8
     again = await press_button(shop, buttons, "Received", "cb3")
     assert not again.decided and again.answer == "This button is no longer valid."
-    assert (await shop.shop_item("vanilla"))["on_hand"] == 8
+    assert (await shop.shop_item("vanilla")).on_hand == 8
 
 
 async def test_reorder_after_an_approved_order_proposes_nothing_for_that_item(shop, raw):
@@ -265,8 +265,8 @@ async def test_received_with_a_count_sets_the_stock_to_it_and_bad_counts_change_
     done = await shop.receive_order(proposal_id, "owner:1", counted=7)    # one tub sold since the count
     assert (done["old_on_hand"], done["new_on_hand"]) == (2, 7)
     vanilla = await shop.shop_item("vanilla")
-    assert (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (7, 0, 7)
-    assert [e["kind"] for e in await shop.stock_events("vanilla")] == ["seed", "received"]
+    assert (vanilla.on_hand, vanilla.on_order, vanilla.position) == (7, 0, 7)
+    assert [e.kind for e in await shop.stock_events("vanilla")] == ["seed", "received"]
 
 
 async def test_the_received_command_takes_an_order_and_an_optional_count(shop, raw):
@@ -302,4 +302,4 @@ async def test_not_arrived_on_the_late_order_notice_lets_the_watcher_check_the_i
     assert (await shop.order(proposal_id))["state"] == "not_arrived"
     assert (await watcher.check()).admitted == ("stock:vanilla:2",)    # below its reorder point again: a new check
     again = await press_button(shop, buttons, "Received", "cb-late-2")
-    assert not again.decided and (await shop.shop_item("vanilla"))["on_hand"] == 2
+    assert not again.decided and (await shop.shop_item("vanilla")).on_hand == 2

@@ -126,8 +126,8 @@ async def test_a_claim_carries_its_turns_set_up_read_in_the_same_transaction(sto
     assert following is not None and following.setup is not None
     assert list(following.setup.exchanges) == await store.exchanges("tg:1", limit=1) == [
         ("assistant", "vanilla: 2 tubs", None)]
-    assert list(following.setup.shop_items) == await store.shop_items() and following.setup.shop_items[0][
-        "item"] == "vanilla"
+    assert list(following.setup.shop_items) == await store.shop_items()
+    assert following.setup.shop_items[0].item == "vanilla"
     await store.finish(following, ReportDraft("still 2 tubs", destination="tg:1"), user_text="second")
     await store.admit(occ("tg:1:3", "third"))
     claim = await store.claim("w1", history_limit=20)

@@ -21,7 +21,6 @@ from store import (
     Taken,
     Transaction,
     WorkKind,
-    from_text,
 )
 
 from .conftest import opened
@@ -149,11 +148,11 @@ async def test_shop_records_seed_once_and_sync_keeps_counted_stock(store: Store)
     assert not await store.seed_shop(SHOP, "shop.toml")
     assert sorted(await store.item_names()) == ["chocolate", "vanilla"]
     vanilla = await store.shop_item("vanilla")
-    assert vanilla is not None and vanilla["on_hand"] == 2 and vanilla["reorder_point"] == 8
+    assert vanilla is not None and vanilla.on_hand == 2 and vanilla.reorder_point == 8
     changed = [ItemSpec("vanilla", "tubs", 40, 9, 12, 320, max_order=20), SHOP[1]]
     assert await store.sync_shop(changed, "shop.toml")
     vanilla = await store.shop_item("vanilla")
-    assert vanilla is not None and vanilla["on_hand"] == 2 and vanilla["reorder_point"] == 9
+    assert vanilla is not None and vanilla.on_hand == 2 and vanilla.reorder_point == 9
 
 
 async def proposed(store: Store, quantity: int = 6, item: str = "vanilla") -> tuple[int, str]:
@@ -253,7 +252,7 @@ async def test_on_order_gives_each_order_its_due_time_after_the_lead_time(store:
                                                               day_max_cents=5000, destination="supplier:dairy",
                                                               lead_time_days=4))).ok
     [order] = await store.on_order("vanilla")
-    assert order["proposal_id"] == proposal_id and order["quantity"] == 6 and order["unit"] == "tubs"
-    approved_at, due_at = from_text(order["decided_at"]), from_text(order["due_at"])
+    assert order.proposal_id == proposal_id and order.quantity == 6 and order.unit == "tubs"
+    approved_at, due_at = order.decided_at, order.due_at
     assert due_at - approved_at == timedelta(days=4) and approved_at == clock.now()
     assert await store.on_order("chocolate") == []

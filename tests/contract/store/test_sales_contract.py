@@ -87,23 +87,23 @@ async def test_applied_values_replace_the_files_until_reset(store: Store):
     await store.apply_setting("vanilla", 25, 30, "owner 1")
     vanilla = await store.shop_item("vanilla")
     assert vanilla is not None
-    assert (vanilla["reorder_point"], vanilla["target"], vanilla["file_reorder_point"], vanilla["file_target"]) == (
+    assert (vanilla.reorder_point, vanilla.target, vanilla.file_reorder_point, vanilla.file_target) == (
         25, 30, 8, 12)
-    assert vanilla["applied"]["by"] == "owner 1"
-    watched = {row["item"]: row for row in await store.stock_watch()}
-    assert watched["vanilla"]["reorder_point"] == 25       # the stock watcher sees it at once
+    assert vanilla.applied_by == "owner 1"
+    watched = {row.item: row for row in await store.stock_watch()}
+    assert watched["vanilla"].reorder_point == 25       # the stock watcher sees it at once
     changes = await store.sync_shop([ItemSpec("vanilla", "tubs", 20, 9, 12, 300, max_order=40), SHOP[1]],
                                     "shop.toml")
     assert any("reorder_point 8 -> 9 in the file; the applied 25 stays in force" in c for c in changes), changes
     vanilla = await store.shop_item("vanilla")
-    assert vanilla is not None and (vanilla["reorder_point"], vanilla["file_reorder_point"]) == (25, 9)
+    assert vanilla is not None and (vanilla.reorder_point, vanilla.file_reorder_point) == (25, 9)
     with pytest.raises(ValueError, match="at least the reorder point"):
         await store.apply_setting("vanilla", 10, 5, "owner 1")
-    assert (await store.shop_item("vanilla") or {})["reorder_point"] == 25     # nothing changed
+    assert getattr(await store.shop_item("vanilla"), "reorder_point", None) == 25     # nothing changed
     assert await store.reset_setting("vanilla")
     assert not await store.reset_setting("vanilla")
     vanilla = await store.shop_item("vanilla")
-    assert vanilla is not None and (vanilla["reorder_point"], vanilla["target"], vanilla["applied"]) == (9, 12, None)
+    assert vanilla is not None and (vanilla.reorder_point, vanilla.target, vanilla.applied_by) == (9, 12, None)
 
 
 async def test_an_applied_value_inside_a_transaction_with_its_decision(store: Store):
@@ -115,7 +115,7 @@ async def test_an_applied_value_inside_a_transaction_with_its_decision(store: St
         tx.apply_setting("chocolate", 7, 15, "owner 1", nonce)
     await store.atomic(press)
     chocolate = await store.shop_item("chocolate")
-    assert chocolate is not None and (chocolate["reorder_point"], chocolate["target"]) == (7, 15)
+    assert chocolate is not None and (chocolate.reorder_point, chocolate.target) == (7, 15)
 
 
 async def test_status_lists_the_applied_values_beside_the_files(store: Store, clock: ManualClock):
