@@ -15,14 +15,15 @@ the admission, before the turn can be claimed).
 Printed per run: p50/p99/max latency, the receipt's p50/p99, the limits as the server saw them (most replies in any
 one second, the shortest gap between two replies to one chat), typing calls, how long after its sendMessage arrived
 each reply's `confirmed` was committed (before the next message is posted, so no later work can carry it), and store
-commits per owner message.
+commits per owner message and every database call (reads included) per owner message.
 
 Where the time goes (issue 31): each reply's path is cut into stages by timestamps the benchmark takes around the
 product's own calls (methods of this run's ingress, store, worker and relay instances wrapped here, and the
 ingress's parser and the relay's renderer; nothing changed in the product): the message posted -> getUpdates
 returned -> parsed -> admission committed -> the worker woke (its claim call began) -> claimed -> model started
-(history and shop read, prompt built) -> model answered -> finished (its commit) -> the relay woke (its due-
-deliveries read began) -> due read -> `sending` committed -> rendered -> the sendMessage arrived at the server. Each
+(prompt built; before issue 31's second step also history and shop read) -> model answered -> finished (its commit)
+-> the relay woke (its due-deliveries read, or since issue 31 its `take_due`, began) -> due read (none when it rides
+in `take_due`'s transaction) -> `sending` committed -> rendered -> the sendMessage arrived at the server. Each
 stage's p50 is printed (the p50s need not add up to the total's).
 
 The anchor (issue 31): the python-telegram-bot default, an `Application` polling with its defaults and one handler
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sqlite3
 import statistics
 import time
@@ -105,6 +107,8 @@ class Stages:
 
     def durations(self, posted: float) -> dict[str, float] | None:
         """Each stage's duration (ms) when every event was seen, in path order; else None."""
+        if "due_read" not in self.events and "relay_woke" in self.events:   # read in the `sending` transaction
+            self.events["due_read"] = self.events["relay_woke"]
         times = [posted] + [self.events.get(event, float("nan")) for _, event in STAGES]
         if any(t != t for t in times) or any(b < a for a, b in zip(times, times[1:], strict=False)):
             return None
@@ -123,8 +127,11 @@ def traced(app: Any, stages: Stages) -> Any:
     stages.around(store, "claim", "woke", "claimed", lambda result, args: result is not None)
     stages.around(worker.model, "complete", "model_start", "model_end")
     stages.around(store, "finish", None, "finished")
-    stages.around(store, "due_deliveries", "relay_woke", "due_read", lambda result, args: bool(result))
-    stages.around(store, "mark_sending", None, "sending")
+    if hasattr(store, "take_due"):        # the due read rides in the `sending` transaction: that stage is empty
+        stages.around(store, "take_due", "relay_woke", "sending", lambda result, args: result.delivery is not None)
+    else:                                 # the code before issue 31's second step (measured as "before")
+        stages.around(store, "due_deliveries", "relay_woke", "due_read", lambda result, args: bool(result))
+        stages.around(store, "mark_sending", None, "sending")
     render, parse = relay_module.render_part, polling_module.parse
 
     def rendered(*args: Any, **kwargs: Any) -> str:
@@ -150,6 +157,28 @@ async def _database(postgres: str | None) -> AsyncIterator[dict[str, str]]:
         return
     with scratch_pg_database(None if postgres == "default" else postgres, "latency") as url:
         yield {"SHOPBOT_DB": url}
+
+
+class Calls:
+    """A store's `db.write` or `db.read`, counted: every call, its time, and (while `named`) calls by function."""
+
+    def __init__(self, call: Callable[..., Awaitable[Any]]) -> None:
+        self.call = call
+        self.total = 0
+        self.ms: list[float] = []
+        self.named = False
+        self.by_name: dict[str, int] = {}
+
+    async def __call__(self, fn: Any, *args: Any) -> Any:
+        self.total += 1
+        if self.named:
+            name = getattr(fn, "__qualname__", type(fn).__name__).replace(".<locals>", "")
+            self.by_name[name] = self.by_name.get(name, 0) + 1
+        began = time.perf_counter()
+        try:
+            return await self.call(fn, *args)
+        finally:
+            self.ms.append((time.perf_counter() - began) * 1000)
 
 
 def _confirmed_counter(store: Any) -> Callable[[], Awaitable[int]]:
@@ -187,36 +216,21 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
         api.inject("sendChatAction", "slow", delay=typing_delay, count=10 * (messages + WARM_UP))
         if not typing:                                   # --no-typing: the comparison without any typing call
             run.app.parts.worker.on_turn = None
-        commits = 0
-        write_ms: list[float] = []
-        write = store.db.write
-
-        by_name: dict[str, int] = {}
-
-        async def counting(fn, *args):  # type: ignore[no-untyped-def]
-            nonlocal commits
-            commits += 1
-            if counted:
-                name = getattr(fn, "__qualname__", type(fn).__name__).replace(".<locals>", "")
-                by_name[name] = by_name.get(name, 0) + 1
-            began = time.perf_counter()
-            try:
-                return await write(fn, *args)
-            finally:
-                write_ms.append((time.perf_counter() - began) * 1000)
-        store.db.write = counting  # type: ignore[method-assign] - counting commits is the measurement
+        writes, reads = Calls(store.db.write), Calls(store.db.read)
+        store.db.write = writes  # type: ignore[method-assign] - counting commits is the measurement
+        store.db.read = reads  # type: ignore[method-assign] - every database call counts, reads included
         confirmed = _confirmed_counter(store)
         stages = Stages()
         gap = 1.0 / rate
         next_at = time.perf_counter()
-        commits_at_start = chat_actions_at_start = durable_at_start = 0
-        counted = False
+        commits_at_start = chat_actions_at_start = durable_at_start = reads_at_start = 0
         with traced(run.app, stages):
             for n in range(messages + WARM_UP):                  # the first WARM_UP are not counted
                 if n == WARM_UP:
-                    commits_at_start, chat_actions_at_start = commits, api.calls.get("sendChatAction", 0)
+                    commits_at_start, chat_actions_at_start = writes.total, api.calls.get("sendChatAction", 0)
+                    reads_at_start = reads.total
                     durable_at_start = getattr(store.db, "commits", 0)
-                    counted = True
+                    writes.named = reads.named = True
                 delay = next_at - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -245,8 +259,9 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
                     cut = stages.durations(start)
                     if cut is not None:
                         breakdowns.append(cut)
-        commits_counted = commits - commits_at_start
-        counted = False                                  # the shutdown's writes are not the replies'
+        commits_counted = writes.total - commits_at_start
+        reads_counted = reads.total - reads_at_start
+        writes.named = reads.named = False               # the shutdown's writes are not the replies'
         durable = getattr(store.db, "commits", None)      # SQLite counts the writes that changed something
         durable_counted = None if durable is None else durable - durable_at_start
         typing_calls = api.calls.get("sendChatAction", 0) - chat_actions_at_start
@@ -258,8 +273,10 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
             "shortest_chat_gap_s": shortest, "typing_calls": typing_calls, "confirm_lags": confirm_lags,
             "commits_per_message": commits_counted / messages, "messages": messages,
             "durable_per_message": None if durable_counted is None else durable_counted / messages,
-            "write_p50_ms": percentile(write_ms, 50), "breakdowns": breakdowns,
-            "writes": {name: n / messages for name, n in sorted(by_name.items(), key=lambda kv: -kv[1])}}
+            "write_p50_ms": percentile(writes.ms, 50), "breakdowns": breakdowns,
+            "writes": {name: n / messages for name, n in sorted(writes.by_name.items(), key=lambda kv: -kv[1])},
+            "reads_per_message": reads_counted / messages,
+            "reads": {name: n / messages for name, n in sorted(reads.by_name.items(), key=lambda kv: -kv[1])}}
 
 
 async def anchor_run(messages: int, chats: int, rate: float, typing_delay: float) -> dict[str, Any]:
@@ -346,7 +363,7 @@ def main() -> None:
             values = r["latencies"]
             line = (f"run {repeat + 1} {side}: {len(values)} messages over {args.chats} chats at <= {args.rate:g}/s: "
                     f"p50 {percentile(values, 50):.2f} ms  p99 {percentile(values, 99):.2f} ms  "
-                    f"max {max(values):.2f} ms")
+                    f"max {max(values):.2f} ms  (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
             if side != "anchor":
                 line += (f" | receipt p50 {percentile(r['receipts'], 50):.2f} ms  p99 "
                          f"{percentile(r['receipts'], 99):.2f} ms"
@@ -356,8 +373,12 @@ def main() -> None:
                          f"reply confirmed by itself, {percentile(r['confirm_lags'], 50):.1f} ms (p50) after its "
                          f"sendMessage arrived | {r['commits_per_message']:.2f} write transactions per owner "
                          f"message, each {r['write_p50_ms']:.2f} ms (p50, queue and fsync included), of which "
-                         f"{_durable(r)} changed the database (durable commits)\n  write transactions per "
-                         f"owner message: {', '.join(f'{k} {v:.2f}' for k, v in r['writes'].items())}\n  stages: "
+                         f"{_durable(r)} changed the database (durable commits); "
+                         f"{r['reads_per_message']:.2f} reads, so "
+                         f"{r['commits_per_message'] + r['reads_per_message']:.2f} database calls per owner message"
+                         f"\n  write transactions per owner message: "
+                         f"{', '.join(f'{k} {v:.2f}' for k, v in r['writes'].items())}\n  reads per owner message: "
+                         f"{', '.join(f'{k} {v:.2f}' for k, v in r['reads'].items())}\n  stages: "
                          f"{breakdown_line(r['breakdowns'])}")
             print(line, flush=True)
     m = statistics.median
@@ -371,7 +392,9 @@ def main() -> None:
     print(f"median of {args.repeats} runs, sqlite: p50 {m(p('sqlite', 50)):.2f} ms (target <= 10)  p99 "
           f"{m(p('sqlite', 99)):.2f} ms (target <= 50)  "
           f"{m([r['commits_per_message'] for r in results['sqlite']]):.2f} write transactions per owner message, "
-          f"{m([r['durable_per_message'] for r in results['sqlite']]):.2f} durable commits | receipt p50 "
+          f"{m([r['durable_per_message'] for r in results['sqlite']]):.2f} durable commits, "
+          f"{m([r['commits_per_message'] + r['reads_per_message'] for r in results['sqlite']]):.2f} database calls "
+          "(reads included) | receipt p50 "
           f"{m([percentile(r['receipts'], 50) for r in results['sqlite']]):.2f} ms  p99 "
           f"{m([percentile(r['receipts'], 99) for r in results['sqlite']]):.2f} ms (its p50 at most the reply's: "
           f"{'yes' if m([percentile(r['receipts'], 50) for r in results['sqlite']]) <= m(p('sqlite', 50)) else 'NO'})")
@@ -385,7 +408,8 @@ def main() -> None:
         print(f"median of {args.repeats} runs, postgres: p50 {m(p('postgres', 50)):.2f} ms  p99 "
               f"{m(p('postgres', 99)):.2f} ms  "
               f"{m([r['commits_per_message'] for r in results['postgres']]):.2f} write transactions per owner "
-              "message | "
+              f"message, {m([r['commits_per_message'] + r['reads_per_message'] for r in results['postgres']]):.2f} "
+              "database calls | "
               f"postgres / sqlite: p50 {ratio('postgres', 'sqlite', 50):.2f}x  "
               f"p99 {ratio('postgres', 'sqlite', 99):.2f}x")
         print(f"stages, all postgres runs: "

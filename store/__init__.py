@@ -76,6 +76,8 @@ from .records import (
     SentMessage,
     Stats,
     Status,
+    Taken,
+    TurnSetup,
     Violation,
     WorkCounts,
     WorkItem,
@@ -166,7 +168,7 @@ __all__ = [
     "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
     "PolicyRefusal", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "SentMessage", "Stats",
-    "Status", "Violation", "WorkItem", "WorkKind", "WorkState", "Missed", "MissedReason",
+    "Status", "Taken", "TurnSetup", "Violation", "WorkItem", "WorkKind", "WorkState", "Missed", "MissedReason",
     "DeliveryCounts", "WorkCounts",
     # the shop's records (store/shop_records.py)
     "ActionState", "EndedRun", "ItemSales", "OnOrder", "OpenAction", "OpsView", "RunOutcome", "SaleSource", "SalesDay",

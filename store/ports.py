@@ -40,6 +40,7 @@ from .records import (
     SentMessage,
     Stats,
     Status,
+    Taken,
     Violation,
 )
 from .shop_records import (
@@ -251,11 +252,14 @@ class Inbox(Protocol):
         `fence`, a singleton's lease is checked first in the same transaction (`Leadership`): `LeaseLost` and nothing
         written when it is no longer held."""
 
-    async def claim(self, worker_id: str, skip_sessions: Sequence[str] = ()) -> Claim | None:
+    async def claim(self, worker_id: str, skip_sessions: Sequence[str] = (), *,
+                    history_limit: int | None = None) -> Claim | None:
         """C5: the pending items of one due session (its oldest item admitted at least the debounce window ago,
         none with a future not-before) move to running for this worker under a new run id, attempts incremented,
         committed before any model runs. The owner's sessions (`tg:`) come before the producers' when both are due,
-        oldest first within each. None when nothing is due."""
+        oldest first within each. None when nothing is due. With `history_limit` the turn's set-up is read in the
+        same transaction (`Claim.setup`: the session's last `history_limit` exchanges as `exchanges` returns them,
+        and `shop_items`), so the turn makes no read before its model call."""
 
     async def next_claim_time(self) -> datetime | None:
         """When the earliest waiting session becomes due (debounce, not-before); None when none waits."""
@@ -265,13 +269,13 @@ class Inbox(Protocol):
                      stop_reason: str | None = None, usage: Usage = (0, 0, 0),
                      apply: Callable[[Transaction], None] | None = None,
                      after: Callable[[Transaction, str], None] | None = None,
-                     claim_next: str | None = None) -> FinishOutcome:
-        """C6 in one transaction: the turn's items finished, the report `r<anchor>.<generation>` inserted and
-        linked to every item, the run's operations attached, the history updated; `apply(tx)` first and
-        `after(tx, report_id)` last in the same transaction. Raises `NotClaimed` for work this run does not hold.
-        C12: if the session was forgotten during the run, nothing is stored (`discarded`). With `claim_next` the
-        next due turn is claimed in the same commit. C17: with `model_said` (the model's own prose, its exchange as
-        JSON) the history's answer is that prose and exchange, never the report's body."""
+                     claim_next: str | None = None, history_limit: int | None = None) -> FinishOutcome:
+        """C6 in one transaction: the turn's items finished, the report `r<anchor>.<generation>` inserted and linked to
+        every item, the run's operations attached, the history updated; `apply(tx)` first and `after(tx, report_id)`
+        last in the same transaction. Raises `NotClaimed` for work this run does not hold. C12: if the session was
+        forgotten during the run, nothing is stored (`discarded`). With `claim_next` the next due turn is claimed in the
+        same commit (with its set-up when `history_limit` is given, as `claim`). C17: with `model_said` (the model's own
+        prose, its exchange as JSON) the history's answer is that prose and exchange, never the report's body."""
 
     async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict[str, Any]]],
                             render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:
@@ -357,6 +361,14 @@ class Outbox(Protocol):
         """pending -> sending, committed before the HTTP call; `confirm` (delivery id, receipt) records the previous
         part's receipt in the same commit. With `fence` (the relay's lease) the lease is checked in the same
         transaction (`LeaseLost`, nothing written) and recorded as the delivery's `sender`."""
+
+    async def take_due(self, skip_chats: Sequence[int] = (), *, confirm: tuple[int, str] | None = None,
+                       fence: Fence | None = None, refuse: Callable[[int], bool] | None = None) -> Taken:
+        """`mark_sending` of the oldest due part (the first `due_deliveries` would list, chats in `skip_chats` left
+        out), read in the same transaction: it is `sending` when returned, committed before the HTTP call; None when
+        none is due (`confirm` and `fence` act as in `mark_sending`, whether a part is taken or not). A due part
+        whose chat `refuse(chat_id)` names is moved to denied on the way, as `mark_denied` would (C3), and listed in
+        `Taken.denied`."""
 
     async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
         """sending -> confirmed with Telegram's message id (a receipt is required)."""

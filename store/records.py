@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from .asks import Ask
 from .clock import to_text
+
+if TYPE_CHECKING:
+    from .shop_records import ShopItem  # shop_records builds on this module
 
 
 class WorkState(str, enum.Enum):
@@ -81,6 +84,14 @@ class WorkItem:
 
 
 @dataclass(frozen=True)
+class TurnSetup:
+    """What a turn reads before its model call, read in its claim's transaction (`Inbox.claim(history_limit=)`): the
+    session's last exchanges, oldest first (role, text, the exchange as JSON or None), and the shop's items."""
+    exchanges: tuple[tuple[str, str, str | None], ...]
+    shop_items: tuple[ShopItem, ...]
+
+
+@dataclass(frozen=True)
 class Claim:
     """The exact set of items that defines one turn (C5), held by one worker under one run id."""
     run_id: str
@@ -89,6 +100,7 @@ class Claim:
     items: tuple[WorkItem, ...]
     attempt: int          # the highest attempt number among the items (C9)
     epoch: int            # the session's forget epoch at claim time (C12)
+    setup: TurnSetup | None = field(default=None, compare=False, repr=False)   # None: not read with the claim
 
     @property
     def anchor(self) -> int:
@@ -134,6 +146,13 @@ class FinishOutcome:
     report_id: str
     discarded: bool = False   # C12: the session was forgotten during the run; the result was not stored
     next_claim: Claim | None = None   # the next turn, claimed in the same commit when the worker asked for it
+
+
+@dataclass(frozen=True)
+class Taken:
+    """`Outbox.take_due`'s answer: the part now `sending` (None when none is due) and the parts denied on the way."""
+    delivery: Delivery | None
+    denied: tuple[Delivery, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -170,6 +170,10 @@ class Worker:
                 except (asyncio.CancelledError, Exception):
                     pass
 
+    async def _claim(self) -> Claim | None:
+        """C5, with the turn's set-up (history, shop) read in the claim's own transaction."""
+        return await self.store.claim(self.settings.worker_id, history_limit=self.settings.history_limit)
+
     async def _wait(self, seconds: float) -> None:
         try:
             await asyncio.wait_for(self._stop.wait(), seconds)
@@ -191,7 +195,7 @@ class Worker:
             self._paused_until, look = None, True
         exhausted = False                  # nothing claimable right now: then look for the next due time
         while look and not paused and len(active) < self.settings.concurrency and not self._stop.is_set():
-            claim = await self.store.claim(self.settings.worker_id)
+            claim = await self._claim()
             if claim is None:
                 exhausted = True
                 break
@@ -252,7 +256,7 @@ class Worker:
         """Run every turn that is due now, one after another, until none is or `stop()`; returns the turns run. A
         stop during a turn cancels it (a model call in flight is abandoned, the turn released, not failed)."""
         count = 0
-        claim = await self.store.claim(self.settings.worker_id) if not self._stop.is_set() else None
+        claim = await self._claim() if not self._stop.is_set() else None
         while claim is not None:
             claim = await self._unless_stopped(self.run_turn(claim))
             count += 1
@@ -261,7 +265,7 @@ class Worker:
                     await self.store.release(claim, delay_seconds=0, reason="worker stopping", refund=True)
                 break
             if claim is None:
-                claim = await self.store.claim(self.settings.worker_id)
+                claim = await self._claim()
         return count
 
     async def _unless_stopped(self, turn: Awaitable[Claim | None]) -> Claim | None:
@@ -374,8 +378,9 @@ class Worker:
 
     async def _agent_turn(self, claim: Claim) -> Claim | None:
         user_text = "\n".join(item.payload for item in claim.items)
-        history = conversation.fit(conversation.exchanges(
-            await self.store.exchanges(claim.session, self.settings.history_limit)), self.settings.history_tokens)
+        setup = claim.setup   # read with the claim; not when the claim came back from a lost commit's read-back (K16)
+        exchanges = setup.exchanges if setup else await self.store.exchanges(claim.session, self.settings.history_limit)
+        history = conversation.fit(conversation.exchanges(exchanges), self.settings.history_tokens)
         allowed = frozenset({claim.session.split(":", 1)[1]}) if claim.session.startswith("stock:") else None
         ctx = TurnContext(self.store, claim.run_id, self.settings.supplier, allowed, self.settings.currency,
                           policy=self.settings.policy(self.store.clock.now()), timezone=self.settings.shop_timezone,
@@ -384,7 +389,7 @@ class Worker:
                           ordering=self.settings.ordering, chat_id=_chat(claim.destination))
         fmt = self.settings.fmt()
         shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
-        items = await self.store.shop_items()
+        items = list(setup.shop_items) if setup else await self.store.shop_items()
         system, head, context_figures = build_system(shop, items, self.store.clock.now())
         around = self.on_turn(claim) if self.on_turn is not None else contextlib.nullcontext()
         try:
@@ -430,7 +435,8 @@ class Worker:
             claim, draft, user_text=user_text, apply=apply,
             model_said=(result.model_text, conversation.encode(result.exchange)),
             stop_reason=result.stop_reason, usage=(result.model_calls, result.input_tokens, result.output_tokens),
-            after=self._announce_proposals(claim), claim_next=self.settings.worker_id)
+            after=self._announce_proposals(claim), claim_next=self.settings.worker_id,
+            history_limit=self.settings.history_limit)
         log.info("turn finished run_id=%s report_id=%s stop=%s", claim.run_id, outcome.report_id, result.stop_reason)
         if outcome.next_claim is None:
             self._looked.add(claim.run_id)

@@ -106,9 +106,8 @@ class Relay:
         loop = asyncio.get_running_loop()
         await announce_unknowns(self.store)
         while not self._stop.is_set():
-            progressed = await self.deliver_due(loop.time)
-            if progressed:
-                continue
+            if await self.deliver_due(loop.time) >= self.settings.batch:
+                continue               # a full batch: more may be due at once
             timeout = 1.0
             wake = await self.store.next_delivery_time()
             if wake is not None:
@@ -133,22 +132,33 @@ class Relay:
             await asyncio.sleep(self.pace_delay(loop.time()) or 0.05)   # only pacing holds them: wait it out
 
     async def deliver_due(self, monotonic: Callable[[], float]) -> int:
-        """Send a batch of due deliveries, one HTTP call each, as far as pacing allows now; never sleeps (the
-        caller waits `pace_delay`). A receipt is committed together with the next delivery's `sending` mark (one
-        commit per message); the last one of the batch, or one before pacing holds the rest, on its own."""
-        if self.pacer.global_wait(monotonic()) > 0:
-            return 0
-        due = await self.store.due_deliveries(self.settings.batch, skip_chats=self._paced(monotonic()))
+        """Send due deliveries one by one, up to a batch, one HTTP call each, as far as pacing allows now; never
+        sleeps (the caller waits `pace_delay`). Each is read and marked `sending` in one transaction (`take_due`),
+        which also commits the previous part's receipt (one commit per message); the last receipt rides in the look
+        that finds nothing more due, or is committed alone when pacing holds the rest."""
         handled = 0
-        for delivery in due:
-            if self._stop.is_set() or self.pacer.global_wait(monotonic()) > 0:
+        while handled < self.settings.batch and not self._stop.is_set() and self.pacer.global_wait(monotonic()) <= 0:
+            delivery = await self._take(monotonic)
+            if delivery is None:
                 break
-            if self.pacer.chat_wait(delivery.chat_id, monotonic()) > 0:
-                continue
             await self.deliver(delivery, monotonic)
             handled += 1
         await self._flush()
         return handled
+
+    async def _take(self, monotonic: Callable[[], float]) -> Delivery | None:
+        """The next due part of a chat pacing lets through, now `sending`, with the receipt carried so far."""
+        carry, self._carry = self._carry, None
+        try:
+            taken = await self.store.take_due(self._paced(monotonic()), confirm=carry, fence=self._held(),
+                                              refuse=lambda chat_id: not self.allowed(chat_id))
+        except LeaseLost:
+            if carry is not None:     # the previous part was confirmed by Telegram: its guarded move stays true
+                await self.store.mark_confirmed(*carry)
+            raise
+        for denied in taken.denied:
+            log.warning("delivery denied report_id=%s chat=%s", denied.report_id, denied.chat_id)
+        return taken.delivery
 
     async def _flush(self) -> None:
         if self._carry is not None:
@@ -157,18 +167,7 @@ class Relay:
             await self.store.mark_confirmed(delivery_id, receipt)
 
     async def deliver(self, delivery: Delivery, monotonic: Callable[[], float] = lambda: 0.0) -> str:
-        if not self.allowed(delivery.chat_id):
-            await self._flush()
-            await self.store.mark_denied(delivery.delivery_id, "the chat is no longer allow-listed (C3)")
-            log.warning("delivery denied report_id=%s chat=%s", delivery.report_id, delivery.chat_id)
-            return "denied"
-        carry, self._carry = self._carry, None
-        try:
-            await self.store.mark_sending(delivery.delivery_id, confirm=carry, fence=self._held())
-        except LeaseLost:
-            if carry is not None:     # the previous part was confirmed by Telegram: its guarded move stays true
-                await self.store.mark_confirmed(*carry)
-            raise
+        """Send one part `take_due` marked `sending`, and record the outcome."""
         faults.reached("K7")
         self._held()                  # right before the send: the lease still current as far as this process knows
         self.pacer.take(delivery.chat_id, monotonic())

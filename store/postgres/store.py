@@ -29,7 +29,7 @@ from .. import redaction
 from ..clock import Clock, SystemClock, to_text
 from ..errors import CommitUnknown, NotClaimed, SchemaTooOld, StoreError
 from ..locations import redact
-from ..records import Claim, FinishOutcome, MetricsSnapshot, RecoverySummary
+from ..records import Claim, FinishOutcome, MetricsSnapshot, RecoverySummary, Taken
 from ..shared import inbox, outbox, stats
 from ..shared import metrics as metric_reads
 from ..shared.connection import Connection
@@ -258,6 +258,14 @@ class PostgresStore(BaseStore):
         await self._settled(f"the sending mark of delivery {delivery_id}", lambda: self.db.write(body),
                             lambda conn: readback.sending_outcome(conn, delivery_id),
                             lambda why: StoreError(f"delivery {delivery_id} was not marked sending: {why}"))
+
+    async def _commit_take(self, body: Callable[[Any], Taken], now: str, confirm: tuple[int, str] | None,
+                           sender: str | None) -> Taken:
+        result: Taken = await self._settled(
+            "the sending mark of delivery (the next due one)", lambda: self.db.write(body),
+            lambda conn: readback.take_outcome(conn, self._sql, now, confirm, sender),
+            lambda why: StoreError(f"no delivery was marked sending: {why}"))
+        return result
 
     # ---- schema, change hints ---------------------------------------------------------------------------------
     async def listen(self) -> None:

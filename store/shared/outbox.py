@@ -6,7 +6,7 @@ Functions run inside their caller's transaction. The relay's moves are each one 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +14,7 @@ from .. import asks, redaction
 from ..clock import from_db_or_none
 from ..destination import telegram_chat
 from ..errors import IllegalTransition, UnknownTarget
-from ..records import Delivery, DeliveryState, ReportDraft, SentMessage
+from ..records import Delivery, DeliveryState, ReportDraft, SentMessage, Taken
 from .connection import Connection, Row
 from .dialect import DialectSQL
 from .moves import move
@@ -181,9 +181,40 @@ def _move(conn: Connection, delivery_id: int, expect: str, new: str, now: str, *
     move(conn, "deliveries", "delivery_id", delivery_id, expect, new, now, **columns)
 
 
-def mark_sending(conn: Connection, delivery_id: int, now: str) -> None:
+def mark_sending(conn: Connection, delivery_id: int, now: str, sender: str | None = None) -> None:
+    """pending -> sending; `sender` names the relay's lease that marked it (C16)."""
     conn.execute("UPDATE deliveries SET attempts = attempts + 1 WHERE delivery_id = ?", (delivery_id,))
     _move(conn, delivery_id, "pending", "sending", now)
+    if sender is not None:
+        conn.execute("UPDATE deliveries SET sender = ? WHERE delivery_id = ?", (sender, delivery_id))
+
+
+DENIED_REASON = "the chat is no longer allow-listed (C3)"
+
+
+def take_due(conn: Connection, sql: DialectSQL, now: str, skip_chats: Sequence[int],
+             refuse: Callable[[int], bool] | None, sender: str | None) -> Taken:
+    """The oldest due part (as `due_deliveries` orders them) moved to `sending` in this transaction; a due part whose
+    chat `refuse` names is denied on the way (C3 at send time, its later parts with it)."""
+    denied: list[Delivery] = []
+    while due := due_deliveries(conn, sql, now, 1, skip_chats):
+        part = due[0]
+        if refuse is not None and refuse(part.chat_id):
+            mark_denied(conn, part.delivery_id, DENIED_REASON, now)
+            denied.append(part)
+            continue
+        mark_sending(conn, part.delivery_id, now, sender)
+        return Taken(dataclasses.replace(part, state=DeliveryState.SENDING, attempts=part.attempts + 1), tuple(denied))
+    return Taken(None, tuple(denied))
+
+
+def taken_at(conn: Connection, sql: DialectSQL, now: str, sender: str | None) -> Delivery | None:
+    """The part a `take_due` of time `now` by `sender` moved to `sending`, if it still is (K16's read-back)."""
+    row = conn.execute(
+        f"""SELECT d.*, r.buttons, {sql.report_sources} AS sources FROM deliveries d JOIN reports r USING (report_id)
+            WHERE d.state = 'sending' AND d.updated_at = ? AND d.sender IS NOT DISTINCT FROM ?
+            ORDER BY d.delivery_id DESC LIMIT 1""", (now, sender)).fetchone()
+    return _delivery(row) if row else None
 
 
 def mark_confirmed(conn: Connection, delivery_id: int, receipt: str, now: str) -> None:

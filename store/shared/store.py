@@ -44,6 +44,8 @@ from ..records import (
     SalesImport,
     Stats,
     Status,
+    Taken,
+    TurnSetup,
     Violation,
     WorkKind,
 )
@@ -316,12 +318,21 @@ class BaseStore(abc.ABC):
         return result
 
     # ---- the worker (C5, C6, C9) ---------------------------------------------------------------------------
-    async def claim(self, worker_id: str, skip_sessions: Sequence[str] = ()) -> Claim | None:
+    async def claim(self, worker_id: str, skip_sessions: Sequence[str] = (), *,
+                    history_limit: int | None = None) -> Claim | None:
         now_dt = self.now_dt()
         cutoff = to_text(now_dt - self.debounce)
         run_id = uuid.uuid4().hex
-        return await self.db.write(
-            lambda conn: self._claim(conn, worker_id, run_id, to_text(now_dt), cutoff, skip_sessions))
+        return await self.db.write(lambda conn: self._set_up(
+            conn, self._claim(conn, worker_id, run_id, to_text(now_dt), cutoff, skip_sessions), history_limit))
+
+    @staticmethod
+    def _set_up(conn: Connection, claim: Claim | None, history_limit: int | None) -> Claim | None:
+        """The turn's set-up read in its claim's transaction (one round trip less before the model call)."""
+        if claim is None or history_limit is None:
+            return claim
+        return dataclasses.replace(claim, setup=TurnSetup(tuple(inbox.exchanges(conn, claim.session, history_limit)),
+                                                          tuple(shop.list_items(conn))))
 
     async def next_claim_time(self) -> datetime | None:
         """When the earliest waiting session becomes due (debounce, not-before, judged as `inbox.DUE` judges them
@@ -341,7 +352,7 @@ class BaseStore(abc.ABC):
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
                      apply: Callable[[Transaction], None] | None = None,
                      after: Callable[[Transaction, str], None] | None = None,
-                     claim_next: str | None = None) -> FinishOutcome:
+                     claim_next: str | None = None, history_limit: int | None = None) -> FinishOutcome:
         """C6. `draft` may be a function called after `apply`, inside the transaction (a report made from what `apply`
         read or did). `after(tx, report_id)` runs at the end of the same transaction (the run's proposals are visible by
         then: the worker announces them with their buttons). With `claim_next` (a worker id) the next due turn is
@@ -360,7 +371,8 @@ class BaseStore(abc.ABC):
                 after(Transaction(conn, now, self), outcome.report_id)
             if claim_next is not None and next_run_id is not None:
                 outcome = dataclasses.replace(
-                    outcome, next_claim=self._claim(conn, claim_next, next_run_id, now, cutoff))
+                    outcome, next_claim=self._set_up(conn, self._claim(conn, claim_next, next_run_id, now, cutoff),
+                                                     history_limit))
             return outcome
         outcome = await self._commit_finish(body, claim, next_run_id)
         self.signals.deliveries.notify()
@@ -463,19 +475,39 @@ class BaseStore(abc.ABC):
         now = to_text(now_dt)
 
         def body(conn: Connection) -> None:
-            if fence is not None:
-                self._leases.fence(conn, fence, now_dt)
-            if confirm is not None:
-                outbox.mark_confirmed(conn, confirm[0], confirm[1], now)
-            outbox.mark_sending(conn, delivery_id, now)
-            if fence is not None:
-                conn.execute("UPDATE deliveries SET sender = ? WHERE delivery_id = ?", (fence.sender, delivery_id))
+            self._before_sending(conn, now_dt, confirm, fence)
+            outbox.mark_sending(conn, delivery_id, now, fence.sender if fence else None)
 
         await self._commit_sending(body, delivery_id)
+
+    def _before_sending(self, conn: Connection, now_dt: datetime, confirm: tuple[int, str] | None,
+                        fence: Fence | None) -> None:
+        """In a `sending` transaction: the relay's lease checked, then the previous part's receipt recorded."""
+        if fence is not None:
+            self._leases.fence(conn, fence, now_dt)
+        if confirm is not None:
+            outbox.mark_confirmed(conn, confirm[0], confirm[1], to_text(now_dt))
 
     async def _commit_sending(self, body: Callable[[Any], None], delivery_id: int) -> None:
         """The `sending` mark's commit; PostgreSQL reads a lost one back from the delivery's state (K16)."""
         await self.db.write(body)
+
+    async def take_due(self, skip_chats: Sequence[int] = (), *, confirm: tuple[int, str] | None = None,
+                       fence: Fence | None = None, refuse: Callable[[int], bool] | None = None) -> Taken:
+        """`mark_sending` with the due read in its own transaction: the relay's wake-up costs no read before it."""
+        now_dt = self.now_dt()
+        now = to_text(now_dt)
+        sender = fence.sender if fence else None
+
+        def body(conn: Connection) -> Taken:
+            self._before_sending(conn, now_dt, confirm, fence)
+            return outbox.take_due(conn, self._sql, now, skip_chats, refuse, sender)
+        return await self._commit_take(body, now, confirm, sender)
+
+    async def _commit_take(self, body: Callable[[Any], Taken], now: str, confirm: tuple[int, str] | None,
+                           sender: str | None) -> Taken:
+        """`take_due`'s commit; PostgreSQL reads a lost one back (K16)."""
+        return await self.db.write(body)
 
     async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
         now = self.now()

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from store import Admission, ManualClock, NotClaimed, Occurrence, ReportDraft, Store, WorkKind
+from store import Admission, ItemSpec, ManualClock, NotClaimed, Occurrence, ReportDraft, Store, WorkKind
 from store.records import WorkCounts
 
 from .conftest import opened
@@ -109,6 +110,30 @@ async def test_history_keeps_the_models_prose_and_exchange_and_forget_empties_it
                                            ("user", "second"), ("assistant", "old style")]
     await store.forget("tg:1", "owner")
     assert await store.exchanges("tg:1") == []
+
+
+async def test_a_claim_carries_its_turns_set_up_read_in_the_same_transaction(store: Store):
+    """Issue 31: with `history_limit` a claim (and the next claim a finish makes) carries the session's last exchanges
+    and the shop's items, equal to what `exchanges` and `shop_items` read after it; without it, nothing is read."""
+    await store.seed_shop([ItemSpec("vanilla", "tubs", 2, 8, 12, 300)], "shop.toml")
+    await store.admit(occ("tg:1:1", "first"))
+    plain = await store.claim("w1")
+    assert plain is not None and plain.setup is None
+    await store.admit(occ("tg:1:2", "second"))
+    outcome = await store.finish(plain, ReportDraft("vanilla: 2 tubs", destination="tg:1"), user_text="first",
+                                 claim_next="w1", history_limit=1)
+    following = outcome.next_claim
+    assert following is not None and following.setup is not None
+    assert list(following.setup.exchanges) == await store.exchanges("tg:1", limit=1) == [
+        ("assistant", "vanilla: 2 tubs", None)]
+    assert list(following.setup.shop_items) == await store.shop_items()
+    assert following.setup.shop_items[0].item == "vanilla"
+    await store.finish(following, ReportDraft("still 2 tubs", destination="tg:1"), user_text="second")
+    await store.admit(occ("tg:1:3", "third"))
+    claim = await store.claim("w1", history_limit=20)
+    assert claim is not None and claim.setup is not None
+    assert [text for _, text, _ in claim.setup.exchanges] == ["first", "vanilla: 2 tubs", "second", "still 2 tubs"]
+    assert claim == dataclasses.replace(claim, setup=None)        # the set-up is carried, not part of the turn
 
 
 async def test_the_owners_sessions_are_claimed_before_the_producers(store: Store, clock):

@@ -105,11 +105,19 @@ async def test_sending_records_its_sender_and_a_stale_relay_cannot_mark_sending(
     with pytest.raises(LeaseLost):
         await store.mark_sending(part.delivery_id, fence=Fence("relay", a, 1))
     assert [d.delivery_id for d in await store.due_deliveries()] == [part.delivery_id]   # still pending
+    with pytest.raises(LeaseLost):
+        await store.take_due(fence=Fence("relay", a, 1))        # nor take the next due part
+    assert [d.delivery_id for d in await store.due_deliveries()] == [part.delivery_id]
     assert await store.acquire_leader("relay", b, LEASE) == 2
     await store.mark_sending(part.delivery_id, fence=Fence("relay", b, 2))
     assert await store.due_deliveries() == []
     report = (await store.reports())[0]
     assert report.deliveries[0].state is DeliveryState.SENDING
+    await finished_report(store, source="tg:1:2")
+    taken = await store.take_due(fence=Fence("relay", b, 2))     # its sender recorded as by mark_sending
+    assert taken.delivery is not None
+    await lapse(store, clock, kind, "relay")
+    assert await store.sweep_sending() == ([part.delivery_id, taken.delivery.delivery_id], [])
 
 
 async def test_the_sweep_leaves_a_live_senders_part_and_declares_a_lapsed_ones_unknown(

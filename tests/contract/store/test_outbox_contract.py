@@ -10,6 +10,7 @@ import pytest
 from store import (
     ActionMove,
     DecisionKind,
+    DeliveryState,
     IllegalTransition,
     ItemSpec,
     ManualClock,
@@ -18,6 +19,7 @@ from store import (
     ReportDraft,
     ReportView,
     Store,
+    Taken,
     Transaction,
     WorkKind,
     to_text,
@@ -101,6 +103,32 @@ async def test_a_revoked_recipient_is_denied_and_a_refusal_fails(store: Store):
     await store.mark_sending(parts[second].delivery_id)
     await store.mark_failed(parts[second].delivery_id, "Forbidden: bot was blocked by the user")
     assert states(await report(store, first)) == ["denied"] and states(await report(store, second)) == ["failed"]
+
+
+async def test_take_due_reads_and_marks_sending_in_one_transaction_with_the_receipt_it_carries(store: Store):
+    """Issue 31: `take_due` takes what `due_deliveries` would list first (chats in `skip_chats` left out), `sending`
+    when returned; the receipt it carries is committed whether a part is taken or not; a refused chat's parts are
+    denied on the way; nothing due: None."""
+    first = await finished_report(store, source="tg:1:1")
+    second = await finished_report(store, source="tg:1:2")
+    await store.admit(Occurrence("tg:2:1", "tg:2", "stock", WorkKind.AGENT, "tg:2"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    third = (await store.finish(claim, ReportDraft("to chat 2", destination="tg:2"))).report_id
+    listed = [d.report_id for d in await store.due_deliveries()]
+    assert listed == [first, second, third]
+    taken = await store.take_due(skip_chats=[1])            # negative control: chat 1's parts are left for later
+    assert taken.delivery is not None and taken.delivery.report_id == third and taken.denied == ()
+    assert taken.delivery.state is DeliveryState.SENDING and states(await report(store, third)) == ["sending"]
+    assert [d.report_id for d in await store.due_deliveries()] == [first, second]
+    taken = await store.take_due(confirm=(taken.delivery.delivery_id, "71"))
+    assert taken.delivery is not None and taken.delivery.report_id == first
+    assert states(await report(store, third)) == ["confirmed"] and states(await report(store, first)) == ["sending"]
+    refused = await store.take_due(confirm=(taken.delivery.delivery_id, "72"), refuse=lambda chat_id: chat_id == 1)
+    assert refused.delivery is None and [d.report_id for d in refused.denied] == [second]
+    assert states(await report(store, first)) == ["confirmed"] and states(await report(store, second)) == ["denied"]
+    assert await store.take_due() == Taken(None)
+    assert await store.check() == []
 
 
 async def test_button_nonces_are_random_and_decided_once(store: Store):
