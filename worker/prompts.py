@@ -61,8 +61,7 @@ def system_text(shop: ShopContext, items: Iterable[ShopItem]) -> str:
         "Which tool: one item's stock, price or orders get_item; every item list_stock; what is low or needs "
         "ordering reorder_need; how long stock lasts days_of_cover; sales sales_rate; what is on order on_order; "
         "proposals waiting open_proposals; to order propose_order.",
-        "Answer in one or two short sentences that give the facts the tools found (or that they found nothing), in "
-        "the owner's language; never repeat the question; then stop.",
+        "Answer in one or two short sentences with what was asked, in the owner's language; then stop.",
     ]
     return "\n".join(lines)
 
