@@ -26,6 +26,20 @@ from .errors import (
 )
 from .locations import describe as describe_location
 from .locations import is_database_url
+from .order_records import (
+    ActionState,
+    ActionView,
+    CountRequest,
+    Draft,
+    JsonObject,
+    Order,
+    OrderState,
+    Proposal,
+    ProposalState,
+    ReceivedOrder,
+    SentMessage,
+    UnknownReport,
+)
 from .ports import (
     ActionOutbox,
     Admin,
@@ -140,4 +154,7 @@ __all__ = [
     "PolicyRefusal", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
     "Violation", "WorkItem", "WorkKind", "WorkState",
+    # the ordering side's records (store/order_records.py)
+    "ActionState", "ActionView", "CountRequest", "Draft", "JsonObject", "Order", "OrderState", "Proposal",
+    "ProposalState", "ReceivedOrder", "SentMessage", "UnknownReport",
 ]

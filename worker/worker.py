@@ -22,10 +22,14 @@ from zoneinfo import ZoneInfo
 
 from store import (
     Claim,
+    CountRequest,
     NotClaimed,
     Occurrence,
+    OrderState,
     PartStopped,
     Policy,
+    Proposal,
+    ProposalState,
     ReportDraft,
     Store,
     StoreError,
@@ -33,7 +37,6 @@ from store import (
     WorkKind,
     asks,
     faults,
-    from_text,
     retry_delay,
     telegram_chat,
     to_text,
@@ -347,7 +350,7 @@ class Worker:
     async def _till_turn(self, claim: Claim) -> None:
         """A till count is applied without a model: stock set and count events recorded inside the finish
         transaction, and a report rendered from the applied counts (for the till's GET)."""
-        requests = [(item.source, json.loads(item.payload)) for item in claim.items]
+        requests = [CountRequest(item.source, json.loads(item.payload)["counts"]) for item in claim.items]
         faults.reached("K6")
         await self.store.finish_counts(claim, requests, till_report)
         if self.on_stock_change is not None:
@@ -442,7 +445,7 @@ class Worker:
         rejected by policy is shown with the reason (C11). The buttons the run's tools offered (`offers`: an
         order's Received, what /pending lists) follow, for targets still awaiting that decision."""
         destination = claim.destination
-        found: list[dict[str, Any]] = []
+        found: list[Proposal] = []
         rows: list[list[tuple[str, str]]] = []
 
         def apply(tx: Transaction) -> None:
@@ -452,13 +455,12 @@ class Worker:
             if chat_id is None:
                 return
             found.extend(tx.run_proposals(claim.run_id))
-            open_ones = [p for p in found if p["state"] == "proposed"]
+            open_ones = [p for p in found if p.state is ProposalState.PROPOSED]
             for proposal in open_ones:
-                nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
-                                      from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
-                subject = f"#{proposal['proposal_id']}" if len(open_ones) > 1 else ""
+                nonce = tx.create_prompt("proposal", str(proposal.proposal_id), chat_id, proposal.expires_at)
+                subject = f"#{proposal.proposal_id}" if len(open_ones) > 1 else ""
                 rows.append(asks.answers("proposal", nonce, subject))
-            mine = {str(p["proposal_id"]) for p in found}
+            mine = {str(p.proposal_id) for p in found}
             rows.extend(offered_buttons(tx, [(k, t) for k, t in offers if (k, t) not in
                                              {("proposal", m) for m in mine}], chat_id))
 
@@ -479,12 +481,11 @@ class Worker:
                 return
             for proposal in tx.run_proposals(claim.run_id):
                 text, buttons = proposal_message(proposal, self.settings.fmt())
-                if proposal["state"] == "awaiting_approval":
-                    nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
-                                             from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+                if proposal.state is ProposalState.AWAITING_APPROVAL:
+                    nonce = tx.create_prompt("proposal", str(proposal.proposal_id), chat_id, proposal.expires_at)
                     buttons = [asks.answers("proposal", nonce)]
                 tx.admit_answered(
-                    Occurrence(f"notice:proposal:{proposal['proposal_id']}", "notice:proposal", text, WorkKind.NOTICE,
+                    Occurrence(f"notice:proposal:{proposal.proposal_id}", "notice:proposal", text, WorkKind.NOTICE,
                                destination),
                     functools.partial(_card, body=text, rows=buttons, destination=destination))
         return after
@@ -526,17 +527,16 @@ def offered_buttons(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id:
     for kind, target in offers:
         if kind == "order":
             order = tx.order(int(target))
-            if order is None or order["state"] != "on_order":
+            if order is None or order.state is not OrderState.ON_ORDER:
                 continue
             nonce = tx.create_prompt("order", target, chat_id)
-            late = from_text(order["due_at"]) <= tx.at
+            late = order.due_at <= tx.at
             rows.append(asks.answers("order", nonce, f"#{target}", verbs=None if late else ("received",)))
         elif kind == "proposal":
             proposal = tx.proposal(int(target))
-            if proposal is None or proposal["state"] != "awaiting_approval":
+            if proposal is None or proposal.state is not ProposalState.AWAITING_APPROVAL:
                 continue
-            nonce = tx.create_prompt("proposal", target, chat_id,
-                                     from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+            nonce = tx.create_prompt("proposal", target, chat_id, proposal.expires_at)
             rows.append(asks.answers("proposal", nonce, f"#{target}"))
         elif kind == "unknown" and tx.unknown_prompt_open(target):
             nonce = tx.create_prompt("unknown", target, chat_id)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from store import (
@@ -16,13 +15,14 @@ from store import (
     AdmitResult,
     Destination,
     Occurrence,
+    OrderState,
+    Proposal,
     ReportDraft,
     Status,
     Transaction,
     UnknownTarget,
     WorkKind,
     asks,
-    from_text,
     units,
 )
 
@@ -95,15 +95,16 @@ def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
                 "stock you counted after the delivery. /pending lists the orders on their way.")
     proposal_id, counted = int(args[0].lstrip("#")), (int(args[1]) if len(args) == 2 else None)
     order = tx.order(proposal_id)
-    if order is None or order["state"] != "on_order":
-        state = "" if order is None else f" (it is {order['state'].replace('_', ' ')})"
+    if order is None or order.state is not OrderState.ON_ORDER:
+        state = "" if order is None else f" (it is {order.state.replace('_', ' ')})"
         return f"Order #{proposal_id} is not on order{state}; nothing changed."
     tx.close_prompts("order", str(proposal_id), "received", by)
     done = tx.receive_order(proposal_id, by, counted)
-    how = (f"{units.count(done['quantity'], done['unit'])} added" if counted is None
-           else f"you counted {units.count(counted, done['unit'])}")
-    text = (f"Received order #{proposal_id} ({units.count(done['quantity'], done['unit'])} of {done['item']}): "
-            f"{how}; {done['item']} is now {units.count(done['new_on_hand'], done['unit'])} on hand.")
+    ordered = done.order
+    how = (f"{units.count(ordered.quantity, ordered.unit)} added" if counted is None
+           else f"you counted {units.count(counted, ordered.unit)}")
+    text = (f"Received order #{proposal_id} ({units.count(ordered.quantity, ordered.unit)} of {ordered.item}): "
+            f"{how}; {ordered.item} is now {units.count(done.new_on_hand, ordered.unit)} on hand.")
     edit_order_card(tx, proposal_id, text, "received")
     return text
 
@@ -128,11 +129,10 @@ def command_reply(tx: Transaction, command: str, chat_id: int, text: str = "", u
 PENDING_LIMIT = 10      # of each kind; the rest is counted
 
 
-def proposal_buttons(tx: Transaction, proposal: dict[str, Any], chat_id: int, subject: str = ""
+def proposal_buttons(tx: Transaction, proposal: Proposal, chat_id: int, subject: str = ""
                      ) -> list[list[tuple[str, str]]]:
     """Approve / Reject for a proposal awaiting approval: a fresh nonce that expires with the proposal."""
-    nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
-                              from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+    nonce = tx.create_prompt("proposal", str(proposal.proposal_id), chat_id, proposal.expires_at)
     return [asks.answers("proposal", nonce, subject)]
 
 
@@ -142,7 +142,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
     destination = Destination.telegram(chat_id)
     rules = rules or ApprovalRules()
     proposals = tx.awaiting_proposals()
-    unknown = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
+    unknown = [r for r in tx.unknown_reports() if r.chat_id == chat_id]
     orders = tx.open_orders()
     if not (proposals or unknown or orders):
         return ReportDraft("Nothing is waiting for you: no proposal to decide, every reply delivered or settled, "
@@ -156,27 +156,28 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
     if proposals:
         lines.append("Proposals awaiting your decision:")
         for p in proposals[:PENDING_LIMIT]:
-            lines.append(f"- #{p['proposal_id']} {p['item']}: {units.count(p['quantity'], p['unit'])} for "
-                         f"{rules.money(p['total_cents'])}")
-            buttons += proposal_buttons(tx, p, chat_id, f"#{p['proposal_id']}")
+            lines.append(f"- #{p.proposal_id} {p.item}: {units.count(p.quantity, p.unit)} for "
+                         f"{rules.money(p.total_cents)}")
+            buttons += proposal_buttons(tx, p, chat_id, f"#{p.proposal_id}")
         more(proposals)
     if unknown:
         lines.append("Replies that may not have arrived:")
         for row in unknown[:PENDING_LIMIT]:
-            preview = (row["preview"].splitlines() or [""])[0][:50]
-            lines.append(f"- {row['report_id']}: \"{preview}…\"")
-            if row["kind"] != "notice":
-                [pair] = unknown_buttons(tx, row["report_id"], chat_id)
-                buttons.append([(f"{label} {row['report_id']}", data) for label, data in pair])
+            preview = (row.preview.splitlines() or [""])[0][:50]
+            lines.append(f"- {row.report_id}: \"{preview}…\"")
+            if row.kind is not WorkKind.NOTICE:
+                [pair] = unknown_buttons(tx, row.report_id, chat_id)
+                buttons.append([(f"{label} {row.report_id}", data) for label, data in pair])
         more(unknown)
     if orders:
         lines.append("Orders on order, awaiting Received:")
         for o in orders[:PENDING_LIMIT]:
-            late = from_text(o["due_at"]) <= tx.at
-            lines.append(f"- #{o['proposal_id']} {o['item']}: {units.count(o['quantity'], o['unit'])}, {o['status']}, "
-                         + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
-            [order_row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)
-            buttons.append([(f"{label} #{o['proposal_id']}", data) for label, data in order_row])
+            late = o.due_at <= tx.at
+            due = o.due_at.date().isoformat()
+            lines.append(f"- #{o.proposal_id} {o.item}: {units.count(o.quantity, o.unit)}, {o.status}, "
+                         + (f"was due by {due}" if late else f"due by {due}"))
+            [order_row] = order_buttons(tx, o.proposal_id, chat_id, not_arrived=late)
+            buttons.append([(f"{label} #{o.proposal_id}", data) for label, data in order_row])
         more(orders)
     return ReportDraft("\n".join(lines), destination=destination, buttons=buttons or None)
 
@@ -239,23 +240,23 @@ class Outcome:
 def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: str,
                  pressed_on: tuple[int, int | None] | None = None) -> Outcome:
     order = tx.order(proposal_id)
-    if order is None or order["state"] != "on_order":
+    if order is None or order.state is not OrderState.ON_ORDER:
         tx.decide_prompt(nonce, "stale", by)
         return Outcome(NO_LONGER_VALID, False)
     tx.decide_prompt(nonce, verb, by)
     tx.close_prompts("order", str(proposal_id), verb, by)
     if verb == "received":
         done = tx.receive_order(proposal_id, by)
-        outcome = Outcome(f"Received order #{proposal_id}: {units.count(done['quantity'], done['unit'])} of "
-                          f"{done['item']} added; {done['item']} is now "
-                          f"{units.count(done['new_on_hand'], done['unit'])} on hand.", True)
+        outcome = Outcome(f"Received order #{proposal_id}: {units.count(order.quantity, order.unit)} of "
+                          f"{order.item} added; {order.item} is now "
+                          f"{units.count(done.new_on_hand, order.unit)} on hand.", True)
     else:
         tx.order_not_arrived(proposal_id, by)
-        outcome = Outcome(f"Noted: order #{proposal_id} ({units.count(order['quantity'], order['unit'])} of "
-                          f"{order['item']}) has "
+        outcome = Outcome(f"Noted: order #{proposal_id} ({units.count(order.quantity, order.unit)} of "
+                          f"{order.item}) has "
                           "not arrived. I no longer count it as on order, so the stock watcher and reorder may "
-                          f"propose {order['item']} again. Check with the supplier before ordering twice.", True)
-    if order["card_message"] is not None and pressed_on != (order["card_chat"], order["card_message"]):
+                          f"propose {order.item} again. Check with the supplier before ordering twice.", True)
+    if order.card_message is not None and pressed_on != (order.card_chat, order.card_message):
         edit_order_card(tx, proposal_id, outcome.text, verb)     # pressed elsewhere: the order's card says so too
     return outcome
 
@@ -342,13 +343,13 @@ def card_edit(tx: Transaction, press: Press, outcome: Outcome, rules: ApprovalRu
     card = tx.sent_message(press.chat_id, press.message_id) if press.message_id is not None else None
     if not outcome.decided or card is None:
         return ReportDraft(outcome.text, destination=destination, buttons=outcome.buttons)
-    still_open = []
-    for row in card["buttons"]:
+    still_open: list[list[tuple[str, str]]] = []
+    for row in card.buttons:
         prompts = [tx.prompt(data.partition(":")[2]) for _, data in row]
         if all(p is not None and p.decided_at is None for p in prompts):
-            still_open.append([tuple(button) for button in row])
+            still_open.append(list(row))
     buttons = still_open + (outcome.buttons or [])
-    body = f"{card['text'].rstrip()}\n\n{outcome.text}\n— {stamp(tx, press, rules)}"
+    body = f"{card.text.rstrip()}\n\n{outcome.text}\n— {stamp(tx, press, rules)}"
     return ReportDraft(body, destination=destination, buttons=buttons or None, edit_of=press.message_id)
 
 
@@ -357,19 +358,19 @@ def edit_order_card(tx: Transaction, proposal_id: int, line: str, subject: str) 
     `notice:card:<order>:<subject>` (once) whose report edits the card the order was approved on, adding `line`,
     with Received while the order is on order. False when the order has no card (approved before cards were kept)."""
     order = tx.order(proposal_id)
-    if order is None or order["card_chat"] is None:
+    if order is None or order.card_chat is None or order.card_message is None:
         return False
-    chat_id, message_id = order["card_chat"], order["card_message"]
+    chat_id, message_id = order.card_chat, order.card_message
     card = tx.sent_message(chat_id, message_id)
     if card is None:
         return False
-    body = f"{card['text'].rstrip()}\n{line}"
+    body = f"{card.text.rstrip()}\n{line}"
     destination = Destination.telegram(chat_id)
     result = tx.admit_answered(
         Occurrence(f"notice:card:{proposal_id}:{subject}", "notice:card", body, WorkKind.NOTICE, destination),
         lambda t, work_id: ReportDraft(
             body, destination=destination, edit_of=message_id,
-            buttons=order_buttons(t, proposal_id, chat_id) if order["state"] == "on_order" else None))
+            buttons=order_buttons(t, proposal_id, chat_id) if order.state is OrderState.ON_ORDER else None))
     return result.outcome is Admission.ACCEPTED
 
 

@@ -62,12 +62,3 @@ def recent_counts(conn: Connection, item: str | None = None, limit: int = 10) ->
         "JOIN items i ON i.item = e.item WHERE e.kind = 'count' AND (:item IS NULL OR e.item = :item) "
         "ORDER BY e.event_id DESC LIMIT :limit", {"item": item, "limit": limit}).fetchall()
     return [dict(r) for r in rows]
-
-
-def open_proposals(conn: Connection) -> list[dict[str, Any]]:
-    """Proposals awaiting the owner's decision, oldest first."""
-    rows = conn.execute(
-        "SELECT p.proposal_id, p.item, p.quantity, p.total_cents, p.created_at, p.expires_at, i.unit "
-        "FROM proposals p LEFT JOIN items i ON i.item = p.item WHERE p.state = 'awaiting_approval' "
-        "ORDER BY p.proposal_id").fetchall()
-    return [dict(r) for r in rows]

@@ -8,11 +8,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from .. import redaction
+from ..clock import from_db
 from ..errors import IllegalTransition, UnknownTarget
-from ..records import Delivery, DeliveryState, ReportDraft
+from ..order_records import SentMessage, UnknownReport
+from ..records import Delivery, DeliveryState, ReportDraft, WorkKind
 from .connection import Connection, Row
 from .dialect import DialectSQL
 from .moves import move
@@ -124,7 +125,7 @@ def insert_report(conn: Connection, work_ids: Sequence[int], draft: ReportDraft,
     return report_id
 
 
-def sent_message(conn: Connection, chat_id: int, message_id: int) -> dict[str, Any] | None:
+def sent_message(conn: Connection, chat_id: int, message_id: int) -> SentMessage | None:
     """What a message the bot sent reads now (its latest send or edit, pending edits included): `text` without
     the identity line, `report_id`, and `buttons` as stored (JSON rows), or None when no delivery made it."""
     select = ("SELECT d.delivery_id, d.report_id, d.text, r.buttons FROM deliveries d JOIN reports r USING (report_id) "
@@ -138,8 +139,8 @@ def sent_message(conn: Connection, chat_id: int, message_id: int) -> dict[str, A
     text, _, last = row["text"].rpartition("\n\n")
     if not last.startswith(row["report_id"]):
         text = row["text"]
-    return {"report_id": row["report_id"], "text": text,
-            "buttons": json.loads(row["buttons"]) if row["buttons"] else []}
+    rows = json.loads(row["buttons"]) if row["buttons"] else []
+    return SentMessage(row["report_id"], text, tuple(tuple((label, data) for label, data in r) for r in rows))
 
 
 def _delivery(row: Row) -> Delivery:
@@ -241,7 +242,7 @@ def sending_to_unknown(conn: Connection, now: str) -> list[int]:
     return sorted(r[0] for r in rows)
 
 
-def unknown_reports(conn: Connection) -> list[dict[str, Any]]:
+def unknown_reports(conn: Connection) -> list[UnknownReport]:
     # grouped by every column shown (a report's parts share its chat, anchor and body): PostgreSQL refuses bare ones
     rows = conn.execute(
         "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
@@ -249,7 +250,8 @@ def unknown_reports(conn: Connection) -> list[dict[str, Any]]:
         "FROM deliveries d JOIN reports r USING (report_id) JOIN work w ON w.work_id = r.anchor "
         "WHERE d.state = 'unknown' GROUP BY d.report_id, d.chat_id, w.kind, r.body, r.created_at "
         "ORDER BY min(d.delivery_id)").fetchall()
-    return [dict(r) for r in rows]
+    return [UnknownReport(r["report_id"], r["chat_id"], WorkKind(r["kind"]), r["preview"], r["resends"],
+                          from_db(r["since"]), from_db(r["created_at"])) for r in rows]
 
 
 def has_unknown(conn: Connection, report_id: str) -> bool:
