@@ -43,13 +43,18 @@ from .order_records import (
 from .ports import (
     ActionOutbox,
     Admin,
+    AdmissionTx,
     ChangeNotification,
+    ConversationTx,
     Inbox,
     Insights,
+    InTransaction,
     Journal,
     Leadership,
+    OrderTx,
     Outbox,
     ProducerRecords,
+    PromptTx,
     Receipts,
     ShopRecords,
     Store,
@@ -130,6 +135,8 @@ __all__ = [
     # the ports and the way to open an implementation
     "Store", "Transaction", "Inbox", "Journal", "Outbox", "Receipts", "ActionOutbox", "ShopRecords", "Insights",
     "ChangeNotification", "Admin", "Leadership", "ProducerRecords", "open_store", "is_database_url",
+    # the transaction's roles, by consumer (`Transaction` is their union)
+    "InTransaction", "AdmissionTx", "PromptTx", "ConversationTx", "OrderTx",
     "describe_location",
     # the SQLite implementation's own operator moves (the instance lock, restore of a backup file, the backup
     # taken before a migration)

@@ -84,12 +84,15 @@ class ProducerRecords(Protocol):
         """Till count events after `event_id`, oldest first."""
 
 
-class Transaction(Protocol):
-    """The moves available inside one open write transaction (`Store.atomic`, `admit_answered`, `finish(apply=,
-    after=)`). Synchronous on purpose: nothing inside a transaction may await a network call or a model."""
+class InTransaction(Protocol):
+    """What every role of a transaction shares: its time."""
 
     at: datetime
     """The transaction's time (aware UTC), from the process's one clock."""
+
+
+class AdmissionTx(InTransaction, Protocol):
+    """Admission inside a transaction: what the producers use to admit work with their own progress (C1, C2)."""
 
     def isolated(self, fn: Callable[[], object]) -> BaseException | None:
         """Run `fn` in a savepoint: an exception other than a database error undoes only `fn`'s writes and is
@@ -118,6 +121,27 @@ class Transaction(Protocol):
         """C19: a receipt (`emoji` as a reaction) for the owner's message `message_id` of `chat_id`, pending, in this
         transaction (the message's admission). One per message: False when it already has one (a redelivery)."""
 
+
+class PromptTx(InTransaction, Protocol):
+    """The owner's questions (C8): each button's nonce, its decision, once."""
+
+    def create_prompt(self, kind: str, target: str, chat_id: int, expires_at: datetime | None = None) -> str:
+        """A button's nonce (at least 96 random bits, never a sequential id) stored with its target (C8)."""
+
+    def prompt(self, nonce: str) -> Prompt | None:
+        """The prompt a button's nonce names, or None."""
+
+    def decide_prompt(self, nonce: str, decision: str, by: str) -> bool:
+        """Record a prompt's decision once: False when it was decided before (a second press)."""
+
+    def close_prompts(self, kind: str, target: str, decision: str, by: str) -> None:
+        """A decision taken through one prompt closes every other open prompt for the same target."""
+
+
+class ConversationTx(InTransaction, Protocol):
+    """The owner's chat as the store keeps it: replies not known to have arrived, what a sent message reads,
+    /status, /forget (C7, C8, C12)."""
+
     def unknown_reports(self) -> list[UnknownReport]:
         """Reports with a part in `unknown`, oldest part first (notices' own reports among them: the caller leaves
         those out, since no notice is written about a notice's delivery)."""
@@ -127,6 +151,24 @@ class Transaction(Protocol):
 
     def unknown_prompt_open(self, report_id: str) -> bool:
         """Whether the report still has a part awaiting a Resend / I have it decision (C8)."""
+
+    def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
+        """C8: record `resend` (unknown parts back to pending) or `delivered` (unknown parts confirmed, receipt
+        empty) with who decided; returns the moved delivery ids (none when nothing awaited a decision)."""
+
+    def forget(self, session: str, by: str) -> tuple[int, int]:
+        """C12: delete the session's agent history and cancel its pending work (pending -> failed with a report
+        naming who cancelled); returns (history rows deleted, items cancelled)."""
+
+    def delivery_states(self, report_id: str) -> list[str]:
+        """The states of a report's parts, in part order."""
+
+    def sent_message(self, chat_id: int, message_id: int) -> SentMessage | None:
+        """How a message the bot sent reads now (its latest send or edit): text without identity, report, buttons."""
+
+
+class OrderTx(InTransaction, Protocol):
+    """Proposals, approvals and orders on order (C11), and the reorder settings the owner applies."""
 
     def proposal(self, proposal_id: int) -> Proposal | None:
         """A proposal with its item's unit, or None."""
@@ -145,26 +187,6 @@ class Transaction(Protocol):
 
     def reject_proposal(self, proposal_id: int, by: str) -> Decision:
         """Record the owner's rejection of an open proposal."""
-
-    def create_prompt(self, kind: str, target: str, chat_id: int, expires_at: datetime | None = None) -> str:
-        """A button's nonce (at least 96 random bits, never a sequential id) stored with its target (C8)."""
-
-    def prompt(self, nonce: str) -> Prompt | None:
-        """The prompt a button's nonce names, or None."""
-
-    def decide_prompt(self, nonce: str, decision: str, by: str) -> bool:
-        """Record a prompt's decision once: False when it was decided before (a second press)."""
-
-    def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
-        """C8: record `resend` (unknown parts back to pending) or `delivered` (unknown parts confirmed, receipt
-        empty) with who decided; returns the moved delivery ids (none when nothing awaited a decision)."""
-
-    def forget(self, session: str, by: str) -> tuple[int, int]:
-        """C12: delete the session's agent history and cancel its pending work (pending -> failed with a report
-        naming who cancelled); returns (history rows deleted, items cancelled)."""
-
-    def delivery_states(self, report_id: str) -> list[str]:
-        """The states of a report's parts, in part order."""
 
     def order(self, proposal_id: int) -> Order | None:
         """One order in any state (on order, received, not arrived, cancelled) with its action's state and
@@ -187,19 +209,19 @@ class Transaction(Protocol):
     def order_not_arrived(self, proposal_id: int, by: str) -> Order:
         """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""
 
-    def sent_message(self, chat_id: int, message_id: int) -> SentMessage | None:
-        """How a message the bot sent reads now (its latest send or edit): text without identity, report, buttons."""
-
     def set_order_card(self, proposal_id: int, chat_id: int, message_id: int) -> None:
         """Remember the card an order was approved on, so its later life (confirmed, received) edits it."""
-
-    def close_prompts(self, kind: str, target: str, decision: str, by: str) -> None:
-        """A decision taken through one prompt closes every other open prompt for the same target."""
 
     def apply_setting(self, item: str, reorder_point: int, target: int, by: str, prompt: str | None = None) -> None:
         """The owner's applied reorder point and target for the item (a recorded decision, with the prompt it was
         pressed on): in force from this commit, in place of the shop file's, until `reset_setting`. ValueError when
         the target is below the reorder point; UnknownTarget for an unknown item."""
+
+
+class Transaction(AdmissionTx, PromptTx, ConversationTx, OrderTx, Protocol):
+    """The moves available inside one open write transaction (`Store.atomic`, `admit_answered`, `finish(apply=,
+    after=)`): the union of the roles above, so a part that needs one role names it. Synchronous on purpose:
+    nothing inside a transaction may await a network call or a model."""
 
 
 @runtime_checkable
