@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from store import Proposal, Store
+from store import OnOrder, Proposal, ShopItem, Store
 from worker.tools.insight import WindowArgs, days_of_cover, sales_rate
 from worker.tools.shop import TurnContext
 
@@ -20,21 +19,21 @@ from worker.tools.shop import TurnContext
 @dataclass
 class Facts:
     """The shop's records, read right before a question."""
-    items: dict[str, dict[str, Any]]
+    items: dict[str, ShopItem]
     rates: dict[str, float | None]           # sold per day over the last 14 days
     cover: dict[str, float | None]           # days the stock on hand lasts at that rate
-    on_order: list[dict[str, Any]]
+    on_order: list[OnOrder]
     proposals: list[Proposal]
     proposals_made: list[Proposal] = field(default_factory=list)   # proposals the question's turn recorded
 
     @property
     def low(self) -> list[str]:
-        return [name for name, i in self.items.items() if i["position"] < i["reorder_point"]]
+        return [name for name, i in self.items.items() if i.position < i.reorder_point]
 
 
 async def read_facts(store: Store) -> Facts:
     ctx = TurnContext(store, "bench", "supplier", timezone="Europe/London")
-    items = {i["item"]: i for i in await store.shop_items()}
+    items = {i.item: i for i in await store.shop_items()}
     rates = {r["item"]: r["sold_per_day"] for r in (await sales_rate(WindowArgs(), ctx))["items"]}
     cover = {r["item"]: r["days_of_cover"] for r in (await days_of_cover(WindowArgs(), ctx))["items"]}
     return Facts(items, rates, cover, await store.on_order(), await store.open_proposals())
@@ -81,11 +80,11 @@ class Question:
 
 
 def on_hand(item: str) -> Check:
-    return lambda prose, f, tools: says(prose, f.items[item]["on_hand"])
+    return lambda prose, f, tools: says(prose, f.items[item].on_hand)
 
 
 def cost(item: str) -> Check:
-    return lambda prose, f, tools: says(prose, f.items[item]["unit_cost_cents"] / 100)
+    return lambda prose, f, tools: says(prose, f.items[item].unit_cost_cents / 100)
 
 
 def rate(item: str) -> Check:
@@ -101,15 +100,15 @@ def low(prose: str, f: Facts, tools: tuple[str, ...]) -> bool:
 
 
 def on_order(prose: str, f: Facts, tools: tuple[str, ...]) -> bool:
-    return bool(f.on_order) and all(names(prose, o["item"]) and says(prose, o["quantity"]) for o in f.on_order)
+    return bool(f.on_order) and all(names(prose, o.item) and says(prose, o.quantity) for o in f.on_order)
 
 
 def item_on_order(item: str) -> Check:
     def check(prose: str, f: Facts, tools: tuple[str, ...]) -> bool:
-        orders = [o for o in f.on_order if o["item"] == item]
+        orders = [o for o in f.on_order if o.item == item]
         if not orders:
             return bool(NEGATIVE.search(prose)) and "—" not in prose
-        return all(says(prose, o["quantity"]) for o in orders)
+        return all(says(prose, o.quantity) for o in orders)
     return check
 
 
@@ -126,7 +125,7 @@ def brief(prose: str, f: Facts, tools: tuple[str, ...]) -> bool:
 
 
 def reorder_point(item: str) -> Check:
-    return lambda prose, f, tools: says(prose, f.items[item]["reorder_point"])
+    return lambda prose, f, tools: says(prose, f.items[item].reorder_point)
 
 
 def off_topic(prose: str, f: Facts, tools: tuple[str, ...]) -> bool:

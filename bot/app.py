@@ -61,7 +61,6 @@ from store import (
     open_store,
     parse_clock,
     telegram_chat,
-    to_text,
     units,
 )
 from worker.agent_loop import Limits
@@ -130,7 +129,7 @@ class App:
         owner_chat = Destination.telegram(cfg.owner_chat_id) if cfg.owner_chat_id else None
         health = Health()
         metrics = Metrics(lambda: self._parts_up(health),
-                          start_mark=to_text(store.clock.now()))   # turns count from here
+                          start_mark=store.clock.now())   # turns count from here
         sender = bot = typing = progress = None
         if cfg.telegram_token:
             bot = make_bot(str(cfg.telegram_token), cfg.telegram_api_base_url)

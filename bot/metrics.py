@@ -19,6 +19,7 @@ import asyncio
 import hmac
 import time
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -29,20 +30,18 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.relays.sender import TelegramSender
-from store import MetricsSnapshot, Store, from_text, to_text
+from store import MetricsSnapshot, RunOutcome, StateTallies, Store
 from worker.models.base import ModelConfigFault, ModelRefused, ModelTransient
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 TURN_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 STATS_WINDOW_S = 3600.0
-# The labels a turn outcome may carry (the runs table's CHECK list); anything else is 'other'.
-TURN_OUTCOMES = ("finished", "released", "failed", "discarded", "recovered", "expired")
 
 
 class Metrics:
     """The registry behind /metrics: this process's instruments plus a collector of the store's figures."""
 
-    def __init__(self, parts: Callable[[], dict[str, bool]] = dict, *, start_mark: str | None = None) -> None:
+    def __init__(self, parts: Callable[[], dict[str, bool]] = dict, *, start_mark: datetime | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.model_calls = Histogram("shopbot_model_call_seconds", "Model calls by outcome, with their latency",
                                      ["outcome"], buckets=LATENCY_BUCKETS, registry=self.registry)
@@ -53,36 +52,36 @@ class Metrics:
                                ["outcome"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.parts = parts
         self._figures: MetricsSnapshot | None = None
-        self._turns = {outcome: 0 for outcome in (*TURN_OUTCOMES, "other")}
+        self._turns: dict[str, int] = dict.fromkeys(RunOutcome, 0)
         self._turn_buckets = [0] * (len(TURN_BUCKETS) + 1)
         self._turn_sum = 0.0
         self._mark = start_mark
         self._seen_at_mark: set[str] = set()
         self._lock = asyncio.Lock()
-        self._tallies: dict[str, Any] = {}          # the store's counts of ended rows, advanced at each scrape
+        self._tallies: StateTallies = {}            # the store's counts of ended rows, advanced at each scrape
         self.registry.register(_StoreCollector(self))
 
     async def refresh(self, store: Store) -> None:
         """Read the store's figures and the turns ended since the last scrape (reads only)."""
         async with self._lock:
             if self._mark is None:
-                self._mark = to_text(store.clock.now())
+                self._mark = store.clock.now()
             figures = await store.metrics(STATS_WINDOW_S, self._tallies)
             while True:
-                rows = await store.runs_ended_since(self._mark)
-                fresh = [r for r in rows if r[0] not in self._seen_at_mark]
-                for _run_id, outcome, started, ended, _calls, _tokens_in, _tokens_out in fresh:
-                    self._turns[outcome if outcome in TURN_OUTCOMES else "other"] += 1
-                    seconds = max(0.0, (from_text(ended) - from_text(started)).total_seconds())
+                runs = await store.runs_ended_since(self._mark)
+                fresh = [r for r in runs if r.run_id not in self._seen_at_mark]
+                for run in fresh:
+                    self._turns[run.outcome] += 1
+                    seconds = max(0.0, (run.ended_at - run.started_at).total_seconds())
                     self._turn_sum += seconds
                     index = next((i for i, bound in enumerate(TURN_BUCKETS) if seconds <= bound), len(TURN_BUCKETS))
                     self._turn_buckets[index] += 1
-                if rows:
-                    last = rows[-1][3]
+                if runs:
+                    last = runs[-1].ended_at
                     if last != self._mark:
                         self._mark, self._seen_at_mark = last, set()
-                    self._seen_at_mark |= {r[0] for r in rows if r[3] == last}
-                if len(rows) < 10_000 or not fresh:
+                    self._seen_at_mark |= {r.run_id for r in runs if r.ended_at == last}
+                if len(runs) < 10_000 or not fresh:
                     break
             self._figures = figures
 

@@ -20,8 +20,8 @@ import hmac
 import logging
 import secrets
 import time
+from collections.abc import Sequence
 from html import escape
-from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
@@ -29,7 +29,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from producers.refusals import Refusals
-from store import Store
+from store import DeliveryCounts, SeriesPoint, ShopItem, StateTallies, Store, WorkCounts, to_text
 
 log = logging.getLogger("shopbot.http")
 
@@ -81,12 +81,12 @@ def _table(headers: list[str], rows: list[list[object]], empty: str) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def chart(series: list[dict[str, Any]]) -> str:
+def chart(series: Sequence[SeriesPoint]) -> str:
     """λ, W and L per hour as three polylines, each scaled to its own maximum (written beside its name)."""
     width, height, pad = 720, 180, 24
     lines, legend = [], []
-    for key, css, name in (("lambda_per_s", "lam", "λ (arrivals/s)"), ("W_s", "w", "W (s)"), ("L", "l", "L")):
-        values = [float(point[key]) for point in series] or [0.0]
+    for key, css, name in (("lam", "lam", "λ (arrivals/s)"), ("w", "w", "W (s)"), ("l", "l", "L")):
+        values = [float(getattr(point, key)) for point in series] or [0.0]
         top = max(values) or 1.0
         step = (width - 2 * pad) / max(1, len(values) - 1)
         points = " ".join(f"{pad + i * step:.1f},{height - pad - (v / top) * (height - 2 * pad):.1f}"
@@ -109,7 +109,7 @@ class OpsPage:
         self.store = store
         self._token = token.encode("utf-8")
         self._sessions: dict[str, float] = {}
-        self._tallies: dict[str, Any] = {}    # the store's counts of ended rows, advanced at each view (as /metrics)
+        self._tallies: StateTallies = {}      # the store's counts of ended rows, advanced at each view (as /metrics)
         self._failed: dict[str, tuple[int, float]] = {}   # address -> (wrong tokens in a row, not before)
         self._refusals = Refusals()
 
@@ -180,39 +180,38 @@ class OpsPage:
         reports = await self.store.reports(10)
         items = await self.store.shop_items()
         series = await self.store.day_series(24)
-        law = series[-1] if series else {"lambda_per_s": 0.0, "W_s": 0.0, "L": 0.0}
-        oldest = status["oldest_pending_seconds"]
+        law = series[-1] if series else SeriesPoint(self.store.clock.now(), 0.0, 0.0, 0.0)
+        oldest = status.oldest_pending_seconds
         parts = [
             "<h1>shopbot operator page</h1>",
             '<form method="post" action="/ops/logout"><button type="submit">Log out</button></form>',
             "<h2>Status</h2>",
-            _table(["work"] + list(status["work"]), [["all"] + list(status["work"].values()),
-                                                     ["agent"] + list(status["agent_work"].values())], ""),
+            _counts_table("work", [("all", status.work), ("agent", status.agent_work)]),
             "<p></p>",
-            _table(["deliveries"] + list(status["deliveries"]), [["parts"] + list(status["deliveries"].values())], ""),
-            f"<p>Open agent work {status['agent_work']['pending'] + status['agent_work']['running']}; oldest pending "
-            f"{escape(f'{oldest:.0f} s' if oldest is not None else 'none')}; last hour λ {law['lambda_per_s']:.4f}/s, "
-            f"W {law['W_s']:.2f} s, L {law['L']:.3f}; counted in the last hour "
-            f"{escape(', '.join(f'{k} {n}' for k, n in status['counters_last_hour'].items()) or 'nothing')}</p>",
+            _counts_table("deliveries", [("parts", status.deliveries)]),
+            f"<p>Open agent work {status.open_agent_work}; oldest pending "
+            f"{escape(f'{oldest:.0f} s' if oldest is not None else 'none')}; last hour λ {law.lam:.4f}/s, "
+            f"W {law.w:.2f} s, L {law.l:.3f}; counted in the last hour "
+            f"{escape(', '.join(f'{k} {n}' for k, n in status.counters_last_hour.items()) or 'nothing')}</p>",
             "<h2>λ, W and L over the day</h2>", chart(series),
             "<h2>Unknown deliveries (waiting for a decision)</h2>",
             _table(["report", "part", "chat", "reason", "since", "decide with"],
-                   [[u["report_id"], f"{u['part']}/{u['parts']}", u["chat_id"], u["reason"], u["updated_at"],
-                     f"shopbot resolve {u['report_id']} --resend | --delivered"] for u in status["unknown"]],
+                   [[u.report_id, f"{u.part}/{u.parts}", u.chat_id, u.reason, to_text(u.updated_at),
+                     f"shopbot resolve {u.report_id} --resend | --delivered"] for u in status.unknown],
                    "none"),
             "<h2>Failed work</h2>",
-            _table(["work", "source", "report"], [[f["work_id"], f["source"], f["report_id"]]
-                                                  for f in status["failed_work"]], "none"),
+            _table(["work", "source", "report"], [[f.work_id, f.source, f.report_id] for f in status.failed_work],
+                   "none"),
             "<h2>Failed deliveries</h2>",
-            _table(["report", "part", "chat", "reason"], [[f["report_id"], f["part"], f["chat_id"], f["reason"]]
-                                                          for f in status["failed_deliveries"]], "none"),
+            _table(["report", "part", "chat", "reason"], [[f.report_id, f.part, f.chat_id, f.reason]
+                                                          for f in status.failed_deliveries], "none"),
             "<h2>Open actions and quarantine</h2>",
             _table(["action", "proposal", "state", "item", "quantity", "total (cents)", "reason"],
-                   [[a["action_id"], a["proposal_id"], a["state"], a["item"], a["quantity"], a["total_cents"],
-                     a["reason"]] for a in status["open_actions"]], "none"),
+                   [[a.action_id, a.proposal_id, a.state, a.item, a.quantity, a.total_cents, a.reason]
+                    for a in status.open_actions], "none"),
             "<h2>Stock</h2>",
             _table(["item", "on hand", "unit", "reorder point", "target", "applied (shop file's values)"],
-                   [[i["item"], i["on_hand"], i["unit"], i["reorder_point"], i["target"], _applied(i)] for i in items],
+                   [[i.item, i.on_hand, i.unit, i.reorder_point, i.target, _applied(i)] for i in items],
                    "none"),
             "<h2>Last reports</h2>",
             _table(["report", "work", "to", "delivery", "body"],
@@ -223,9 +222,15 @@ class OpsPage:
         return _page("shopbot operator page", "".join(parts))
 
 
-def _applied(item: dict[str, Any]) -> str:
+def _counts_table(title: str, rows: Sequence[tuple[str, WorkCounts | DeliveryCounts]]) -> str:
+    """Counts by state, one row per label, every state a column."""
+    states = [state for state, _ in rows[0][1].items()]
+    return _table([title, *states], [[label, *(n for _, n in counts.items())] for label, counts in rows], "")
+
+
+def _applied(item: ShopItem) -> str:
     """An applied reorder point and target (the owner's Apply) with the shop file's values beside them."""
-    if not item.get("applied"):
+    if item.applied_at is None:
         return "no (the shop file's)"
-    return (f"by {item['applied']['by']} at {item['applied']['at']} (shop file: {item['file_reorder_point']} and "
-            f"{item['file_target']})")
+    return (f"by {item.applied_by} at {to_text(item.applied_at)} (shop file: {item.file_reorder_point} and "
+            f"{item.file_target})")

@@ -100,13 +100,13 @@ class StockWatcher:
         notices = self._count_notices(tx) if self.count_tolerance is not None else ()
         admitted, refused, rearmed = [], [], []
         for row in tx.producers.stock_levels():
-            item, episode = row["item"], row["episode"]
-            low = row["position"] < row["reorder_point"]
-            if low and row["armed"]:
+            item, episode = row.item, row.episode
+            low = row.position < row.reorder_point
+            if low and row.armed:
                 source = f"stock:{item}:{episode}"
                 result = tx.admit(Occurrence(
-                    source, f"stock:{item}", reorder_prompt(item, row["unit"], row["on_hand"], row["reorder_point"],
-                                                            row["on_order"]),
+                    source, f"stock:{item}", reorder_prompt(item, row.unit, row.on_hand, row.reorder_point,
+                                                            row.on_order),
                     WorkKind.AGENT, self.destination))
                 if result.outcome is Admission.REFUSED:
                     refused.append(source)
@@ -115,7 +115,7 @@ class StockWatcher:
                     admitted.append(source)
                 # duplicate or conflict: this episode already has its work item
                 tx.producers.set_watch(item, False, episode)
-            elif not low and not row["armed"]:
+            elif not low and not row.armed:
                 tx.producers.set_watch(item, True, episode + 1)
                 rearmed.append(item)
         return StockCheck(tuple(admitted), tuple(refused), tuple(rearmed), notices, self._overdue(tx),
@@ -164,13 +164,13 @@ class StockWatcher:
         mark = tx.producers.get_mark(COUNT_NOTICES)
         admitted = []
         for event in tx.producers.count_events_after(mark):
-            mark = event["event_id"]
-            expected, counted = event["old_on_hand"], event["new_on_hand"]
+            mark = event.event_id
+            expected, counted = event.old_on_hand, event.new_on_hand
             if expected is None or abs(counted - expected) <= tolerance:
                 continue
-            _, till_id, request_id = _till_source(event["source"])
-            text = count_notice(till_id, request_id, event["item"], event["unit"], expected, counted, tolerance)
-            source = f"notice:count:{till_id}:{request_id}:{event['item']}"
+            _, till_id, request_id = _till_source(event.source)
+            text = count_notice(till_id, request_id, event.item, event.unit, expected, counted, tolerance)
+            source = f"notice:count:{till_id}:{request_id}:{event.item}"
             result = tx.admit_answered(Occurrence(source, "notice:count", text, WorkKind.NOTICE, destination),
                                        _answer(ReportDraft(text, destination=destination)))
             if result.outcome is Admission.ACCEPTED:

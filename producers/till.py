@@ -156,8 +156,10 @@ class TillApi:
             return _error(TillError(500, "not_read", "the request could not be read; try again", None))
         if found is None:   # another till's request id answers exactly like an unknown one
             return _error(TillError(404, "not_found", f"this till has no request {request_id}", None))
-        return JSONResponse({"request_id": request_id, "work": str(found["work_id"]), "state": found["state"],
-                             "report": found["report"]})
+        report = found.report
+        return JSONResponse({"request_id": request_id, "work": str(found.work_id), "state": found.state.value,
+                             "report": None if report is None else
+                             {"id": report.report_id, "body": report.body, "is_error": report.is_error}})
 
 
 async def _read_limited(request: Request, limit: int) -> bytes | TillError:

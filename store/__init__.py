@@ -27,7 +27,6 @@ from .errors import (
 from .locations import describe as describe_location
 from .locations import is_database_url
 from .order_records import (
-    ActionState,
     ActionView,
     CountRequest,
     Draft,
@@ -69,6 +68,7 @@ from .records import (
     Decision,
     DecisionKind,
     Delivery,
+    DeliveryCounts,
     DeliveryState,
     Fence,
     FinishOutcome,
@@ -77,6 +77,8 @@ from .records import (
     Lease,
     LimitKind,
     MetricsSnapshot,
+    Missed,
+    MissedReason,
     Occurrence,
     Policy,
     PolicyRefusal,
@@ -91,9 +93,31 @@ from .records import (
     Stats,
     Status,
     Violation,
+    WorkCounts,
     WorkItem,
     WorkKind,
     WorkState,
+)
+from .shop_records import (
+    ActionState,
+    EndedRun,
+    ItemSales,
+    OnOrder,
+    OpenAction,
+    OpsView,
+    RunOutcome,
+    SalesDay,
+    SaleSource,
+    SeriesPoint,
+    ShopItem,
+    StateTallies,
+    StockEvent,
+    StockEventKind,
+    StockLevel,
+    Tally,
+    TillCount,
+    WorkReport,
+    WorkWithReport,
 )
 from .sqlite import (
     DEFAULT_ATTEMPT_CAP,
@@ -160,8 +184,13 @@ __all__ = [
     "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
     "PolicyRefusal", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "Stats", "Status",
-    "Violation", "WorkItem", "WorkKind", "WorkState",
+    "Violation", "WorkItem", "WorkKind", "WorkState", "Missed", "MissedReason",
+    "DeliveryCounts", "WorkCounts",
+    # the shop's records (store/shop_records.py)
+    "ActionState", "EndedRun", "ItemSales", "OnOrder", "OpenAction", "OpsView", "RunOutcome", "SaleSource", "SalesDay",
+    "SeriesPoint", "ShopItem", "StateTallies", "StockEvent", "StockEventKind", "StockLevel", "Tally", "TillCount",
+    "WorkReport", "WorkWithReport",
     # the ordering side's records (store/order_records.py)
-    "ActionState", "ActionView", "CountRequest", "Draft", "JsonObject", "Order", "OrderState", "Proposal",
-    "ProposalState", "ReceivedOrder", "SentMessage", "UnknownReport",
+    "ActionView", "CountRequest", "Draft", "JsonObject", "Order", "OrderState", "Proposal", "ProposalState",
+    "ReceivedOrder", "SentMessage", "UnknownReport",
 ]

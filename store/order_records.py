@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .records import PolicyRefusal, WorkKind
+from .shop_records import ActionState
 
 JsonObject = Mapping[str, object]
 """A tool call's arguments or result as the journal stores it (JSON)."""
@@ -31,17 +32,6 @@ class OrderState(enum.StrEnum):
     RECEIVED = "received"
     NOT_ARRIVED = "not_arrived"
     CANCELLED = "cancelled"
-
-
-class ActionState(enum.StrEnum):
-    """A supplier action's state in the action outbox (C11)."""
-    PENDING = "pending"
-    SENDING = "sending"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-    UNKNOWN = "unknown"
-    QUARANTINED = "quarantined"
-    VOIDED = "voided"
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,9 +34,12 @@ from .records import (
     Fence,
     FinishOutcome,
     ItemSpec,
+    LeaderView,
     MetricsSnapshot,
+    Missed,
     Occurrence,
     Policy,
+    ProcessView,
     Prompt,
     Receipt,
     RecoverySummary,
@@ -48,11 +51,25 @@ from .records import (
     Status,
     Violation,
 )
+from .shop_records import (
+    EndedRun,
+    ItemSales,
+    OnOrder,
+    OpsView,
+    SalesDay,
+    SeriesPoint,
+    ShopItem,
+    StateTallies,
+    StockEvent,
+    StockLevel,
+    TillCount,
+    WorkWithReport,
+)
 from .signals import Signals
 
 T = TypeVar("T")
 
-Usage = tuple[int, int, int]          # input tokens, output tokens, model calls
+Usage = tuple[int, int, int]          # model calls, input tokens, output tokens
 
 
 class ProducerRecords(Protocol):
@@ -68,8 +85,9 @@ class ProducerRecords(Protocol):
     def record_missed(self, schedule: str, key: str, reason: str, fire_time: datetime | None) -> bool:
         """Record an occurrence that will not run (late, superseded, capacity, conflict) once: False if recorded."""
 
-    def stock_levels(self) -> list[dict[str, Any]]:
-        """Every item with on hand, reorder point and its watch state (armed, episode)."""
+    def stock_levels(self) -> list[StockLevel]:
+        """Every item with on hand, on order, the reorder point in force and its watch state (armed, episode), by
+        item."""
 
     def set_watch(self, item: str, armed: bool, episode: int) -> None:
         """The stock watcher's episode state of an item (an episode ends when on hand >= reorder point)."""
@@ -80,7 +98,7 @@ class ProducerRecords(Protocol):
     def set_mark(self, name: str, value: int) -> None:
         """Move a producer's read mark."""
 
-    def count_events_after(self, event_id: int) -> list[dict[str, Any]]:
+    def count_events_after(self, event_id: int) -> list[TillCount]:
         """Till count events after `event_id`, oldest first."""
 
 
@@ -450,10 +468,10 @@ class ActionOutbox(Protocol):
 class ShopRecords(Protocol):
     """The shop's items, stock and the producers' records read outside a transaction."""
 
-    async def shop_items(self) -> list[dict[str, Any]]:
+    async def shop_items(self) -> list[ShopItem]:
         """Every item with its stock and limits."""
 
-    async def shop_item(self, item: str) -> dict[str, Any] | None:
+    async def shop_item(self, item: str) -> ShopItem | None:
         """One item, or None."""
 
     async def seed_shop(self, specs: Sequence[ItemSpec], source: str) -> bool:
@@ -465,25 +483,25 @@ class ShopRecords(Protocol):
     async def item_names(self) -> list[str]:
         """The names of the shop's items."""
 
-    async def stock_watch(self) -> list[dict[str, Any]]:
+    async def stock_watch(self) -> list[StockLevel]:
         """`ProducerRecords.stock_levels` outside a transaction."""
 
-    async def missed_occurrences(self, limit: int = 20) -> list[dict[str, Any]]:
+    async def missed_occurrences(self, limit: int = 20) -> list[Missed]:
         """The most recently recorded missed occurrences, newest first."""
 
-    async def work_with_report(self, source: str) -> dict[str, Any] | None:
+    async def work_with_report(self, source: str) -> WorkWithReport | None:
         """The work item of a source identity with its state and report (the till reads its requests back)."""
 
-    async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[dict[str, Any]]:
-        """Units sold and restocked per item in (since, until], from the stock records: sales are the decreases
-        between consecutive records of an item, increases are restocks and never negative sales."""
+    async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[ItemSales]:
+        """Units sold and restocked per item (one, or every item, by item) in (since, until], from the stock records:
+        sales are the decreases between consecutive records of an item, increases are restocks and never negative
+        sales."""
 
-    async def on_order(self, item: str | None = None) -> list[dict[str, Any]]:
-        """Orders on order (from approval until received; not failed, voided or not arrived), for the agent:
-        proposal_id, item, quantity, total_cents, decided_at, due_at (approval plus the lead time), unit,
-        action_state."""
+    async def on_order(self, item: str | None = None) -> list[OnOrder]:
+        """Orders on order (from approval until received; not failed, voided or not arrived), for the agent, by
+        proposal."""
 
-    async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+    async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[TillCount]:
         """The latest till counts, newest first."""
 
     async def open_proposals(self) -> list[Proposal]:
@@ -503,16 +521,13 @@ class ShopRecords(Protocol):
     async def order_not_arrived(self, proposal_id: int, by: str) -> Order:
         """`Transaction.order_not_arrived` in a transaction of its own."""
 
-    async def stock_events(self, item: str, limit: int = 100) -> list[dict[str, Any]]:
-        """An item's latest stock events, oldest first: event_id, kind ('seed', 'count', 'sync', 'restock',
-        'received'), old_on_hand, new_on_hand, source, created_at."""
+    async def stock_events(self, item: str, limit: int = 100) -> list[StockEvent]:
+        """An item's latest stock events, oldest first."""
 
     async def sales_days(self, first: date, last: date, timezone: str,
-                         item: str | None = None) -> list[dict[str, Any]]:
+                         item: str | None = None) -> list[SalesDay]:
         """The sales history (store/shared/sales.py): every (item, shop-local day) in [first, last] with a record or
-        out of stock, by item and day: item, day (ISO), quantity (None without a record), source ('import' or
-        'till'; an imported day takes the place of the till's, so no day counts twice), out_of_stock (the item stood
-        at 0 on hand at some moment of the day)."""
+        out of stock, by item and day; an imported day takes the place of the till's, so no day counts twice."""
 
     async def import_sales(self, lines: Sequence[SaleLine], timezone: str, source: str) -> SalesImport:
         """All or nothing, in one transaction: each line's (item, day) is added, or already recorded with the same
@@ -549,17 +564,18 @@ class Insights(Protocol):
         """Every invariant (R1-R3 and the rest) on the store's own read path; empty when all hold."""
 
     async def metrics(self, window_seconds: float = 3600.0,
-                      tallies: dict[str, Any] | None = None) -> MetricsSnapshot:
+                      tallies: StateTallies | None = None) -> MetricsSnapshot:
         """Operational figures for /metrics in one read snapshot: never the write lock, no user data. Pass the same
-        `tallies` dict at every call (the caller keeps it): the counts by state then cost only what changed."""
+        `tallies` at every call (the caller keeps it, from `{}`): the counts by state then cost only what changed."""
 
-    async def ops_view(self, tallies: dict[str, Any]) -> dict[str, Any]:
-        """The operator page's figures, each read through an index; a read."""
+    async def ops_view(self, tallies: StateTallies) -> OpsView:
+        """The operator page's figures, each read through an index, the counts by state kept in `tallies` as for
+        `metrics`; a read."""
 
-    async def runs_ended_since(self, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
+    async def runs_ended_since(self, mark: datetime, limit: int = 10_000) -> list[EndedRun]:
         """Runs that ended at or after `mark`, oldest end first; a read."""
 
-    async def day_series(self, hours: int = 24) -> list[dict[str, Any]]:
+    async def day_series(self, hours: int = 24) -> list[SeriesPoint]:
         """λ, W and L per hour over the last `hours` hours, oldest first; a read."""
 
     async def writable(self, probe_interval_s: float = 5.0) -> str | None:
@@ -639,11 +655,11 @@ class Leadership(Protocol):
     async def depart(self, holder: str) -> None:
         """A clean stop: the process's row is removed."""
 
-    async def leaders(self) -> list[dict[str, Any]]:
-        """Every lease: name, holder, generation, expires_in_s (negative once expired), acquired_at; a read."""
+    async def leaders(self) -> list[LeaderView]:
+        """Every lease, by name (`expires_in_s` negative once expired); a read."""
 
-    async def processes(self) -> list[dict[str, Any]]:
-        """The processes that share the store: holder, pid, host, started_at, seen_s_ago; a read."""
+    async def processes(self) -> list[ProcessView]:
+        """The processes that share the store, oldest start first; a read."""
 
     async def sweep_sending(self) -> tuple[list[int], list[int]]:
         """C7, C11, C16: deliveries and actions `sending` whose sender's lease (relay, actions) is no longer current

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from .clock import from_text, to_text
+from .clock import to_text
 
 
 class WorkState(str, enum.Enum):
@@ -356,6 +356,7 @@ def _plain(value: object) -> object:
 
 class _Record:
     """`to_json()` of a flat record: its fields by name, in declaration order."""
+    __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(cast(Any, self))}
@@ -366,6 +367,7 @@ _C = TypeVar("_C", bound="_Counts")
 
 class _Counts(_Record):
     """Counts per state, every state present (0 when none)."""
+    __slots__ = ()
 
     def items(self) -> list[tuple[str, int]]:
         return [(f.name, getattr(self, f.name)) for f in fields(cast(Any, self))]
@@ -429,12 +431,21 @@ class HeldAction(_Record):
     reason: str | None
 
 
+class MissedReason(enum.StrEnum):
+    """Why a schedule's occurrence did not run (`missed_occurrences.reason`)."""
+    LATE = "late"
+    SUPERSEDED = "superseded"
+    CAPACITY = "capacity"
+    CONFLICT = "conflict"
+    OUTAGE = "outage"
+
+
 @dataclass(frozen=True)
 class Missed(_Record):
     """A recorded missed occurrence of a schedule."""
     schedule: str
     key: str
-    reason: str
+    reason: MissedReason
     fire_time: datetime | None
     recorded_at: datetime
 
@@ -490,10 +501,6 @@ class ProcessView(_Record):
     started_at: datetime
     seen_s_ago: float
 
-    @classmethod
-    def of(cls, row: Mapping[str, Any]) -> ProcessView:
-        return cls(row["holder"], int(row["pid"]), row["host"], from_text(row["started_at"]), float(row["seen_s_ago"]))
-
 
 @dataclass(frozen=True)
 class LeaderView(_Record):
@@ -503,11 +510,6 @@ class LeaderView(_Record):
     generation: int
     expires_in_s: float
     acquired_at: datetime
-
-    @classmethod
-    def of(cls, row: Mapping[str, Any]) -> LeaderView:
-        return cls(row["name"], row["holder"], int(row["generation"]), float(row["expires_in_s"]),
-                   from_text(row["acquired_at"]))
 
 
 @dataclass(frozen=True)

@@ -99,9 +99,28 @@ def pg_template():
     yield from pg_support.make_template()
 
 
+@pytest.fixture(scope="session")
+def pg_worker_database(pg_template: str):
+    """This worker's PostgreSQL database, copied from the template once (tests/support/worker_database.py)."""
+    from tests.support.worker_database import WorkerDatabase
+    database = WorkerDatabase(pg_template)
+    try:
+        yield database
+    finally:
+        database.drop()
+
+
 @pytest.fixture
-def pg_url(pg_template: str):
-    """A fresh PostgreSQL database for one test, copied from the template."""
+def pg_url(pg_worker_database) -> str:
+    """This worker's PostgreSQL database, emptied back to a freshly migrated one's state; shared by its tests."""
+    pg_support.server_or_skip()
+    return str(pg_worker_database.emptied())
+
+
+@pytest.fixture
+def pg_fresh_url(pg_template: str):
+    """A PostgreSQL database of this test's own, copied from the template and dropped afterwards: for the bot's
+    processes (none may outlive its test into another's data), a changed schema, several databases."""
     pg_support.server_or_skip()
     yield from pg_support.fresh_database(pg_template)
 

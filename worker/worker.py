@@ -388,14 +388,15 @@ class Worker:
                           ordering=self.settings.ordering, chat_id=_chat(claim.destination))
         fmt = self.settings.fmt()
         shop = ShopContext(self.settings.shop_name, fmt, self.settings.hours, self.settings.schedules)
-        system, head, context_figures = build_system(shop, await self.store.shop_items(), self.store.clock.now())
+        items = await self.store.shop_items()
+        system, head, context_figures = build_system(shop, items, self.store.clock.now())
         around = self.on_turn(claim) if self.on_turn is not None else contextlib.nullcontext()
         try:
             async with around:          # entered and left without waiting for anything (bot/relays/typing.py)
                 result = await run_agent(model=self.model, registry=self.registry, system=system, history=history,
                                          user_text=user_text, journal=_StoreJournal(self.store, ctx), context=ctx,
                                          limits=self.settings.limits, fmt=fmt, context_figures=context_figures,
-                                         turn_head=head)
+                                         turn_head=head, shop_words=[i.item for i in items])
         except UnusableAnswer as exc:
             log.warning("model answer unusable run_id=%s: %s", claim.run_id, exc)
             await self.store.fail(claim, ReportDraft(

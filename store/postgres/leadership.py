@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ..clock import to_text
+from ..clock import from_db, to_text
 from ..errors import LeaseLost
-from ..records import Fence
+from ..records import Fence, LeaderView, ProcessView
 from ..shared.outbox import UNKNOWN_REASON
 from .connection import PgConnection
 
@@ -73,22 +73,19 @@ def depart(conn: PgConnection, holder: str) -> None:
     conn.execute("DELETE FROM processes WHERE holder = ?", (holder,))
 
 
-def leaders(conn: PgConnection, now: Any = None) -> list[dict[str, Any]]:
+def leaders(conn: PgConnection, now: Any = None) -> list[LeaderView]:
     rows = conn.execute(
-        "SELECT name, holder, generation, extract(epoch FROM expires_at - clock_timestamp())::float8, "
-        "to_char(acquired_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+        "SELECT name, holder, generation, extract(epoch FROM expires_at - clock_timestamp())::float8, acquired_at "
         "FROM leader_leases ORDER BY name").fetchall()
-    return [{"name": r[0], "holder": r[1], "generation": int(r[2]), "expires_in_s": round(float(r[3]), 3),
-             "acquired_at": r[4]} for r in rows]
+    return [LeaderView(r[0], r[1], int(r[2]), round(float(r[3]), 3), from_db(r[4])) for r in rows]
 
 
-def processes(conn: PgConnection, now: Any = None) -> list[dict[str, Any]]:
+def processes(conn: PgConnection, now: Any = None) -> list[ProcessView]:
     rows = conn.execute(
-        "SELECT holder, pid, host, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
+        "SELECT holder, pid, host, started_at, "
         "extract(epoch FROM clock_timestamp() - seen_at)::float8 FROM processes ORDER BY started_at, holder"
     ).fetchall()
-    return [{"holder": r[0], "pid": int(r[1]), "host": r[2], "started_at": r[3], "seen_s_ago": round(float(r[4]), 3)}
-            for r in rows]
+    return [ProcessView(r[0], int(r[1]), r[2], from_db(r[3]), round(float(r[4]), 3)) for r in rows]
 
 
 _LAPSED = ("state = 'sending' AND NOT EXISTS (SELECT 1 FROM leader_leases l WHERE l.name = '{name}' "

@@ -41,6 +41,7 @@ from ..shared.store import (
     DEFAULT_LEASE_S,
     BaseStore,
 )
+from ..shop_records import StateTallies
 from . import guards, leadership, migrations, readback
 from .connection import Database
 from .dialect import POSTGRES
@@ -301,7 +302,7 @@ class PostgresStore(BaseStore):
             self._last_probe = last
         return unwritable_reason(last[1]) if last[1] is not None else None
 
-    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> MetricsSnapshot:
+    async def metrics(self, window_seconds: float = 3600.0, tallies: StateTallies | None = None) -> MetricsSnapshot:
         """SQLite's figures (store/shared/metrics.py `snapshot`); the sizes are the database's (pg_database_size),
         with no free pages and no WAL file of its own (the server's WAL is the cluster's)."""
         now_dt = self.now_dt()

@@ -9,10 +9,11 @@ from datetime import datetime
 from typing import Any
 
 from .. import redaction
-from ..clock import from_text, to_text
+from ..clock import from_db_or_none, from_text, to_text
 from ..errors import IllegalTransition, UnknownTarget
-from ..order_records import ActionState, ActionView, Proposal, ProposalState
+from ..order_records import ActionView, Proposal, ProposalState
 from ..records import Action, Decision, DecisionKind
+from ..shop_records import ActionState
 from . import orders, proposals
 from .connection import Connection, Row
 from .moves import move
@@ -111,9 +112,9 @@ def unknown(conn: Connection) -> list[Action]:
     return [_action(r) for r in conn.execute("SELECT * FROM actions WHERE state = 'unknown' ORDER BY action_id")]
 
 
-def next_wake(conn: Connection) -> str | None:
-    return conn.execute("SELECT min(not_before) FROM actions WHERE state = 'pending' AND not_before IS NOT NULL"
-                        ).fetchone()[0]
+def next_wake(conn: Connection) -> datetime | None:
+    return from_db_or_none(conn.execute(
+        "SELECT min(not_before) FROM actions WHERE state = 'pending' AND not_before IS NOT NULL").fetchone()[0])
 
 
 def _move(conn: Connection, action_id: int, expect: str, new: str, now: str, **columns: object) -> None:

@@ -3,9 +3,10 @@ till counts, open proposals. All SQL of these views lives here; each function is
 """
 from __future__ import annotations
 
-from typing import Any
-
+from ..clock import from_db, from_db_or_none
+from ..shop_records import ActionState, ItemSales, OnOrder, TillCount
 from .connection import Connection
+from .producer_state import TILL_COUNT_COLUMNS, till_count
 
 # Sales are the decreases between consecutive stock records of an item (seed, count, sync, ...: every row of
 # stock_events, in event order); an increase is a restock and never a negative sale. A pair counts for the window
@@ -31,18 +32,17 @@ ORDER BY i.item
 """
 
 
-def sales(conn: Connection, since: str, until: str, item: str | None = None) -> list[dict[str, Any]]:
+def sales(conn: Connection, since: str, until: str, item: str | None = None) -> list[ItemSales]:
     """Per item (one, or every item): units sold and restocked in (since, until], the number of stock records in
     it, and the item's first stock record at or before `until` (None when it has none): a window that starts before
-    the item's first record is measured from that record. Times are the store's UTC text (lexical order is time
-    order)."""
+    the item's first record is measured from that record. `since` and `until` are the store's UTC text; the first
+    record's time is as the store reads it (store/clock.py `from_db`)."""
     rows = conn.execute(_SALES, {"since": since, "until": until, "item": item}).fetchall()
-    return [{"item": r["item"], "unit": r["unit"], "on_hand": r["on_hand"], "sold": r["sold"],
-             "restocked": r["restocked"], "records": r["records"], "first_record_at": r["first_record_at"]}
-            for r in rows]
+    return [ItemSales(r["item"], r["unit"], int(r["on_hand"]), int(r["sold"]), int(r["restocked"]), int(r["records"]),
+                      from_db_or_none(r["first_record_at"])) for r in rows]
 
 
-def on_order(conn: Connection, item: str | None = None) -> list[dict[str, Any]]:
+def on_order(conn: Connection, item: str | None = None) -> list[OnOrder]:
     """The orders on order (store/shared/orders.py: from approval until received, not failed or voided), for the
     agent's tools: proposal, item, quantity, total, when approved, when due (approval plus the supplier's lead
     time), unit and the supplier action's state."""
@@ -52,13 +52,16 @@ def on_order(conn: Connection, item: str | None = None) -> list[dict[str, Any]]:
         "LEFT JOIN actions a ON a.proposal_id = o.proposal_id LEFT JOIN items i ON i.item = o.item "
         "WHERE o.state = 'on_order' AND (:item IS NULL OR o.item = :item) ORDER BY o.proposal_id",
         {"item": item}).fetchall()
-    return [dict(r) for r in rows]
+    return [OnOrder(int(r["proposal_id"]), r["item"], r["unit"], int(r["quantity"]), int(r["total_cents"]),
+                    from_db(r["decided_at"]), from_db(r["due_at"]),
+                    None if r["action_state"] is None else ActionState(r["action_state"])) for r in rows]
 
 
-def recent_counts(conn: Connection, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+def recent_counts(conn: Connection, item: str | None = None, limit: int = 10) -> list[TillCount]:
     """The latest till counts (stock events of kind `count`), newest first: item, the stock before and the count."""
     rows = conn.execute(
-        "SELECT e.item, e.old_on_hand, e.new_on_hand, e.source, e.created_at, i.unit FROM stock_events e "
+        f"SELECT {TILL_COUNT_COLUMNS} FROM stock_events e "
         "JOIN items i ON i.item = e.item WHERE e.kind = 'count' AND (:item IS NULL OR e.item = :item) "
         "ORDER BY e.event_id DESC LIMIT :limit", {"item": item, "limit": limit}).fetchall()
+    return [till_count(r) for r in rows]
     return [dict(r) for r in rows]

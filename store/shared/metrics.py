@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from ..clock import from_text, to_text
-from ..records import DeliveryCounts, MetricsSnapshot, Stats
+from ..clock import from_db, to_text
+from ..records import DeliveryCounts, MetricsSnapshot, Stats, UnknownPart, WorkCounts
+from ..shop_records import ActionState, EndedRun, OpenAction, OpsView, RunOutcome, SeriesPoint, StateTallies, Tally
 from .connection import Connection
+from .status import failed_deliveries, failed_work
 
 WORK_KINDS = ("agent", "control", "notice")
 WORK_STATES = ("pending", "running", "finished", "failed")
@@ -25,15 +26,6 @@ _CODE_LABEL = re.compile(r"[a-z][a-z0-9_]{0,39}")
 def code_label(value: str) -> str:
     """A counter kind as a label only when it is shaped like a code-made name; anything else is `other`."""
     return value if _CODE_LABEL.fullmatch(value or "") else "other"
-
-
-@dataclass
-class Tally:
-    """Counts by state of a table's rows with ids at or below `upto`. Those rows are all ended (no open row has an
-    id that low) and an ended row never changes state or goes away, so the counts stay true and each scrape only
-    counts the rows above `upto`: a scrape costs the open window, not the whole history."""
-    upto: int = 0
-    counts: dict[tuple[str, ...], int] = field(default_factory=dict)
 
 
 # table -> (id column, the grouping columns, the partial index of the open rows, what an open row is). The open rows
@@ -69,7 +61,7 @@ def tallied(conn: Connection, table: str, tally: Tally,
     return counts
 
 
-def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, tallies: dict[str, Tally] | None,
+def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, tallies: StateTallies | None,
              oldest_open_sql: Mapping[str, str]) -> MetricsSnapshot:
     """Counts by state, the oldest pending age, the counters of the last complete minute, the database size, with
     C14's `window` read in the same snapshot.
@@ -97,7 +89,7 @@ def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, talli
         work=work,
         deliveries=DeliveryCounts.of(deliveries),
         actions=actions,
-        oldest_pending_seconds=max(0.0, (now - from_text(oldest)).total_seconds()) if oldest else 0.0,
+        oldest_pending_seconds=max(0.0, (now - from_db(oldest)).total_seconds()) if oldest else 0.0,
         counted_last_minute=counted,
         db_bytes=sizes.db_bytes,
         db_free_bytes=sizes.free_bytes,
@@ -106,59 +98,54 @@ def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, talli
     )
 
 
-def ops_view(conn: Connection, now: datetime, tallies: dict[str, Tally],
-             oldest_open_sql: Mapping[str, str]) -> dict[str, Any]:
+def ops_view(conn: Connection, now: datetime, tallies: StateTallies, oldest_open_sql: Mapping[str, str]) -> OpsView:
     """What the operator page shows beside the status counts, each read through an index (no full scan): unknown
     deliveries, the last failed work and failed or denied parts, open and quarantined actions, the counters of the
     last hour, the oldest pending age."""
-    figures: dict[str, Any] = {"work": {}, "agent_work": {}, "deliveries": dict.fromkeys(DELIVERY_STATES, 0)}
+    work: dict[str, int] = {}
+    agent_work: dict[str, int] = {}
     for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally()), oldest_open_sql).items():
-        figures["work"][state] = figures["work"].get(state, 0) + n
+        work[state] = work.get(state, 0) + n
         if kind == "agent":
-            figures["agent_work"][state] = n
-    figures["work"] = {s: figures["work"].get(s, 0) for s in WORK_STATES}
-    figures["agent_work"] = {s: figures["agent_work"].get(s, 0) for s in WORK_STATES}
-    for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()),
-                                   oldest_open_sql).items():
-        figures["deliveries"][state] = n
+            agent_work[state] = n
+    deliveries = {state: n for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()),
+                                                      oldest_open_sql).items()}
     oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
-    figures["oldest_pending_seconds"] = (now - from_text(oldest)).total_seconds() if oldest else None
-    figures["unknown"] = [dict(r) for r in conn.execute(
+    unknown = tuple(UnknownPart(r["report_id"], r["part"], r["parts"], r["chat_id"], r["reason"],
+                                from_db(r["updated_at"])) for r in conn.execute(
         "SELECT report_id, part, parts, chat_id, reason, updated_at FROM deliveries "
         "WHERE state IN ('pending', 'sending', 'unknown') AND state = 'unknown' "   # the first term: deliveries_open
-        "ORDER BY delivery_id LIMIT 100")]
-    figures["failed_work"] = [dict(r) for r in conn.execute(
-        "SELECT w.work_id, w.source, i.report_id FROM work w LEFT JOIN report_items i USING (work_id) "
-        "WHERE w.state = 'failed' ORDER BY w.work_id DESC LIMIT 20")]
-    figures["failed_deliveries"] = [dict(r) for r in conn.execute(
-        "SELECT report_id, part, chat_id, reason FROM deliveries WHERE state IN ('failed', 'denied') "
-        "ORDER BY delivery_id DESC LIMIT 20")]
-    figures["open_actions"] = [dict(r) for r in conn.execute(
+        "ORDER BY delivery_id LIMIT 100"))
+    open_actions = tuple(OpenAction(r["action_id"], r["proposal_id"], ActionState(r["state"]), r["reason"], r["item"],
+                                    r["quantity"], r["total_cents"]) for r in conn.execute(
         "SELECT a.action_id, a.proposal_id, a.state, a.reason, p.item, p.quantity, p.total_cents FROM actions a "
         "JOIN proposals p USING (proposal_id) WHERE a.state IN ('pending', 'sending', 'unknown', 'quarantined') "
-        "ORDER BY a.action_id LIMIT 100")]
+        "ORDER BY a.action_id LIMIT 100"))
     counters: dict[str, int] = {}
     for kind, n in conn.execute("SELECT kind, sum(count) FROM counters WHERE minute >= ? GROUP BY kind",
                                 (to_text(now - timedelta(hours=1))[:16],)):
         counters[code_label(kind)] = counters.get(code_label(kind), 0) + n
-    figures["counters_last_hour"] = counters
-    return figures
+    return OpsView(work=WorkCounts.of(work), agent_work=WorkCounts.of(agent_work),
+                   deliveries=DeliveryCounts.of(deliveries),
+                   oldest_pending_seconds=(now - from_db(oldest)).total_seconds() if oldest else None,
+                   unknown=unknown, failed_work=failed_work(conn), failed_deliveries=failed_deliveries(conn),
+                   open_actions=open_actions, counters_last_hour=counters)
 
 
-def runs_ended_since(conn: Connection, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
-    """Runs that ended at or after `mark` (UTC text), oldest end first: (run_id, outcome, started_at, ended_at,
-    model_calls, input_tokens, output_tokens). Uses the `runs_ended` index (migration 0011)."""
-    return conn.execute(
+def runs_ended_since(conn: Connection, mark: datetime, limit: int = 10_000) -> list[EndedRun]:
+    """Runs that ended at or after `mark`, oldest end first. Uses the `runs_ended` index (migration 0011)."""
+    return [EndedRun(r[0], RunOutcome(r[1]), from_db(r[2]), from_db(r[3]), int(r[4]), int(r[5]), int(r[6]))
+            for r in conn.execute(
         "SELECT run_id, outcome, started_at, ended_at, model_calls, input_tokens, output_tokens FROM runs "
-        "WHERE ended_at >= ? ORDER BY ended_at LIMIT ?", (mark, limit)).fetchall()
+        "WHERE ended_at >= ? ORDER BY ended_at LIMIT ?", (to_text(mark), limit)).fetchall()]
 
 
-def window_series(conn: Connection, start: datetime, end: datetime, buckets: int) -> list[dict[str, Any]]:
+def window_series(conn: Connection, start: datetime, end: datetime, buckets: int) -> list[SeriesPoint]:
     """λ, W and L of agent work in `buckets` equal slices of [start, end] (the operator page's day chart)."""
     from .stats import window
     step = (end - start) / buckets
     series = []
     for i in range(buckets):
         s = window(conn, to_text(start + step * i), to_text(start + step * (i + 1)))
-        series.append({"start": to_text(start + step * i), "lambda_per_s": s.lam, "W_s": s.w, "L": s.l})
+        series.append(SeriesPoint(start + step * i, s.lam, s.w, s.l))
     return series

@@ -20,7 +20,8 @@ from datetime import timedelta
 from .. import units
 from ..clock import from_db, from_db_or_none, from_text, to_text
 from ..errors import IllegalTransition, UnknownTarget
-from ..order_records import ActionState, Order, OrderState, ReceivedOrder
+from ..order_records import Order, OrderState, ReceivedOrder
+from ..shop_records import ActionState
 from .connection import Connection, Row
 
 DEFAULT_LEAD_TIME_DAYS = 3

@@ -7,10 +7,11 @@ commits with the work it admits (C2). The store offers the reads outside a produ
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from ..clock import from_text, to_text
-from .connection import Connection
+from ..clock import from_db, from_db_or_none, to_text
+from ..records import Missed, MissedReason, WorkState
+from ..shop_records import StockLevel, TillCount, WorkReport, WorkWithReport
+from .connection import Connection, Row
 
 
 # ---- the clock producer --------------------------------------------------------------------------------------
@@ -35,24 +36,24 @@ def record_missed(conn: Connection, schedule: str, key: str, reason: str, fire_t
         "ON CONFLICT (schedule, key) DO NOTHING", (schedule, key, reason, fire_time, now)).rowcount == 1
 
 
-def missed_occurrences(conn: Connection, limit: int = 20) -> list[dict[str, Any]]:
-    """The most recently recorded missed occurrences, newest first: rows for `shopbot status`."""
-    return [dict(r) for r in conn.execute(
+def missed_occurrences(conn: Connection, limit: int = 20) -> list[Missed]:
+    """The most recently recorded missed occurrences, newest first (`shopbot status`)."""
+    return [Missed(r["schedule"], r["key"], MissedReason(r["reason"]), from_db_or_none(r["fire_time"]),
+                   from_db(r["recorded_at"])) for r in conn.execute(
         "SELECT schedule, key, reason, fire_time, recorded_at FROM missed_occurrences "
         "ORDER BY recorded_at DESC, schedule, key DESC LIMIT ?", (limit,)).fetchall()]
 
 
 # ---- the stock watcher ---------------------------------------------------------------------------------------
-def stock_levels(conn: Connection) -> list[dict[str, Any]]:
-    """Every item with its stock, what is on order, its position (on hand plus on order), reorder point and watch
-    state (armed, episode)."""
-    return [dict(r) for r in conn.execute(
+def stock_levels(conn: Connection) -> list[StockLevel]:
+    """Every item with its stock, what is on order, reorder point and watch state (armed, episode)."""
+    return [StockLevel(r["item"], r["unit"], int(r["on_hand"]), int(r["on_order"]), int(r["reorder_point"]),
+                       bool(r["armed"]), int(r["episode"])) for r in conn.execute(
         "SELECT i.item, i.unit, i.on_hand, coalesce(s.reorder_point, i.reorder_point) AS reorder_point, "
         "coalesce(w.armed, 1) AS armed, "
         "coalesce(w.episode, 1) AS episode, "
         "(SELECT coalesce(sum(o.quantity), 0) FROM orders o WHERE o.item = i.item AND o.state = 'on_order') "
-        "AS on_order, i.on_hand + (SELECT coalesce(sum(o.quantity), 0) FROM orders o WHERE o.item = i.item "
-        "AND o.state = 'on_order') AS position FROM items i LEFT JOIN stock_watch w USING (item) "
+        "AS on_order FROM items i LEFT JOIN stock_watch w USING (item) "
         "LEFT JOIN item_settings s ON s.item = i.item "     # an applied reorder point counts at once
         "ORDER BY i.item").fetchall()]
 
@@ -74,10 +75,18 @@ def set_mark(conn: Connection, name: str, value: int) -> None:
                  "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
 
 
-def count_events_after(conn: Connection, event_id: int) -> list[dict[str, Any]]:
+TILL_COUNT_COLUMNS = "e.event_id, e.item, i.unit, e.old_on_hand, e.new_on_hand, e.source, e.created_at"
+
+
+def till_count(row: Row) -> TillCount:
+    return TillCount(int(row["event_id"]), row["item"], row["unit"], row["old_on_hand"], int(row["new_on_hand"]),
+                     row["source"], from_db(row["created_at"]))
+
+
+def count_events_after(conn: Connection, event_id: int) -> list[TillCount]:
     """Stock set by till counts after `event_id`, oldest first: the old (expected) and new (counted) figures."""
-    return [dict(r) for r in conn.execute(
-        "SELECT e.event_id, e.item, i.unit, e.old_on_hand, e.new_on_hand, e.source FROM stock_events e "
+    return [till_count(r) for r in conn.execute(
+        f"SELECT {TILL_COUNT_COLUMNS} FROM stock_events e "
         "JOIN items i USING (item) WHERE e.kind = 'count' AND e.event_id > ? ORDER BY e.event_id",
         (event_id,)).fetchall()]
 
@@ -87,7 +96,7 @@ def item_names(conn: Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT item FROM items ORDER BY item")]
 
 
-def work_with_report(conn: Connection, source: str) -> dict[str, Any] | None:
+def work_with_report(conn: Connection, source: str) -> WorkWithReport | None:
     """A work item by its source identity, with its newest report (None until it has one)."""
     row = conn.execute("SELECT work_id, state FROM work WHERE source = ?", (source,)).fetchone()
     if row is None:
@@ -95,9 +104,9 @@ def work_with_report(conn: Connection, source: str) -> dict[str, Any] | None:
     report = conn.execute(
         "SELECT r.report_id, r.body, r.is_error FROM report_items i JOIN reports r USING (report_id) "
         "WHERE i.work_id = ? ORDER BY r.generation DESC LIMIT 1", (row["work_id"],)).fetchone()
-    return {"work_id": row["work_id"], "state": row["state"],
-            "report": {"id": report["report_id"], "body": report["body"], "is_error": bool(report["is_error"])}
-            if report else None}
+    return WorkWithReport(int(row["work_id"]), WorkState(row["state"]),
+                          WorkReport(report["report_id"], report["body"], bool(report["is_error"]))
+                          if report else None)
 
 
 class ProducerState:
@@ -111,7 +120,7 @@ class ProducerState:
     def get_cursor(self, schedule: str) -> tuple[datetime | None, str | None]:
         """The schedule's cursor (the last fire time dealt with) and the key refused for capacity at it, if any."""
         cursor, refused = get_cursor(self._conn, schedule)
-        return (from_text(cursor) if cursor else None), refused
+        return from_db_or_none(cursor), refused
 
     def set_cursor(self, schedule: str, cursor: datetime, refused_key: str | None) -> None:
         set_cursor(self._conn, schedule, to_text(cursor), refused_key, self._now)
@@ -120,7 +129,7 @@ class ProducerState:
         """Record a missed occurrence once; False when it was recorded before."""
         return record_missed(self._conn, schedule, key, reason, to_text(fire_time) if fire_time else None, self._now)
 
-    def stock_levels(self) -> list[dict[str, Any]]:
+    def stock_levels(self) -> list[StockLevel]:
         return stock_levels(self._conn)
 
     def set_watch(self, item: str, armed: bool, episode: int) -> None:
@@ -132,5 +141,5 @@ class ProducerState:
     def set_mark(self, name: str, value: int) -> None:
         set_mark(self._conn, name, value)
 
-    def count_events_after(self, event_id: int) -> list[dict[str, Any]]:
+    def count_events_after(self, event_id: int) -> list[TillCount]:
         return count_events_after(self._conn, event_id)

@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import units
+from ..clock import from_db, from_db_or_none
 from ..errors import UnknownTarget
 from ..order_records import Draft
 from ..records import ItemSpec, LimitKind, Policy, PolicyRefusal
+from ..shop_records import ShopItem, StockEvent, StockEventKind
 from . import orders
 from .connection import Connection, Row
 
@@ -22,14 +24,11 @@ ITEM_COLUMNS = ("i.item, i.unit, i.on_hand, coalesce(s.reorder_point, i.reorder_
                 "s.decided_by AS applied_by, s.decided_at AS applied_at")
 
 
-def _item(row: Row) -> dict[str, Any]:
-    return {"item": row["item"], "unit": row["unit"], "on_hand": row["on_hand"], "reorder_point": row["reorder_point"],
-            "target": row["target"], "unit_cost_cents": row["unit_cost_cents"], "max_order": row["max_order"],
-            "pack": row["pack"], "min_order": row["min_order"], "price_cents": row["price_cents"],
-            "file_reorder_point": row["file_reorder_point"], "file_target": row["file_target"],
-            "applied": None if row["applied_by"] is None else {"by": row["applied_by"], "at": row["applied_at"]},
-            "open_proposal": row["open_proposal"], "on_order": row["on_order"],
-            "position": row["on_hand"] + row["on_order"]}
+def _item(row: Row) -> ShopItem:
+    return ShopItem(row["item"], row["unit"], int(row["on_hand"]), int(row["reorder_point"]), int(row["target"]),
+                    int(row["unit_cost_cents"]), row["max_order"], row["pack"], row["min_order"], row["price_cents"],
+                    int(row["file_reorder_point"]), int(row["file_target"]), row["applied_by"],
+                    from_db_or_none(row["applied_at"]), row["open_proposal"], int(row["on_order"]))
 
 
 _SELECT = (f"SELECT {ITEM_COLUMNS}, (SELECT p.proposal_id FROM proposals p WHERE p.item = i.item "
@@ -38,11 +37,11 @@ _SELECT = (f"SELECT {ITEM_COLUMNS}, (SELECT p.proposal_id FROM proposals p WHERE
            "AS on_order FROM items i LEFT JOIN item_settings s ON s.item = i.item ")
 
 
-def list_items(conn: Connection) -> list[dict[str, Any]]:
+def list_items(conn: Connection) -> list[ShopItem]:
     return [_item(r) for r in conn.execute(_SELECT + "ORDER BY i.item").fetchall()]
 
 
-def get_item(conn: Connection, item: str) -> dict[str, Any] | None:
+def get_item(conn: Connection, item: str) -> ShopItem | None:
     row = conn.execute(_SELECT + "WHERE i.item = ?", (item,)).fetchone()
     return _item(row) if row else None
 
@@ -132,44 +131,45 @@ def apply_counts(conn: Connection, counts: Mapping[str, int], source: str, work_
     return applied
 
 
-def stock_events(conn: Connection, item: str, limit: int = 100) -> list[dict[str, Any]]:
+def stock_events(conn: Connection, item: str, limit: int = 100) -> list[StockEvent]:
     """The item's latest `limit` stock events, oldest first."""
     rows = conn.execute("SELECT event_id, item, kind, old_on_hand, new_on_hand, source, created_at FROM stock_events "
                         "WHERE item = ? ORDER BY event_id DESC LIMIT ?", (item, limit)).fetchall()
-    return [dict(r) for r in reversed(rows)]
+    return [StockEvent(int(r["event_id"]), r["item"], StockEventKind(r["kind"]), r["old_on_hand"],
+                       int(r["new_on_hand"]), r["source"], from_db(r["created_at"])) for r in reversed(rows)]
 
 
 def record_draft(conn: Connection, run_id: str, item: str, quantity: int, now: str) -> Draft:
     spec = get_item(conn, item)
     if spec is None:
         raise UnknownTarget(f"unknown item {item!r}")
-    cost = quantity * spec["unit_cost_cents"]
+    cost = quantity * spec.unit_cost_cents
     draft_id = conn.execute(
         "INSERT INTO drafts (run_id, item, quantity, unit_cost_cents, cost_cents, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?) RETURNING draft_id",
-        (run_id, item, quantity, spec["unit_cost_cents"], cost, now)).fetchone()[0]
-    return Draft(draft_id, item, quantity, cost, spec["unit"])
+        (run_id, item, quantity, spec.unit_cost_cents, cost, now)).fetchone()[0]
+    return Draft(draft_id, item, quantity, cost, spec.unit)
 
 
-def policy_reason(conn: Connection, spec: dict[str, Any], supplier: str, quantity: int,
+def policy_reason(conn: Connection, spec: ShopItem, supplier: str, quantity: int,
                   policy: Policy | None) -> str | PolicyRefusal | None:
     """Why policy rejects a proposal before the owner sees it, or None: a quantity out of bounds, an open proposal for
     the item, the item already on order, a stock position at or above the reorder point (nothing to order), then the
     shop's supplier and spending limits. A spending limit's refusal is typed (its amounts, never a sentence with
     money in it: the store does not know how the shop writes money)."""
-    item, total = spec["item"], quantity * spec["unit_cost_cents"]
+    item, total = spec.item, quantity * spec.unit_cost_cents
     if quantity <= 0:
         return f"quantity must be positive, got {quantity}"
-    if spec["max_order"] is not None and quantity > spec["max_order"]:
-        return f"{units.count(quantity, spec['unit'])} is over the limit of {spec['max_order']} per order for {item}"
-    if spec["open_proposal"] is not None:
-        return f"{item} already has an open proposal (#{spec['open_proposal']})"
+    if spec.max_order is not None and quantity > spec.max_order:
+        return f"{units.count(quantity, spec.unit)} is over the limit of {spec.max_order} per order for {item}"
+    if spec.open_proposal is not None:
+        return f"{item} already has an open proposal (#{spec.open_proposal})"
     open_orders = orders.open_orders(conn, item)
     if open_orders:
         return f"{item} is already {orders.describe(open_orders[0])}"
-    if spec["position"] >= spec["reorder_point"]:
-        return (f"{item} has {units.count(spec['on_hand'], spec['unit'])} on hand, at or above its reorder point of "
-                f"{spec['reorder_point']}: nothing to order")
+    if spec.position >= spec.reorder_point:
+        return (f"{item} has {units.count(spec.on_hand, spec.unit)} on hand, at or above its reorder point of "
+                f"{spec.reorder_point}: nothing to order")
     if policy is None:
         return None
     if supplier != policy.supplier:
@@ -191,7 +191,7 @@ def record_proposal(conn: Connection, run_id: str, supplier: str, item: str, qua
     spec = get_item(conn, item)
     if spec is None:
         raise UnknownTarget(f"unknown item {item!r}")
-    unit_cost = spec["unit_cost_cents"]
+    unit_cost = spec.unit_cost_cents
     verdict = policy_reason(conn, spec, supplier, quantity, policy)
     refusal = verdict if isinstance(verdict, PolicyRefusal) else None
     reason = verdict if isinstance(verdict, str) else None
@@ -204,7 +204,7 @@ def record_proposal(conn: Connection, run_id: str, supplier: str, item: str, qua
          refusal.kind.value if refusal else None, refusal.limit_cents if refusal else None,
          refusal.spent_cents if refusal else None, now, now, policy.expires_at if policy else None)).fetchone()[0]
     result = {"proposal_id": proposal_id, "item": item, "quantity": quantity, "total_cents": quantity * unit_cost,
-              "unit": spec["unit"], "state": "rejected" if verdict else "awaiting_approval", "reason": reason}
+              "unit": spec.unit, "state": "rejected" if verdict else "awaiting_approval", "reason": reason}
     if refusal is not None:         # plain values, as the row keeps them (the result is journaled as JSON)
         result |= {"refusal": refusal.kind.value, "refusal_limit_cents": refusal.limit_cents,
                    "refusal_spent_cents": refusal.spent_cents}

@@ -18,7 +18,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from .. import redaction
-from ..clock import Clock, from_text, to_text
+from ..clock import Clock, to_text
 from ..errors import StoreError
 from ..order_records import ActionView, CountRequest, Draft, JsonObject, Order, Proposal, ReceivedOrder
 from ..records import (
@@ -33,6 +33,7 @@ from ..records import (
     ItemSpec,
     LeaderView,
     MetricsSnapshot,
+    Missed,
     Occurrence,
     Policy,
     ProcessView,
@@ -46,6 +47,20 @@ from ..records import (
     Status,
     Violation,
     WorkKind,
+)
+from ..shop_records import (
+    EndedRun,
+    ItemSales,
+    OnOrder,
+    OpsView,
+    SalesDay,
+    SeriesPoint,
+    ShopItem,
+    StateTallies,
+    StockEvent,
+    StockLevel,
+    TillCount,
+    WorkWithReport,
 )
 from ..signals import Signals
 from . import (
@@ -181,7 +196,7 @@ class BaseStore(abc.ABC):
         """Recover the runs whose leases expired (none where claims are not leases)."""
 
     @abc.abstractmethod
-    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> MetricsSnapshot:
+    async def metrics(self, window_seconds: float = 3600.0, tallies: StateTallies | None = None) -> MetricsSnapshot:
         """Operational figures for /metrics in one read snapshot (sizes in the database's own terms)."""
 
     @abc.abstractmethod
@@ -316,10 +331,9 @@ class BaseStore(abc.ABC):
         now = self.clock.now()
         rows = await self.db.read(inbox.waiting_sessions)
 
-        def due(admitted_text: str, not_before: str | None, released: str | None) -> datetime:
-            admitted = from_text(admitted_text)
+        def due(admitted: datetime, not_before: datetime | None, released: datetime | None) -> datetime:
             debounced = now if admitted > now else admitted + self.debounce
-            held = from_text(not_before) if not_before and not (released and from_text(released) > now) else None
+            held = not_before if not_before and not (released and released > now) else None
             return max(debounced, held) if held else debounced
         times = [due(*row) for row in rows]
         return min(times) if times else None
@@ -440,8 +454,7 @@ class BaseStore(abc.ABC):
         return await self.db.read(outbox.due_deliveries, self._sql, now, limit, skip_chats)
 
     async def next_delivery_time(self) -> datetime | None:
-        text = await self.db.read(outbox.next_wake)
-        return from_text(text) if text else None
+        return await self.db.read(outbox.next_wake)
 
     async def mark_sending(self, delivery_id: int, confirm: tuple[int, str] | None = None, *,
                            fence: Fence | None = None) -> None:
@@ -500,8 +513,7 @@ class BaseStore(abc.ABC):
         return await self.db.read(receipts.due, now, limit)
 
     async def next_receipt_time(self) -> datetime | None:
-        text = await self.db.read(receipts.next_wake)
-        return from_text(text) if text else None
+        return await self.db.read(receipts.next_wake)
 
     async def receipt_set(self, receipt_id: int) -> None:
         now = self.now()
@@ -547,11 +559,11 @@ class BaseStore(abc.ABC):
     async def depart(self, holder: str) -> None:
         await self.db.write(lambda conn: self._leases.depart(conn, holder))
 
-    async def leaders(self) -> list[dict[str, Any]]:
+    async def leaders(self) -> list[LeaderView]:
         now_dt = self.now_dt()
         return await self.db.read(lambda conn: self._leases.leaders(conn, now_dt))
 
-    async def processes(self) -> list[dict[str, Any]]:
+    async def processes(self) -> list[ProcessView]:
         now_dt = self.now_dt()
         return await self.db.read(lambda conn: self._leases.processes(conn, now_dt))
 
@@ -563,21 +575,21 @@ class BaseStore(abc.ABC):
         return found
 
     # ---- the shop ------------------------------------------------------------------------------------------
-    async def shop_items(self) -> list[dict[str, Any]]:
+    async def shop_items(self) -> list[ShopItem]:
         return await self.db.read(shop.list_items)
 
-    async def shop_item(self, item: str) -> dict[str, Any] | None:
+    async def shop_item(self, item: str) -> ShopItem | None:
         return await self.db.read(shop.get_item, item)
 
-    async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[dict[str, Any]]:
+    async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[ItemSales]:
         """Units sold and restocked per item in (since, until], from the stock records (store/insights.py)."""
         return await self.db.read(insights.sales, to_text(since), to_text(until), item)
 
-    async def on_order(self, item: str | None = None) -> list[dict[str, Any]]:
+    async def on_order(self, item: str | None = None) -> list[OnOrder]:
         """Approved orders not failed or voided (store/insights.py)."""
         return await self.db.read(insights.on_order, item)
 
-    async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+    async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[TillCount]:
         """The latest till counts, newest first (store/insights.py)."""
         return await self.db.read(insights.recent_counts, item, limit)
 
@@ -634,7 +646,7 @@ class BaseStore(abc.ABC):
         now = self.now()
         return await self.db.write(lambda conn: orders.not_arrived(conn, proposal_id, by, now))
 
-    async def stock_events(self, item: str, limit: int = 100) -> list[dict[str, Any]]:
+    async def stock_events(self, item: str, limit: int = 100) -> list[StockEvent]:
         """An item's latest stock events, oldest first: event_id, kind ('seed', 'count', 'sync', 'restock',
         'received'), old_on_hand, new_on_hand, source, created_at. Sales are the decreases between consecutive
         events; 'restock' and 'received' events are deliveries, never negative sales."""
@@ -642,7 +654,7 @@ class BaseStore(abc.ABC):
 
     # ---- the sales history and applied settings (store/shared/sales.py) -------------------------------------------
     async def sales_days(self, first: date, last: date, timezone: str,
-                         item: str | None = None) -> list[dict[str, Any]]:
+                         item: str | None = None) -> list[SalesDay]:
         return await self.db.read(sales.days, first, last, timezone, item)
 
     async def import_sales(self, lines: Sequence[SaleLine], timezone: str, source: str) -> SalesImport:
@@ -669,8 +681,7 @@ class BaseStore(abc.ABC):
         return await self.db.read(actions.unknown)
 
     async def next_action_time(self) -> datetime | None:
-        text = await self.db.read(actions.next_wake)
-        return from_text(text) if text else None
+        return await self.db.read(actions.next_wake)
 
     async def action_move(self, move: ActionMove, action_id: int, *args: str | datetime | None,
                           fence: Fence | None = None) -> None:
@@ -714,16 +725,16 @@ class BaseStore(abc.ABC):
         return await self.db.write(lambda conn: actions.expire(conn, now))
 
     # ---- the producers' records ---------------------------------------------------------------------------
-    async def missed_occurrences(self, limit: int = 20) -> list[dict[str, Any]]:
+    async def missed_occurrences(self, limit: int = 20) -> list[Missed]:
         return await self.db.read(producer_state.missed_occurrences, limit)
 
-    async def stock_watch(self) -> list[dict[str, Any]]:
+    async def stock_watch(self) -> list[StockLevel]:
         return await self.db.read(producer_state.stock_levels)
 
     async def item_names(self) -> list[str]:
         return await self.db.read(producer_state.item_names)
 
-    async def work_with_report(self, source: str) -> dict[str, Any] | None:
+    async def work_with_report(self, source: str) -> WorkWithReport | None:
         return await self.db.read(producer_state.work_with_report, source)
 
     # ---- reading ---------------------------------------------------------------------------------------------
@@ -739,23 +750,22 @@ class BaseStore(abc.ABC):
             counters[kind] = counters.get(kind, 0) + n
         # who shares the store, and who leads what (C16)
         return dataclasses.replace(status, counters=counters,
-                                   processes=tuple(ProcessView.of(p) for p in await self.processes()),
-                                   leases=tuple(LeaderView.of(lease) for lease in await self.leaders()))
+                                   processes=tuple(await self.processes()), leases=tuple(await self.leaders()))
 
     async def reports(self, limit: int = 20) -> list[ReportView]:
         return await self.db.read(read_reports, limit)
 
-    async def ops_view(self, tallies: dict[str, Any]) -> dict[str, Any]:
+    async def ops_view(self, tallies: StateTallies) -> OpsView:
         """The operator page's figures (store/metrics.py `ops_view`): each read through an index, the counts by
         state kept in `tallies` as for `metrics`; a read."""
         now_dt = self.clock.now()
         return await self.db.read(metric_reads.ops_view, now_dt, tallies, self._sql.oldest_open)
 
-    async def runs_ended_since(self, mark: str, limit: int = 10_000) -> list[tuple[Any, ...]]:
+    async def runs_ended_since(self, mark: datetime, limit: int = 10_000) -> list[EndedRun]:
         """Runs that ended at or after `mark`, oldest end first (store/metrics.py `runs_ended_since`); a read."""
         return await self.db.read(metric_reads.runs_ended_since, mark, limit)
 
-    async def day_series(self, hours: int = 24) -> list[dict[str, Any]]:
+    async def day_series(self, hours: int = 24) -> list[SeriesPoint]:
         """λ, W and L per hour over the last `hours` hours, oldest first; a read."""
         now_dt = self.clock.now()
         return await self.db.read(metric_reads.window_series, now_dt - timedelta(hours=hours), now_dt, hours)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import datetime, timedelta
-from typing import Any
 
 from ..clock import from_text, to_text
 from ..errors import LeaseLost
-from ..records import Fence
+from ..records import Fence, LeaderView, ProcessView
 from ..shared.outbox import UNKNOWN_REASON
 
 
@@ -69,16 +68,16 @@ def depart(conn: sqlite3.Connection, holder: str) -> None:
     conn.execute("DELETE FROM processes WHERE holder = ?", (holder,))
 
 
-def leaders(conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+def leaders(conn: sqlite3.Connection, now: datetime) -> list[LeaderView]:
     rows = conn.execute("SELECT name, holder, generation, expires_at, acquired_at FROM leader_leases ORDER BY name")
-    return [{"name": r[0], "holder": r[1], "generation": int(r[2]),
-             "expires_in_s": round((from_text(r[3]) - now).total_seconds(), 3), "acquired_at": r[4]} for r in rows]
+    return [LeaderView(r[0], r[1], int(r[2]), round((from_text(r[3]) - now).total_seconds(), 3), from_text(r[4]))
+            for r in rows]
 
 
-def processes(conn: sqlite3.Connection, now: datetime) -> list[dict[str, Any]]:
+def processes(conn: sqlite3.Connection, now: datetime) -> list[ProcessView]:
     rows = conn.execute("SELECT holder, pid, host, started_at, seen_at FROM processes ORDER BY started_at, holder")
-    return [{"holder": r[0], "pid": int(r[1]), "host": r[2], "started_at": r[3],
-             "seen_s_ago": round((now - from_text(r[4])).total_seconds(), 3)} for r in rows]
+    return [ProcessView(r[0], int(r[1]), r[2], from_text(r[3]), round((now - from_text(r[4])).total_seconds(), 3))
+            for r in rows]
 
 
 _LAPSED = ("state = 'sending' AND NOT EXISTS (SELECT 1 FROM leader_leases l WHERE l.name = '{name}' "

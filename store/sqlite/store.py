@@ -12,7 +12,6 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from .. import redaction
 from ..clock import Clock, to_text
@@ -21,6 +20,7 @@ from ..records import Claim, MetricsSnapshot, RecoverySummary
 from ..shared import metrics as metric_reads
 from ..shared import stats
 from ..shared.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, DEFAULT_LEASE_S, BaseStore
+from ..shop_records import StateTallies
 from . import health, leadership, migrations
 from .connection import BUSY_TIMEOUT_MS, Database
 from .dialect import SQLITE
@@ -88,7 +88,7 @@ class SqliteStore(BaseStore):
         """No leases on SQLite: nothing ever expires (start-up `recover` under the instance lock is its recovery)."""
         return RecoverySummary((), (), ())
 
-    async def metrics(self, window_seconds: float = 3600.0, tallies: dict[str, Any] | None = None) -> MetricsSnapshot:
+    async def metrics(self, window_seconds: float = 3600.0, tallies: StateTallies | None = None) -> MetricsSnapshot:
         """Operational figures for /metrics (store/metrics.py `snapshot`, plus C14's `stats` over the window) in one
         read snapshot: never the write lock, no user data. Pass the same `tallies` dict at every call (the caller
         keeps it): the counts by state then cost only what changed since the last call."""

@@ -56,29 +56,29 @@ async def wait_stopped(pid: int, timeout: float = 20.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def answered_once(product: Product, api, pg_url: str) -> str:  # type: ignore[no-untyped-def]
+async def answered_once(product: Product, api, pg_fresh_url: str) -> str:  # type: ignore[no-untyped-def]
     await api.wait_for(lambda: len(owner_texts(api)) >= 1, timeout=20)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 20
-    while query(pg_url, "SELECT state FROM deliveries") != [("confirmed",)]:
-        assert loop.time() < deadline, query(pg_url, "SELECT state FROM deliveries")
+    while query(pg_fresh_url, "SELECT state FROM deliveries") != [("confirmed",)]:
+        assert loop.time() < deadline, query(pg_fresh_url, "SELECT state FROM deliveries")
         await asyncio.sleep(0.05)
     assert await product.stop() == 0
     log = product.log.read_text()
-    result = audit(pg_url, [m.text for m in api.sent], owner_messages=1)
+    result = audit(pg_fresh_url, [m.text for m in api.sent], owner_messages=1)
     assert result.ok, result.violations
     assert len(owner_texts(api)) == 1 and "vanilla on hand: 9 tubs" in owner_texts(api)[0]
-    assert query(pg_url, "SELECT state, attempts FROM work") == [("finished", 1)]      # one model run, no retry
-    assert query(pg_url, "SELECT outcome FROM runs") == [("finished",)]
-    assert query(pg_url, "SELECT count(*) FROM reports") == [(1,)]
+    assert query(pg_fresh_url, "SELECT state, attempts FROM work") == [("finished", 1)]      # one model run, no retry
+    assert query(pg_fresh_url, "SELECT outcome FROM runs") == [("finished",)]
+    assert query(pg_fresh_url, "SELECT count(*) FROM reports") == [(1,)]
     return log
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc (Linux)")
 @pytest.mark.parametrize("when,verdict", [("after", "done"), ("before", "again")])
-async def test_a_finish_whose_commit_answer_is_lost_is_read_back_not_guessed(tmp_path, api, proxy, pg_url, when,
+async def test_a_finish_whose_commit_answer_is_lost_is_read_back_not_guessed(tmp_path, api, proxy, pg_fresh_url, when,
                                                                             verdict):
-    product = Product(tmp_path, api, proxy.url(pg_url), SHOPBOT_FAULT="K6:stop")
+    product = Product(tmp_path, api, proxy.url(pg_fresh_url), SHOPBOT_FAULT="K6:stop")
     api.post_message(OWNER, OWNER, "how much vanilla")
     proc = await product.start()
     try:
@@ -86,7 +86,7 @@ async def test_a_finish_whose_commit_answer_is_lost_is_read_back_not_guessed(tmp
         proxy.arm(FINISH_COMMIT, when)
         os.kill(proc.pid, signal.SIGCONT)
         await asyncio.wait_for(proxy.dropped.wait(), 20)
-        log = await answered_once(product, api, pg_url)
+        log = await answered_once(product, api, pg_fresh_url)
     finally:
         await product.kill()
     assert [w for w, _ in proxy.drops] == [when]
@@ -95,17 +95,17 @@ async def test_a_finish_whose_commit_answer_is_lost_is_read_back_not_guessed(tmp
 
 
 @pytest.mark.parametrize("when,verdict", [("after", "done"), ("before", "again")])
-async def test_a_sending_mark_whose_commit_answer_is_lost_is_read_back_and_sent_once(tmp_path, api, proxy, pg_url,
+async def test_a_sending_mark_whose_commit_answer_is_lost_is_read_back_and_sent_once(tmp_path, api, proxy, pg_fresh_url,
                                                                                     when, verdict):
-    product = Product(tmp_path, api, proxy.url(pg_url))
+    product = Product(tmp_path, api, proxy.url(pg_fresh_url))
     proxy.arm(SENDING_COMMIT, when)
     api.post_message(OWNER, OWNER, "how much vanilla")
     await product.start()
     try:
         await asyncio.wait_for(proxy.dropped.wait(), 20)
-        log = await answered_once(product, api, pg_url)
+        log = await answered_once(product, api, pg_fresh_url)
     finally:
         await product.kill()
     assert "commit outcome unknown for the sending mark of delivery" in log
     assert f"read back: {verdict}" in log
-    assert query(pg_url, "SELECT attempts FROM deliveries") == [(1,)]     # marked sending once, sent once
+    assert query(pg_fresh_url, "SELECT attempts FROM deliveries") == [(1,)]     # marked sending once, sent once

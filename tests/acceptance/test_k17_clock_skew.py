@@ -91,48 +91,48 @@ def process_state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
 
 
-async def test_two_processes_skewed_ten_minutes_apart_never_take_each_others_live_leases(tmp_path, pg_url):
+async def test_two_processes_skewed_ten_minutes_apart_never_take_each_others_live_leases(tmp_path, pg_fresh_url):
     async with FakeModelServer(slow_answers(8)) as model:
-        fast, slow = (Proc(tmp_path, pg_url, model, name) for name in ("fast", "slow"))
-        await admit(pg_url, 4)
+        fast, slow = (Proc(tmp_path, pg_fresh_url, model, name) for name in ("fast", "slow"))
+        await admit(pg_fresh_url, 4)
         try:
             await fast.start()
             await slow.start()
             # while turns run on both: the live leases, judged by the database clock and by a skewed one
-            await until(lambda: rows(pg_url, "SELECT count(*) FROM runs WHERE ended_at IS NULL") == [(2,)],
+            await until(lambda: rows(pg_fresh_url, "SELECT count(*) FROM runs WHERE ended_at IS NULL") == [(2,)],
                         what="both processes holding a turn")
-            judged = rows(pg_url, "SELECT lease_expires_at > clock_timestamp(), "
+            judged = rows(pg_fresh_url, "SELECT lease_expires_at > clock_timestamp(), "
                                   "lease_expires_at > clock_timestamp() + interval '600 seconds' "
                                   "FROM runs WHERE ended_at IS NULL")
             # negative control: on the fast process's own clock each live lease looks long expired; a lease judged
             # there would be taken over at once
             assert judged == [(True, False), (True, False)]
-            await until(lambda: rows(pg_url, "SELECT count(*) FROM work WHERE state = 'finished'") == [(4,)],
+            await until(lambda: rows(pg_fresh_url, "SELECT count(*) FROM work WHERE state = 'finished'") == [(4,)],
                         what="every turn finished")
         finally:
             assert await asyncio.gather(fast.stop(), slow.stop()) == [0, 0]
         assert len(model.requests) == 4                       # each turn ran once: no live lease was taken
-    assert rows(pg_url, "SELECT outcome, count(*) FROM runs GROUP BY outcome") == [("finished", 4)]
+    assert rows(pg_fresh_url, "SELECT outcome, count(*) FROM runs GROUP BY outcome") == [("finished", 4)]
     assert fast.turns_finished() >= 1 and slow.turns_finished() >= 1
     for proc, lead in ((fast, "+600"), (slow, "-600")):
         assert f"this process's clock is {lead}" in proc.log.read_text()   # each measured its own skew
-    result = audit(pg_url, [])
+    result = audit(pg_fresh_url, [])
     assert result.ok, result.violations
 
 
 # The slow process rescues: on its own clock (ten minutes behind) the lease would not lapse for ten minutes more.
 @pytest.mark.parametrize("paused,rescuer", [("fast", "slow")])
-async def test_an_expired_lease_is_recovered_by_the_other_skewed_process(tmp_path, pg_url, paused, rescuer):
+async def test_an_expired_lease_is_recovered_by_the_other_skewed_process(tmp_path, pg_fresh_url, paused, rescuer):
     async with FakeModelServer(slow_answers(4, 0.1)) as model:
-        held = Proc(tmp_path, pg_url, model, paused, SHOPBOT_FAULT="K4:stop")
-        other = Proc(tmp_path, pg_url, model, rescuer)
-        await admit(pg_url, 1)
+        held = Proc(tmp_path, pg_fresh_url, model, paused, SHOPBOT_FAULT="K4:stop")
+        other = Proc(tmp_path, pg_fresh_url, model, rescuer)
+        await admit(pg_fresh_url, 1)
         try:
             pid = await held.start()
             await until(lambda: process_state(pid) == "T", what="paused in its model call")
             await other.start()
             # past the lease on the database clock: then the other process's sweep takes the turn over
-            await until(lambda: rows(pg_url, "SELECT outcome FROM runs ORDER BY started_at") == [("expired",),
+            await until(lambda: rows(pg_fresh_url, "SELECT outcome FROM runs ORDER BY started_at") == [("expired",),
                                                                                                  ("finished",)],
                         what="expired, then finished by the other")
             os.kill(pid, signal.SIGCONT)                     # the paused one resumes: its finish is refused
@@ -143,8 +143,8 @@ async def test_an_expired_lease_is_recovered_by_the_other_skewed_process(tmp_pat
         # the rescuer's call, and the paused one's if its request left before the process froze (K4 sits just after
         # the call was started)
         assert len(model.requests) in (1, 2)
-    assert rows(pg_url, "SELECT state, attempts FROM work") == [("finished", 2)]
-    assert rows(pg_url, "SELECT count(*) FROM reports") == [(1,)]
+    assert rows(pg_fresh_url, "SELECT state, attempts FROM work") == [("finished", 2)]
+    assert rows(pg_fresh_url, "SELECT count(*) FROM reports") == [(1,)]
     assert other.turns_finished() == 1 and held.turns_finished() == 0
-    result = audit(pg_url, [])
+    result = audit(pg_fresh_url, [])
     assert result.ok, result.violations

@@ -21,7 +21,7 @@ async def api():
 @pytest.fixture(params=["sqlite", "postgres"])
 def db(request: pytest.FixtureRequest) -> str | None:
     """The drill runs on both stores: None is a SQLite file in tmp_path, else a fresh PostgreSQL database's URL."""
-    return str(request.getfixturevalue("pg_url")) if request.param == "postgres" else None
+    return str(request.getfixturevalue("pg_fresh_url")) if request.param == "postgres" else None
 
 
 def owner_texts(api) -> list[str]:

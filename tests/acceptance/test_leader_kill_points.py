@@ -120,8 +120,8 @@ async def leader_and_standby(tmp_path: Path, api: LocalBotApi, db: str, fault: s
     return a, b
 
 
-async def test_k14_a_poller_paused_past_its_lease_has_its_admission_refused(tmp_path, api, pg_url):
-    a, b = await leader_and_standby(tmp_path, api, pg_url, "K1:stop")
+async def test_k14_a_poller_paused_past_its_lease_has_its_admission_refused(tmp_path, api, pg_fresh_url):
+    a, b = await leader_and_standby(tmp_path, api, pg_fresh_url, "K1:stop")
     try:
         api.post_message(OWNER, OWNER, "how much vanilla")
         await until(lambda: stopped(a), "a frozen after getUpdates returned, before its admission (K1)")
@@ -152,8 +152,8 @@ async def test_k14_a_poller_paused_past_its_lease_has_its_admission_refused(tmp_
 
 
 async def test_k15_a_relay_paused_after_sending_is_left_alone_until_its_lease_lapsed_then_unknown(
-        tmp_path, api, pg_url):
-    a, b = await leader_and_standby(tmp_path, api, pg_url, "K7:stop")
+        tmp_path, api, pg_fresh_url):
+    a, b = await leader_and_standby(tmp_path, api, pg_fresh_url, "K7:stop")
     try:
         a_holder = holder_of(a)
         api.post_message(OWNER, OWNER, "stock")

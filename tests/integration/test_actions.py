@@ -201,7 +201,7 @@ async def test_formerly_bug_an_approved_order_is_on_order_so_neither_reorder_nor
         await run.app.parts.producers.watcher.check()             # the stock watcher's next run
         store = run.app.parts.store
         vanilla = await store.shop_item("vanilla")
-        assert (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (2, 6, 8)
+        assert (vanilla.on_hand, vanilla.on_order, vanilla.position) == (2, 6, 8)
         assert rows(run, "SELECT item, state FROM proposals WHERE item = 'vanilla'") == [("vanilla", "approved")]
         assert rows(run, "SELECT count(*) FROM work WHERE source LIKE 'stock:vanilla:%'") == [(1,)]
         run.api.post_message(OWNER_ID, OWNER_ID, "stock vanilla")
@@ -212,8 +212,8 @@ async def test_formerly_bug_an_approved_order_is_on_order_so_neither_reorder_nor
         press(run, card, "Received", now=True)
         await settled(run, "vanilla is now 8 tubs on hand")
         vanilla = await store.shop_item("vanilla")
-        assert (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (8, 0, 8)
-        assert [e["kind"] for e in await store.stock_events("vanilla")] == ["seed", "received"]
+        assert (vanilla.on_hand, vanilla.on_order, vanilla.position) == (8, 0, 8)
+        assert [e.kind for e in await store.stock_events("vanilla")] == ["seed", "received"]
         assert await store.check() == []
 
 
@@ -275,8 +275,8 @@ async def test_a_pressed_approve_edits_its_card_which_then_follows_the_order_to_
         await run.api.wait_for(lambda: "Received: " in run.now(card)["text"], timeout=10)
         assert run.now(card)["markup"] is None
         store = run.app.parts.store
-        assert [e["kind"] for e in await store.stock_events("vanilla")] == ["seed", "restock"]
-        assert (await store.shop_item("vanilla"))["on_order"] == 0
+        assert [e.kind for e in await store.stock_events("vanilla")] == ["seed", "restock"]
+        assert (await store.shop_item("vanilla")).on_order == 0
         assert await store.check() == []
 
 
@@ -318,7 +318,7 @@ async def test_the_vanilla_came_offers_the_orders_received_button_and_a_press_re
         spanish = [m for m in run.owner_messages() if "Pulsa Received abajo" in m.text][-1]
         assert "6 tarrinas" in spanish.text and buttons_of(spanish) == [f"Received #{vanilla_id}"]
         vanilla = await store.shop_item("vanilla")
-        assert (vanilla["on_hand"], vanilla["on_order"]) == (2, 6)          # offered, not received
+        assert (vanilla.on_hand, vanilla.on_order) == (2, 6)          # offered, not received
         # "anything waiting for me?" lists what /pending lists, with the buttons /pending has
         strawberry = rows(run, "SELECT proposal_id FROM proposals WHERE item = 'strawberry'")[0][0]
         run.api.post_message(OWNER_ID, OWNER_ID, "anything waiting for me?")
@@ -329,9 +329,9 @@ async def test_the_vanilla_came_offers_the_orders_received_button_and_a_press_re
         press(run, offer, f"Received #{vanilla_id}")
         await settled(run, "vanilla is now 8 tubs on hand")
         vanilla = await store.shop_item("vanilla")
-        assert (vanilla["on_hand"], vanilla["on_order"]) == (8, 0)
+        assert (vanilla.on_hand, vanilla.on_order) == (8, 0)
         # the other offer's button is now stale: a press changes nothing
         press(run, spanish, f"Received #{vanilla_id}")
         await settled(run, "no longer valid")
-        assert (await store.shop_item("vanilla"))["on_hand"] == 8
+        assert (await store.shop_item("vanilla")).on_hand == 8
         assert await store.check() == []

@@ -57,7 +57,7 @@ async def test_keep_changes_nothing_and_closes_apply(store, raw):
     late = await store.atomic(lambda tx: admit_press(tx, Press("cb2", 1, 1, apply, None)))
     assert late.answer == "This button is no longer valid."
     chocolate = await store.shop_item("chocolate")
-    assert chocolate is not None and (chocolate["reorder_point"], chocolate["target"]) == (6, 12)
+    assert chocolate is not None and (chocolate.reorder_point, chocolate.target) == (6, 12)
     assert raw.execute("SELECT count(*) FROM item_settings").fetchone()[0] == 0
 
 
@@ -66,7 +66,7 @@ async def test_a_press_from_another_chat_is_no_longer_valid(store):
     apply, _ = await buttons(store, "vanilla", 12, 36)
     stranger = await store.atomic(lambda tx: admit_press(tx, Press("cb1", 2, 2, apply, None)))
     assert stranger.answer == "This button is no longer valid."
-    assert (await store.shop_item("vanilla") or {})["reorder_point"] == 8
+    assert getattr(await store.shop_item("vanilla"), "reorder_point", None) == 8
 
 
 # The product's example shop, with a stock watcher schedule that does not fire during a test (29 February): an
@@ -107,7 +107,7 @@ async def press_apply(run: LocalRun) -> None:
     update = run.api.post_callback(OWNER_ID, OWNER_ID, apply["callback_data"], card.message_id)
     await run.admitted(update["update_id"], timeout=15)
     chocolate = await parts.store.shop_item("chocolate")
-    assert chocolate is not None and (chocolate["on_hand"], chocolate["reorder_point"]) == (12, 13)
+    assert chocolate is not None and (chocolate.on_hand, chocolate.reorder_point) == (12, 13)
 
 
 def chocolate_proposed(run: LocalRun) -> bool:

@@ -97,8 +97,8 @@ async def test_days_down_admit_only_today_and_record_the_rest_as_missed(store, c
     assert work(raw)[0][4] is None   # no owner chat configured: the report is stored only
     # the rows shown by `shopbot status`, newest first
     rows = await store.missed_occurrences()
-    assert {(r["schedule"], r["key"], r["reason"]) for r in rows} == set(missed(raw))
-    assert all(r["recorded_at"] == store.now() for r in rows)
+    assert {(r.schedule, r.key, r.reason) for r in rows} == set(missed(raw))
+    assert all(r.recorded_at == store.clock.now() for r in rows)
 
 
 @pytest.mark.parametrize("policy,admitted,superseded", [

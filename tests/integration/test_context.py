@@ -3,7 +3,7 @@ and time heading the latest user message, and the session's history (C17: what t
 token budget, compacted by halves."""
 from datetime import UTC, datetime, time
 
-from store import Occurrence
+from store import Occurrence, ShopItem
 from tests.integration.test_worker import SHOP
 from worker import history as conversation
 from worker.agent_loop import run_agent
@@ -12,11 +12,14 @@ from worker.history import estimate_tokens
 from worker.models.base import Message, ModelTurn, ToolCall
 from worker.models.scripted import ScriptedModel
 from worker.money import ShopFormat
-from worker.prompts import ShopContext, build_system, system_text
+from worker.prompts import TOOL_FIRST, ShopContext, build_system, system_text
 from worker.tools.registry import ToolRegistry
 from worker.worker import Worker, WorkerSettings
 
-ITEMS = [{"item": "vanilla", "unit": "tubs"}, {"item": "cones", "unit": "boxes"}]
+ITEMS = [ShopItem(name, unit, on_hand=0, reorder_point=0, target=0, unit_cost_cents=0, max_order=None, pack=None,
+                  min_order=None, price_cents=None, file_reorder_point=0, file_target=0, applied_by=None,
+                  applied_at=None, open_proposal=None, on_order=0) for name, unit in (("vanilla", "tubs"),
+                                                                                     ("cones", "boxes"))]
 HOURS = (("Mon-Fri", "11:00-19:00"), ("Sun", "closed"))
 
 
@@ -36,7 +39,7 @@ def test_today_heads_the_user_message_in_the_shops_time_zone_and_the_system_prom
     system, head, figures = build_system(shop, ITEMS, now)
     assert system == system_text(shop, ITEMS)
     assert head == ("[Today is Sunday 6 December 2026 (2026-12-06); the time in the shop is 12:30 "
-                    "(Pacific/Auckland).]")
+                    f"(Pacific/Auckland). {TOOL_FIRST}]")
     later, later_head, _ = build_system(shop, ITEMS, datetime(2026, 12, 9, 8, 0, tzinfo=UTC))
     assert later == system and later_head != head             # the system prompt never changes with the time
     assert [(f.label, f.value) for f in figures][:1] == [("today", datetime(2026, 12, 6).date())]

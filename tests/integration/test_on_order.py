@@ -103,10 +103,10 @@ async def test_the_owner_presses_received_on_the_approval_and_a_second_press_is_
                             (approved.admission.report_id,)).fetchone()
     received = await press_button(shop, buttons, "Received", "cb2")
     assert received.decided and received.answer.startswith(f"Received order #{proposal['proposal_id']}: 6 tubs")
-    assert (await shop.shop_item("vanilla"))["on_hand"] == 8
+    assert (await shop.shop_item("vanilla")).on_hand == 8
     again = await press_button(shop, buttons, "Received", "cb3")
     assert not again.decided and again.answer == "This button is no longer valid."
-    assert (await shop.shop_item("vanilla"))["on_hand"] == 8
+    assert (await shop.shop_item("vanilla")).on_hand == 8
 
 
 async def test_reorder_after_an_approved_order_proposes_nothing_for_that_item(shop, raw):
@@ -184,4 +184,4 @@ async def test_not_arrived_on_the_late_order_notice_lets_the_watcher_check_the_i
     assert order is not None and order.state is OrderState.NOT_ARRIVED
     assert (await watcher.check()).admitted == ("stock:vanilla:2",)    # below its reorder point again: a new check
     again = await press_button(shop, buttons, "Received", "cb-late-2")
-    assert not again.decided and (await shop.shop_item("vanilla"))["on_hand"] == 2
+    assert not again.decided and (await shop.shop_item("vanilla")).on_hand == 2

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from producers.stock_watch import StockWatcher
-from store import ItemSpec, Occurrence, SqliteStore, Store
+from store import ItemSpec, Occurrence, SqliteStore, StockLevel, Store
 from store.shared import shop
 from store.sqlite import migrations
 from worker.models.offline import OfflineModel
@@ -35,7 +35,7 @@ async def till_count(store: Store, till: str, request_id: str, counts: dict) -> 
     source = f"till:{till}:{request_id}"
     await store.admit(Occurrence(source, f"till:{till}", payload, destination=f"till:{till}"))
     await Worker(store, OfflineModel()).drain()
-    assert (await store.work_with_report(source))["state"] == "finished"
+    assert (await store.work_with_report(source)).state == "finished"
 
 
 def stock_work(raw) -> list[tuple]:
@@ -62,10 +62,8 @@ async def test_an_episode_admits_once_rearms_on_recovery_and_a_second_dip_is_new
     assert (await watcher.check()).rearmed == ("vanilla",)
     assert (await watcher.check()).rearmed == ()
     assert await store.stock_watch() == [
-        {"item": "chocolate", "unit": "tubs", "on_hand": 12, "reorder_point": 6, "armed": 1, "episode": 1,
-         "on_order": 0, "position": 12},
-        {"item": "vanilla", "unit": "tubs", "on_hand": 8, "reorder_point": 8, "armed": 1, "episode": 2,
-         "on_order": 0, "position": 8}]
+        StockLevel("chocolate", "tubs", on_hand=12, on_order=0, reorder_point=6, armed=True, episode=1),
+        StockLevel("vanilla", "tubs", on_hand=8, on_order=0, reorder_point=8, armed=True, episode=2)]
     await set_stock(store, "vanilla", 2)                         # a second dip is a new episode
     assert (await watcher.check()).admitted == ("stock:vanilla:2",)
     assert [s for s, *_ in stock_work(raw)] == ["stock:vanilla:1", "stock:vanilla:2"]
@@ -94,7 +92,7 @@ async def test_a_till_count_below_the_reorder_point_starts_an_episode(shop_store
     store = shop_store
     watcher = StockWatcher(store, OWNER, count_tolerance=20)
     await till_count(store, "1", "r1", {"vanilla": 3})
-    assert (await store.shop_item("vanilla"))["on_hand"] == 3
+    assert (await store.shop_item("vanilla")).on_hand == 3
     result = await watcher.check()
     assert result.admitted == ("stock:vanilla:1",) and result.notices == ()
     # the worker runs the reorder check; its turn concerns vanilla only, and the report goes to the owner

@@ -164,9 +164,9 @@ async def test_get_returns_the_state_then_the_report_and_counts_reach_the_stock(
     pending = await till.get("/till/counts/r-7", headers=auth("1"))
     assert pending.status_code == 200
     assert pending.json() == {"request_id": "r-7", "work": "1", "state": "pending", "report": None}
-    assert (await store.shop_item("vanilla"))["on_hand"] == 10     # not applied before the worker's turn
+    assert (await store.shop_item("vanilla")).on_hand == 10     # not applied before the worker's turn
     await Worker(store, OfflineModel()).drain()
-    assert (await store.shop_item("vanilla"))["on_hand"] == 3      # applied without a model, with a count event
+    assert (await store.shop_item("vanilla")).on_hand == 3      # applied without a model, with a count event
     assert [tuple(r) for r in raw.execute(
         "SELECT item, old_on_hand, new_on_hand, source FROM stock_events WHERE kind = 'count'")] == [
         ("vanilla", 10, 3, "till:1:r-7")]

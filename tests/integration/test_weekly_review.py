@@ -90,7 +90,7 @@ async def test_the_review_is_written_from_the_records_with_its_chart_and_buttons
     pressed = await store.atomic(lambda tx: admit_press(tx, Press("cb1", CHAT, CHAT, apply, text.message_id)))
     assert pressed.decided
     vanilla = await store.shop_item("vanilla")
-    assert vanilla is not None and (vanilla["reorder_point"], vanilla["target"]) == (12, 36)
+    assert vanilla is not None and (vanilla.reorder_point, vanilla.target) == (12, 36)
 
 
 @pytest.mark.parametrize("point, taken", [("K7", 0), ("K20", 1)])

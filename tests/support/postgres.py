@@ -1,9 +1,12 @@
 """A PostgreSQL server for the tests: SHOPBOT_TEST_PG_DSN, else postgresql://postgres@127.0.0.1:5432/postgres.
 
-One template database is migrated once per test session; each test gets a fresh database copied from it
-(CREATE DATABASE ... TEMPLATE), dropped afterwards. Without a server the PostgreSQL tests are skipped with one line
-saying how to get one, except when CI=true, where a missing server fails the run (a skipped backend on CI would
-make a green run hide a missing setup)."""
+One template database is migrated once per test session (per pytest-xdist worker). Each worker copies it once into
+its own database (CREATE DATABASE ... TEMPLATE), which every test asking for `pg_url` shares, emptied between tests
+back to exactly what a freshly migrated database holds (`WorkerDatabase`): one TRUNCATE is tens of milliseconds, a
+copied database one or more seconds. A test that needs a database of its own (the bot's processes, a changed
+schema, an empty one for migrations) gets a fresh copy (`fresh_database`), dropped afterwards. Without a server the
+PostgreSQL tests are skipped with one line saying how to get one, except when CI=true, where a missing server fails
+the run (a skipped backend on CI would make a green run hide a missing setup)."""
 from __future__ import annotations
 
 import itertools
@@ -44,7 +47,7 @@ def server_or_skip() -> None:
         pytest.skip(message)
 
 
-def _admin(sql: str) -> None:
+def admin(sql: str) -> None:
     import psycopg
     with psycopg.connect(DSN, autocommit=True) as conn:
         conn.execute(sql)  # type: ignore[arg-type]
@@ -59,8 +62,8 @@ def make_template() -> Iterator[str]:
     server_or_skip()
     import psycopg
     name = f"shopbot_template_{os.getpid()}"
-    _admin(f"DROP DATABASE IF EXISTS {name}")
-    _admin(f"CREATE DATABASE {name}")
+    admin(f"DROP DATABASE IF EXISTS {name}")
+    admin(f"CREATE DATABASE {name}")
     with psycopg.connect(url_of(name), autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
         configure(conn)
         migrations.migrate(PgConnection(conn), name, to_text(__import__("datetime").datetime.now(
@@ -68,7 +71,7 @@ def make_template() -> Iterator[str]:
     try:
         yield name
     finally:
-        _admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _no_flush_wait(name: str) -> None:
@@ -77,27 +80,31 @@ def _no_flush_wait(name: str) -> None:
     the last commits, and no test crashes the server (the bot's processes are what the tests kill). The flush is
     most of a small commit's time on a disk with slow fsync. Per database, since CREATE DATABASE ... TEMPLATE does
     not copy a database's settings."""
-    _admin(f"ALTER DATABASE {name} SET synchronous_commit = off")
+    admin(f"ALTER DATABASE {name} SET synchronous_commit = off")
+
+
+def copy_template(template: str, name: str) -> None:
+    admin(f"CREATE DATABASE {name} TEMPLATE {template}")
+    _no_flush_wait(name)
 
 
 def fresh_database(template: str) -> Iterator[str]:
-    """A database copied from the template, for one test; its URL."""
+    """A database copied from the template, for one test that needs a database of its own; its URL."""
     name = f"shopbot_test_{os.getpid()}_{next(_numbers)}"
-    _admin(f"CREATE DATABASE {name} TEMPLATE {template}")
-    _no_flush_wait(name)
+    copy_template(template, name)
     try:
         yield url_of(name)
     finally:
-        _admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def empty_database() -> Iterator[str]:
     """An empty database (no schema), for the migration tests."""
     server_or_skip()
     name = f"shopbot_empty_{os.getpid()}_{next(_numbers)}"
-    _admin(f"CREATE DATABASE {name}")
+    admin(f"CREATE DATABASE {name}")
     _no_flush_wait(name)
     try:
         yield url_of(name)
     finally:
-        _admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -9,13 +9,13 @@ recorded"), never an infinite one. Every number of a result becomes a figure thr
 """
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from store import from_text, to_text
+from store import ItemSales, OnOrder, to_text
 from worker.suggestions import suggestions
 from worker.tools.registry import Tool, ToolError
 from worker.tools.shop import TurnContext
@@ -61,20 +61,20 @@ async def _item_name(ctx: TurnContext, name: str | None) -> str | None:
         return None
     item = await ctx.store.shop_item(ctx.resolve(name))
     if item is None:
-        known = ", ".join(i["item"] for i in await ctx.store.shop_items())
+        known = ", ".join(i.item for i in await ctx.store.shop_items())
         raise ToolError(f"unknown item {name!r}; the shop has: {known}")
-    return str(item["item"])
+    return item.item
 
 
-def _rate(row: dict[str, Any], since: datetime, now: datetime) -> tuple[float | None, float, datetime | None]:
+def _rate(row: ItemSales, since: datetime, now: datetime) -> tuple[float | None, float, datetime | None]:
     """(units sold per day, unrounded, or None; the basis in days; where the basis starts)."""
-    if row["first_record_at"] is None:
+    if row.first_record_at is None:
         return None, 0.0, None
-    start = max(since, from_text(row["first_record_at"]))
+    start = max(since, row.first_record_at)
     basis_days = (now - start).total_seconds() / 86400
     if basis_days * 24 < MIN_BASIS_HOURS:
         return None, basis_days, start
-    return row["sold"] / basis_days, basis_days, start
+    return row.sold / basis_days, basis_days, start
 
 
 async def _sales(ctx: TurnContext, item: str | None, days: int) -> list[dict[str, Any]]:
@@ -84,13 +84,13 @@ async def _sales(ctx: TurnContext, item: str | None, days: int) -> list[dict[str
     rows = []
     for row in await ctx.store.sales(since, now, await _item_name(ctx, item)):
         rate, basis_days, start = _rate(row, since, now)
-        entry = {"item": row["item"], "unit": row["unit"], "sold": row["sold"], "restocked": row["restocked"],
+        entry = {"item": row.item, "unit": row.unit, "sold": row.sold, "restocked": row.restocked,
                  "sold_per_day": None if rate is None else round(rate, 2), "exact_rate": rate,
                  "basis_days": round(basis_days, 1),
-                 "since": start.astimezone(zone).date() if start else None, "on_hand": row["on_hand"]}
+                 "since": start.astimezone(zone).date() if start else None, "on_hand": row.on_hand}
         if rate is None:
             entry["note"] = "too little stock history for a rate" if start else "no stock records"
-        elif row["sold"] == 0:
+        elif row.sold == 0:
             entry["note"] = "no sales recorded in the window"
         rows.append(entry)
     return rows
@@ -108,7 +108,7 @@ async def days_of_cover(args: WindowArgs, ctx: TurnContext) -> dict[str, Any]:
     rows = await _sales(ctx, args.item, args.days)
     ordered: dict[str, int] = {}
     for order in await ctx.store.on_order(await _item_name(ctx, args.item)):
-        ordered[order["item"]] = ordered.get(order["item"], 0) + order["quantity"]
+        ordered[order.item] = ordered.get(order.item, 0) + order.quantity
     now = ctx.store.clock.now().astimezone(ZoneInfo(ctx.timezone))
     out = []
     for row in rows:
@@ -130,17 +130,13 @@ async def days_of_cover(args: WindowArgs, ctx: TurnContext) -> dict[str, Any]:
     return {"window_days": args.days, "items": out, **({} if out else {"note": "no stock records"})}
 
 
-def _expected(ctx: TurnContext, due_at: str) -> date:
-    """The day an order is expected (its approval plus the supplier's lead time), in the shop's time zone."""
-    return from_text(due_at).astimezone(ZoneInfo(ctx.timezone)).date()
-
-
-def _order_row(ctx: TurnContext, o: dict[str, Any]) -> dict[str, Any]:
+def _order_row(ctx: TurnContext, o: OnOrder) -> dict[str, Any]:
     now = ctx.store.clock.now()
-    return {"proposal_id": o["proposal_id"], "item": o["item"], "unit": o["unit"] or "",
-            "quantity": o["quantity"], "total_cents": o["total_cents"], "approved_at": o["decided_at"],
-            "expected_on": _expected(ctx, o["due_at"]), "late": from_text(o["due_at"]) <= now,
-            "delivery": o["action_state"] or "waiting for the supplier"}
+    return {"proposal_id": o.proposal_id, "item": o.item, "unit": o.unit or "",
+            "quantity": o.quantity, "total_cents": o.total_cents, "approved_at": to_text(o.decided_at),
+            # the day it is expected (approval plus the supplier's lead time), in the shop's time zone
+            "expected_on": o.due_at.astimezone(ZoneInfo(ctx.timezone)).date(), "late": o.due_at <= now,
+            "delivery": o.action_state.value if o.action_state else "waiting for the supplier"}
 
 
 async def on_order(args: ItemFilter, ctx: TurnContext) -> dict[str, Any]:
@@ -154,8 +150,8 @@ async def order_cost(args: CostArgs, ctx: TurnContext) -> dict[str, Any]:
     item = await ctx.store.shop_item(name or "")
     if item is None:     # pragma: no cover - _item_name refused it already
         raise ToolError(f"unknown item {args.item!r}")
-    return {"item": item["item"], "unit": item["unit"], "quantity": args.quantity,
-            "unit_cost_cents": item["unit_cost_cents"], "total_cents": args.quantity * item["unit_cost_cents"]}
+    return {"item": item.item, "unit": item.unit, "quantity": args.quantity,
+            "unit_cost_cents": item.unit_cost_cents, "total_cents": args.quantity * item.unit_cost_cents}
 
 
 async def offer_received(args: ItemArgs, ctx: TurnContext) -> dict[str, Any]:
@@ -186,8 +182,8 @@ async def waiting_for_owner(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
 
 async def recent_counts(args: CountsArgs, ctx: TurnContext) -> dict[str, Any]:
     counts = await ctx.store.recent_counts(await _item_name(ctx, args.item), args.limit)
-    return {"counts": [{"item": c["item"], "unit": c["unit"], "before": c["old_on_hand"], "counted": c["new_on_hand"],
-                        "at": c["created_at"], "till_request": c["source"]} for c in counts],
+    return {"counts": [{"item": c.item, "unit": c.unit, "before": c.old_on_hand, "counted": c.new_on_hand,
+                        "at": to_text(c.created_at), "till_request": c.source} for c in counts],
             **({} if counts else {"note": "no till counts recorded"})}
 
 

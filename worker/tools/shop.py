@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from store import Order, Policy, PolicyRefusal, Store, UnknownTarget
+from store import Order, Policy, PolicyRefusal, ShopItem, Store, UnknownTarget
 from worker.money import ShopFormat
 from worker.ordering import Fitted, OrderingSettings, fit_order
 from worker.proposals import rejection_reason
@@ -73,45 +73,44 @@ class OrderArgs(BaseModel):
     quantity: int = Field(gt=0, le=100000, description="how many units")
 
 
-def _public(item: dict[str, Any], ctx: TurnContext, orders: list[Order] | None = None) -> dict[str, Any]:
+def _public(item: ShopItem, ctx: TurnContext, orders: list[Order] | None = None) -> dict[str, Any]:
     """What the model sees of an item: stock on hand, what is on order (approved orders not yet received), the
     position (on hand plus on order), which is what reorder decisions look at, and the shop file's other names for
     it (aliases) when it has some."""
-    public = {key: item[key] for key in ("item", "on_hand", "on_order", "position", "reorder_point", "target",
-                                         "unit_cost_cents", "unit", "open_proposal")}
+    public = {key: getattr(item, key) for key in ("item", "on_hand", "on_order", "position", "reorder_point",
+                                                  "target", "unit_cost_cents", "unit", "open_proposal")}
     public["orders"] = [{"order": o.proposal_id, "quantity": o.quantity, "status": o.status}
-                        for o in (orders or []) if o.item == item["item"]]
-    if ctx.aliases.get(item["item"]):
-        public["aliases"] = list(ctx.aliases[item["item"]])
-    if item.get("applied"):        # the owner applied a suggestion: the shop file's values beside it
-        public["shop_file_reorder_point"], public["shop_file_target"] = item["file_reorder_point"], item["file_target"]
+                        for o in (orders or []) if o.item == item.item]
+    if ctx.aliases.get(item.item):
+        public["aliases"] = list(ctx.aliases[item.item])
+    if item.applied:        # the owner applied a suggestion: the shop file's values beside it
+        public["shop_file_reorder_point"], public["shop_file_target"] = item.file_reorder_point, item.file_target
     return public
 
 
-async def _item(ctx: TurnContext, name: str) -> dict[str, Any]:
+async def _item(ctx: TurnContext, name: str) -> ShopItem:
     item = await ctx.store.shop_item(ctx.resolve(name))
     if item is None:
-        known = ", ".join(i["item"] for i in await ctx.store.shop_items())
+        known = ", ".join(i.item for i in await ctx.store.shop_items())
         raise ToolError(f"unknown item {name!r}; the shop has: {known}")
     return item
 
 
-def _fit(item: dict[str, Any], quantity: int) -> Fitted:
+def _fit(item: ShopItem, quantity: int) -> Fitted:
     """The quantity fitted to the supplier's minimum order and packs within the item's limit (worker/ordering.py)."""
-    return fit_order(quantity, pack=item.get("pack"), min_order=item.get("min_order"),
-                     max_order=item.get("max_order"), unit=item["unit"])
+    return fit_order(quantity, pack=item.pack, min_order=item.min_order, max_order=item.max_order, unit=item.unit)
 
 
-def _need(item: dict[str, Any]) -> dict[str, Any]:
+def _need(item: ShopItem) -> dict[str, Any]:
     """What brings the item's position (on hand plus on order) to its target, in whole packs and at least the
     minimum order, never over the limit per order; nothing while its position is at or above the reorder point (an
     order on order is never proposed twice)."""
-    low = item["position"] < item["reorder_point"]
-    fitted = _fit(item, max(0, item["target"] - item["position"]) if low else 0)
-    need = {"item": item["item"], "on_hand": item["on_hand"], "on_order": item["on_order"],
-            "position": item["position"], "target": item["target"], "quantity": fitted.quantity,
-            "unit_cost_cents": item["unit_cost_cents"], "cost_cents": fitted.quantity * item["unit_cost_cents"],
-            "below_reorder_point": low, "unit": item["unit"]}
+    low = item.position < item.reorder_point
+    fitted = _fit(item, max(0, item.target - item.position) if low else 0)
+    need = {"item": item.item, "on_hand": item.on_hand, "on_order": item.on_order,
+            "position": item.position, "target": item.target, "quantity": fitted.quantity,
+            "unit_cost_cents": item.unit_cost_cents, "cost_cents": fitted.quantity * item.unit_cost_cents,
+            "below_reorder_point": low, "unit": item.unit}
     if fitted.note:
         need["note"] = fitted.note
     return need
@@ -125,16 +124,16 @@ async def list_stock(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
 
 async def get_item(args: ItemArgs, ctx: TurnContext) -> dict[str, Any]:
     item = await _item(ctx, args.item)
-    public = _public(item, ctx, await ctx.store.open_orders(item["item"]))
+    public = _public(item, ctx, await ctx.store.open_orders(item.item))
     if not public["orders"]:   # an empty result says so: a small model reads [] as "no information"
-        public["note"] = f"nothing is on order for {item['item']}"
+        public["note"] = f"nothing is on order for {item.item}"
     return public
 
 
 async def reorder_need(args: NeedArgs, ctx: TurnContext) -> dict[str, Any]:
     if args.item:
         return _need(await _item(ctx, args.item))
-    needs = [_need(i) for i in await ctx.store.shop_items() if i["position"] < i["reorder_point"]]
+    needs = [_need(i) for i in await ctx.store.shop_items() if i.position < i.reorder_point]
     return {"items": needs, "total_cents": sum(n["cost_cents"] for n in needs), "currency": ctx.currency,
             **({} if needs else {"note": "no item is below its reorder point: nothing needs ordering"})}
 
@@ -153,16 +152,16 @@ def _noted(result: dict[str, Any], fitted: Fitted) -> dict[str, Any]:
 
 async def draft_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
     spec = await _item(ctx, args.item)
-    _check_allowed(ctx, spec["item"])
+    _check_allowed(ctx, spec.item)
     fitted = _fit(spec, args.quantity)          # whole packs, the minimum order, within the limit (said)
     if fitted.quantity <= 0:
         raise ToolError(fitted.note or f"nothing to order: {args.quantity}")
-    return _noted(dataclasses.asdict(await ctx.store.record_draft(ctx.run_id, spec["item"], fitted.quantity)), fitted)
+    return _noted(dataclasses.asdict(await ctx.store.record_draft(ctx.run_id, spec.item, fitted.quantity)), fitted)
 
 
 async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
     spec = await _item(ctx, args.item)
-    item = spec["item"]
+    item = spec.item
     _check_allowed(ctx, item)
     assert ctx.current_call is not None
     fitted = _fit(spec, args.quantity)          # the same fitting as reorder_need and drafts

@@ -28,10 +28,10 @@ async def api():
         yield server
 
 
-def product(tmp_path: Path, name: str, api, pg_url: str, **settings: str) -> Product:  # type: ignore[no-untyped-def]
+def product(tmp_path: Path, name: str, api, pg_fresh_url: str, **settings: str) -> Product:  # type: ignore[no-untyped-def]
     folder = tmp_path / name
     folder.mkdir()
-    return Product(folder, api, pg_url, **{"SHOPBOT_LEASE_S": LEASE, **settings})
+    return Product(folder, api, pg_fresh_url, **{"SHOPBOT_LEASE_S": LEASE, **settings})
 
 
 def owner_texts(api) -> list[str]:  # type: ignore[no-untyped-def]
@@ -68,9 +68,9 @@ async def stop_all(*products: Product) -> None:
 
 
 async def test_k11_a_worker_paused_past_its_lease_is_refused_after_another_took_the_turn_over(tmp_path, api,
-                                                                                            pg_url):
-    a = product(tmp_path, "a", api, pg_url, SHOPBOT_FAULT="K6:stop")
-    b = product(tmp_path, "b", api, pg_url, **NO_TELEGRAM)
+                                                                                            pg_fresh_url):
+    a = product(tmp_path, "a", api, pg_fresh_url, SHOPBOT_FAULT="K6:stop")
+    b = product(tmp_path, "b", api, pg_fresh_url, **NO_TELEGRAM)
     api.post_message(OWNER, OWNER, "how much vanilla")
     try:
         await a.start()
@@ -96,13 +96,13 @@ async def test_k11_a_worker_paused_past_its_lease_is_refused_after_another_took_
 
 
 async def test_k13_a_finish_in_flight_past_its_lease_and_a_sweeping_process_exactly_one_commits(tmp_path, api,
-                                                                                             pg_url):
+                                                                                             pg_fresh_url):
     """The owner is inside its finish transaction (the fence passed, its run row locked) when its lease lapses and
     another process sweeps: the sweep skips the locked run (SKIP LOCKED) and the finish commits; the run is never
     both finished and expired, and the turn is answered once. The other order (the sweeper first) is raced with two
     connections in tests/integration/postgres/test_leases.py."""
-    a = product(tmp_path, "a", api, pg_url, SHOPBOT_FAULT="finish-writes:stop")
-    b = product(tmp_path, "b", api, pg_url)
+    a = product(tmp_path, "a", api, pg_fresh_url, SHOPBOT_FAULT="finish-writes:stop")
+    b = product(tmp_path, "b", api, pg_fresh_url)
     api.post_message(OWNER, OWNER, "how much vanilla")
     try:
         await a.start()
@@ -133,9 +133,9 @@ async def test_k13_a_finish_in_flight_past_its_lease_and_a_sweeping_process_exac
 
 
 async def test_k12_a_worker_killed_holding_a_lease_is_recovered_by_a_live_process_after_expiry(tmp_path, api,
-                                                                                             pg_url):
-    a = product(tmp_path, "a", api, pg_url)
-    b = product(tmp_path, "b", api, pg_url, **NO_TELEGRAM)
+                                                                                             pg_fresh_url):
+    a = product(tmp_path, "a", api, pg_fresh_url)
+    b = product(tmp_path, "b", api, pg_fresh_url, **NO_TELEGRAM)
     api.post_message(OWNER, OWNER, "how much vanilla")
     try:
         await a.start("K4")                                        # dies during the model call, holding the lease
@@ -152,11 +152,11 @@ async def test_k12_a_worker_killed_holding_a_lease_is_recovered_by_a_live_proces
     await audit(a)
 
 
-async def test_k12_a_turn_that_kills_every_worker_fails_at_the_cap(tmp_path, api, pg_url):
+async def test_k12_a_turn_that_kills_every_worker_fails_at_the_cap(tmp_path, api, pg_fresh_url):
     cap = {"SHOPBOT_ATTEMPT_CAP": "2"}
-    a = product(tmp_path, "a", api, pg_url, **cap)
-    b = product(tmp_path, "b", api, pg_url, **NO_TELEGRAM, **cap)
-    c = product(tmp_path, "c", api, pg_url, **NO_TELEGRAM, **cap)
+    a = product(tmp_path, "a", api, pg_fresh_url, **cap)
+    b = product(tmp_path, "b", api, pg_fresh_url, **NO_TELEGRAM, **cap)
+    c = product(tmp_path, "c", api, pg_fresh_url, **NO_TELEGRAM, **cap)
     api.post_message(OWNER, OWNER, "how much vanilla")
     try:
         await a.start("K4")
@@ -175,10 +175,10 @@ async def test_k12_a_turn_that_kills_every_worker_fails_at_the_cap(tmp_path, api
     await audit(a)
 
 
-async def test_a_process_starting_up_never_touches_a_live_process_turn(tmp_path, api, pg_url):
+async def test_a_process_starting_up_never_touches_a_live_process_turn(tmp_path, api, pg_fresh_url):
     long_lease = {"SHOPBOT_LEASE_S": "20"}      # A is paused far inside its lease while B starts
-    a = product(tmp_path, "a", api, pg_url, SHOPBOT_FAULT="K3:stop", **long_lease)
-    b = product(tmp_path, "b", api, pg_url, **NO_TELEGRAM, **long_lease)
+    a = product(tmp_path, "a", api, pg_fresh_url, SHOPBOT_FAULT="K3:stop", **long_lease)
+    b = product(tmp_path, "b", api, pg_fresh_url, **NO_TELEGRAM, **long_lease)
     api.post_message(OWNER, OWNER, "how much vanilla")
     try:
         await a.start()

@@ -132,8 +132,8 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-async def test_three_processes_survive_kills_a_stopped_worker_and_lost_replies(tmp_path, api, pg_url):
-    cluster = Cluster(tmp_path, api, pg_url, lease_s=LEASE_S, SHOPBOT_TILL_TOKENS=f"1:{TILL_TOKEN}")
+async def test_three_processes_survive_kills_a_stopped_worker_and_lost_replies(tmp_path, api, pg_fresh_url):
+    cluster = Cluster(tmp_path, api, pg_fresh_url, lease_s=LEASE_S, SHOPBOT_TILL_TOKENS=f"1:{TILL_TOKEN}")
     takeovers: list[tuple[float, str]] = []
     try:
         for base in ("a", "b", "c"):
@@ -179,7 +179,7 @@ async def test_three_processes_survive_kills_a_stopped_worker_and_lost_replies(t
                          "WHERE w.source LIKE 'till:1:stop-%' AND w.state = 'finished'")[0][0] >= 1
     rc, out = await cluster.check()
     assert rc == 0, out
-    result = full_audit(pg_url, [m.text for m in api.sent if m.chat_id == OWNER],
+    result = full_audit(pg_fresh_url, [m.text for m in api.sent if m.chat_id == OWNER],
                         owner_messages=len(owner_messages))
     assert result.ok, result.violations
     assert result.figures["duplicated"] == 0

@@ -1,7 +1,8 @@
 """The store contract suite runs against every implementation of store/ports.py, through the ports only.
 
-Add an implementation by adding its name to IMPLEMENTATIONS and a branch to `opened`. PostgreSQL's tests get a fresh
-database per test from a template migrated once (tests/support/postgres.py); they are skipped without a server.
+Add an implementation by adding its name to IMPLEMENTATIONS and a branch to `opened`. PostgreSQL's tests share their
+worker's database, emptied between tests back to a freshly migrated one's state (tests/support/worker_database.py);
+they are skipped without a server.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def location(kind: str, request: pytest.FixtureRequest) -> str | None:
-    """The PostgreSQL database's URL for a postgres test (a fresh database), None for SQLite."""
+    """The PostgreSQL database's URL for a postgres test (emptied for it), None for SQLite."""
     return str(request.getfixturevalue("pg_url")) if kind == "postgres" else None
 
 

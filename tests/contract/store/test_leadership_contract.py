@@ -27,8 +27,8 @@ async def lapse(store: Store, clock: ManualClock, kind: str, name: str) -> None:
         clock.advance(LEASE + 0.001)
     deadline = asyncio.get_running_loop().time() + 10
     while True:
-        lease = next(row for row in await store.leaders() if row["name"] == name)
-        if lease["expires_in_s"] <= 0:
+        lease = next(row for row in await store.leaders() if row.name == name)
+        if lease.expires_in_s <= 0:
             return
         assert asyncio.get_running_loop().time() < deadline, lease
         await asyncio.sleep(0.02)
@@ -41,8 +41,8 @@ async def test_one_holder_at_a_time_and_a_lease_is_never_re_entered(store: Store
     assert await store.acquire_leader("poller", a, LEASE) is None          # not even by its own holder: it renews
     assert await store.acquire_leader("relay", b, LEASE) == 1              # names are independent
     [poller, relay] = await store.leaders()
-    assert (poller["name"], poller["holder"], poller["generation"]) == ("poller", a, 1)
-    assert 0 < poller["expires_in_s"] <= LEASE and relay["holder"] == b
+    assert (poller.name, poller.holder, poller.generation) == ("poller", a, 1)
+    assert 0 < poller.expires_in_s <= LEASE and relay.holder == b
 
 
 async def test_renewal_counts_only_for_the_holder_and_its_generation(store: Store, clock: ManualClock, kind: str):
@@ -154,8 +154,8 @@ async def test_processes_heartbeat_and_depart(store: Store, clock: ManualClock):
     await store.heartbeat(a, 101, "host-a", 3600)
     await store.heartbeat(b, 202, "host-b", 3600)
     await store.heartbeat(a, 101, "host-a", 3600)
-    rows = {r["holder"]: r for r in await store.processes()}
-    assert set(rows) == {a, b} and rows[a]["pid"] == 101 and rows[b]["host"] == "host-b"
-    assert all(r["seen_s_ago"] >= 0 for r in rows.values())
+    rows = {r.holder: r for r in await store.processes()}
+    assert set(rows) == {a, b} and rows[a].pid == 101 and rows[b].host == "host-b"
+    assert all(r.seen_s_ago >= 0 for r in rows.values())
     await store.depart(b)
-    assert [r["holder"] for r in await store.processes()] == [a]
+    assert [r.holder for r in await store.processes()] == [a]

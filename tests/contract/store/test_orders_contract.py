@@ -122,7 +122,7 @@ async def approve_refused(store: Store, proposal_id: int) -> None:
 async def test_an_approved_order_is_on_order_and_counts_in_the_position(shop: Store, clock: ManualClock):
     proposal_id, action_id = await approved_order(shop)
     vanilla = await shop.shop_item("vanilla")
-    assert vanilla is not None and (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (2, 6, 8)
+    assert vanilla is not None and (vanilla.on_hand, vanilla.on_order, vanilla.position) == (2, 6, 8)
     [order] = await shop.open_orders("vanilla")
     typed(order)
     assert isinstance(order, Order) and order.state is OrderState.ON_ORDER
@@ -162,13 +162,13 @@ async def test_received_adds_the_ordered_quantity_as_a_received_stock_event(shop
     assert done.order.state is OrderState.RECEIVED and done.order.settled_by == "owner:1"
     assert done.order.settled_at == clock.now() and done.order.event_id is not None
     vanilla = await shop.shop_item("vanilla")
-    assert vanilla is not None and (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (8, 0, 8)
+    assert vanilla is not None and (vanilla.on_hand, vanilla.on_order, vanilla.position) == (8, 0, 8)
     events = await shop.stock_events("vanilla")
-    assert [(e["kind"], e["old_on_hand"], e["new_on_hand"]) for e in events] == [("seed", None, 2), ("received", 2, 8)]
+    assert [(e.kind, e.old_on_hand, e.new_on_hand) for e in events] == [("seed", None, 2), ("received", 2, 8)]
     with pytest.raises(IllegalTransition, match="is received, not on order"):   # a second Received changes nothing
         await shop.receive_order(proposal_id, "owner:1")
     vanilla = await shop.shop_item("vanilla")
-    assert vanilla is not None and vanilla["on_hand"] == 8
+    assert vanilla is not None and vanilla.on_hand == 8
     with pytest.raises(UnknownTarget):
         await shop.receive_order(999, "owner:1")
 
@@ -182,8 +182,8 @@ async def test_received_in_the_owners_transaction_and_with_a_count(shop: Store):
     done = await shop.atomic(lambda tx: tx.receive_order(proposal_id, "owner:1", counted=7))  # one sold since
     assert (done.old_on_hand, done.new_on_hand, done.order.state) == (2, 7, OrderState.RECEIVED)
     vanilla = await shop.shop_item("vanilla")
-    assert vanilla is not None and (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (7, 0, 7)
-    assert [e["kind"] for e in await shop.stock_events("vanilla")] == ["seed", "received"]
+    assert vanilla is not None and (vanilla.on_hand, vanilla.on_order, vanilla.position) == (7, 0, 7)
+    assert [e.kind for e in await shop.stock_events("vanilla")] == ["seed", "received"]
 
 
 async def counts(store: Store, request_id: str, values: dict[str, int]) -> None:
@@ -202,10 +202,10 @@ async def test_a_till_count_that_rose_by_the_ordered_amount_is_a_restock_that_re
     assert await shop.atomic(lambda tx: tx.restocked_orders_after(0)) == []
     await counts(shop, "c3", {"vanilla": 11})         # rose by 6: the order arrived
     vanilla = await shop.shop_item("vanilla")
-    assert vanilla is not None and (vanilla["on_hand"], vanilla["on_order"], vanilla["position"]) == (11, 0, 11)
+    assert vanilla is not None and (vanilla.on_hand, vanilla.on_order, vanilla.position) == (11, 0, 11)
     order = await shop.order(proposal_id)
     assert order is not None and (order.state, order.settled_by) == (OrderState.RECEIVED, "till:1:c3")
-    kinds = [(e["kind"], e["old_on_hand"], e["new_on_hand"]) for e in await shop.stock_events("vanilla")]
+    kinds = [(e.kind, e.old_on_hand, e.new_on_hand) for e in await shop.stock_events("vanilla")]
     assert kinds == [("seed", None, 2), ("count", 2, 1), ("count", 1, 5), ("restock", 5, 11)]
     [restock] = await shop.atomic(lambda tx: tx.restocked_orders_after(0))
     assert (restock.order, restock.old_on_hand, restock.new_on_hand, restock.source) == (order, 5, 11, "till:1:c3")
@@ -218,7 +218,7 @@ async def test_a_failed_order_is_not_on_order(shop: Store):
     await shop.action_move(ActionMove.MARK_SENDING, action_id)
     await shop.action_move(ActionMove.MARK_FAILED, action_id, "the supplier refused: out of stock")
     vanilla = await shop.shop_item("vanilla")
-    assert vanilla is not None and vanilla["on_order"] == 0
+    assert vanilla is not None and vanilla.on_order == 0
     order = await shop.order(proposal_id)
     assert order is not None and order.state is OrderState.CANCELLED and order.action_state is ActionState.FAILED
     assert (await propose(shop, "vanilla", 6))["state"] == "awaiting_approval"
@@ -245,7 +245,7 @@ async def test_not_arrived_stops_counting_the_order_and_leaves_the_stock(shop: S
     done = await shop.order_not_arrived(proposal_id, "owner:1")
     assert isinstance(done, Order) and done.state is OrderState.NOT_ARRIVED and aware(done.settled_at)
     vanilla = await shop.shop_item("vanilla")
-    assert vanilla is not None and (vanilla["on_hand"], vanilla["on_order"]) == (2, 0)
+    assert vanilla is not None and (vanilla.on_hand, vanilla.on_order) == (2, 0)
     with pytest.raises(IllegalTransition):
         await shop.receive_order(proposal_id, "owner:1")
     with pytest.raises(IllegalTransition):

@@ -6,7 +6,18 @@ from datetime import date, timedelta
 
 import pytest
 
-from store import CountRequest, ItemSpec, ManualClock, Occurrence, SaleLine, Store, Transaction, WorkKind
+from store import (
+    CountRequest,
+    ItemSpec,
+    ManualClock,
+    Occurrence,
+    SaleLine,
+    SalesDay,
+    SaleSource,
+    Store,
+    Transaction,
+    WorkKind,
+)
 
 SHOP = [ItemSpec("vanilla", "tubs", 20, 8, 12, 300, max_order=40), ItemSpec("chocolate", "tubs", 12, 6, 12, 250)]
 DAY = 86400
@@ -26,8 +37,11 @@ def day(n: int) -> str:
     return (D0 + timedelta(days=n)).isoformat()
 
 
-def rows(found: list[dict]) -> list[tuple]:
-    return [(r["item"], r["day"], r["quantity"], r["source"], r["out_of_stock"]) for r in found]
+def rows(found: list[SalesDay]) -> list[tuple]:
+    """The days as plain values, each checked for its types on the way (a date, a SaleSource member or None)."""
+    assert all(isinstance(r, SalesDay) and isinstance(r.day, date) and (r.source is None or type(r.source) is
+                                                                           SaleSource) for r in found)
+    return [(r.item, r.day.isoformat(), r.quantity, r.source, r.out_of_stock) for r in found]
 
 
 async def test_till_days_are_decreases_between_counts_and_restocks_are_never_negative(store: Store,
@@ -87,23 +101,23 @@ async def test_applied_values_replace_the_files_until_reset(store: Store):
     await store.apply_setting("vanilla", 25, 30, "owner 1")
     vanilla = await store.shop_item("vanilla")
     assert vanilla is not None
-    assert (vanilla["reorder_point"], vanilla["target"], vanilla["file_reorder_point"], vanilla["file_target"]) == (
+    assert (vanilla.reorder_point, vanilla.target, vanilla.file_reorder_point, vanilla.file_target) == (
         25, 30, 8, 12)
-    assert vanilla["applied"]["by"] == "owner 1"
-    watched = {row["item"]: row for row in await store.stock_watch()}
-    assert watched["vanilla"]["reorder_point"] == 25       # the stock watcher sees it at once
+    assert vanilla.applied_by == "owner 1"
+    watched = {row.item: row for row in await store.stock_watch()}
+    assert watched["vanilla"].reorder_point == 25       # the stock watcher sees it at once
     changes = await store.sync_shop([ItemSpec("vanilla", "tubs", 20, 9, 12, 300, max_order=40), SHOP[1]],
                                     "shop.toml")
     assert any("reorder_point 8 -> 9 in the file; the applied 25 stays in force" in c for c in changes), changes
     vanilla = await store.shop_item("vanilla")
-    assert vanilla is not None and (vanilla["reorder_point"], vanilla["file_reorder_point"]) == (25, 9)
+    assert vanilla is not None and (vanilla.reorder_point, vanilla.file_reorder_point) == (25, 9)
     with pytest.raises(ValueError, match="at least the reorder point"):
         await store.apply_setting("vanilla", 10, 5, "owner 1")
-    assert (await store.shop_item("vanilla") or {})["reorder_point"] == 25     # nothing changed
+    assert getattr(await store.shop_item("vanilla"), "reorder_point", None) == 25     # nothing changed
     assert await store.reset_setting("vanilla")
     assert not await store.reset_setting("vanilla")
     vanilla = await store.shop_item("vanilla")
-    assert vanilla is not None and (vanilla["reorder_point"], vanilla["target"], vanilla["applied"]) == (9, 12, None)
+    assert vanilla is not None and (vanilla.reorder_point, vanilla.target, vanilla.applied_by) == (9, 12, None)
 
 
 async def test_an_applied_value_inside_a_transaction_with_its_decision(store: Store):
@@ -115,7 +129,7 @@ async def test_an_applied_value_inside_a_transaction_with_its_decision(store: St
         tx.apply_setting("chocolate", 7, 15, "owner 1", nonce)
     await store.atomic(press)
     chocolate = await store.shop_item("chocolate")
-    assert chocolate is not None and (chocolate["reorder_point"], chocolate["target"]) == (7, 15)
+    assert chocolate is not None and (chocolate.reorder_point, chocolate.target) == (7, 15)
 
 
 async def test_status_lists_the_applied_values_beside_the_files(store: Store, clock: ManualClock):

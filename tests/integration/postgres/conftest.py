@@ -1,4 +1,5 @@
-"""The PostgreSQL integration tier's store: a fresh database per test (tests/conftest.py's pg_url), capacity 3."""
+"""The PostgreSQL integration tier's store: the worker's database, emptied for each test (tests/conftest.py's
+pg_url), capacity 3."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator

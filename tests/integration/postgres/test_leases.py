@@ -137,8 +137,9 @@ async def test_the_sweep_recovers_only_expired_leases_by_c10_and_c9(pg, pg_url, 
     assert await pg.check() == []
 
 
-async def test_a_planted_second_open_run_of_a_session_is_refused_by_the_unique_index(pg_url):
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+async def test_a_planted_second_open_run_of_a_session_is_refused_by_the_unique_index(pg_fresh_url):
+    """A database of its own: the negative control drops the index."""
+    with psycopg.connect(pg_fresh_url, autocommit=True) as conn:
         conn.execute("INSERT INTO work (source, session, kind, payload, admitted_at) "
                      "VALUES ('t:1', 's', 'agent', 'x', %s)", (NOW,))
         insert = ("INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "

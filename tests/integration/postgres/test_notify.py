@@ -108,18 +108,18 @@ async def api():
 
 
 async def test_a_running_bot_reconnects_its_lost_listen_connection_and_answers_work_admitted_meanwhile(
-        tmp_path, api, pg_url):
+        tmp_path, api, pg_fresh_url):
     from tests.support.proc import OWNER, Product
-    product = Product(tmp_path, api, pg_url)
+    product = Product(tmp_path, api, pg_fresh_url)
     await product.start()
     try:
         assert product.proc is not None
         name = application_name(product.proc.pid)
         await product.wait_db(f"SELECT count(*) FROM pg_stat_activity WHERE application_name = '{name}'", [(1,)])
-        with psycopg.connect(pg_url, autocommit=True) as admin:
+        with psycopg.connect(pg_fresh_url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
                           (name,))
-        other = await open_store(pg_url, ManualClock(START), debounce_ms=0)   # another process's admission
+        other = await open_store(pg_fresh_url, ManualClock(START), debounce_ms=0)   # another process's admission
         try:
             await other.admit(Occurrence(f"tg:{OWNER}:900", f"tg:{OWNER}", "how much vanilla", WorkKind.AGENT,
                                          f"tg:{OWNER}"))
