@@ -158,9 +158,9 @@ async def seed(db: Path, shop_path: Path, now: datetime) -> None:
         calls = (ToolCall("p1", "propose_order", '{"item": "vanilla", "quantity": 10}'),
                  ToolCall("p2", "propose_order", '{"item": "chocolate", "quantity": 3}'))
         await Worker(store, ScriptedModel([ModelTurn("", calls), ModelTurn("Proposed.", ())]), settings).drain()
-        vanilla = next(p for p in await store.open_proposals() if p["item"] == "vanilla")
+        vanilla = next(p for p in await store.open_proposals() if p.item == "vanilla")
         day = now.astimezone(__import__("zoneinfo").ZoneInfo(shop.timezone)).date().isoformat()
-        await store.atomic(lambda tx: tx.approve_proposal(vanilla["proposal_id"], "owner", day=day,
+        await store.atomic(lambda tx: tx.approve_proposal(vanilla.proposal_id, "owner", day=day,
                                                           day_max_cents=shop.day_max_cents,
                                                           destination=f"supplier:{shop.supplier}"))
     finally:

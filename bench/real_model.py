@@ -133,7 +133,7 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
                 follow_up = bool(stored)
                 compacted = conversation.compacted(stored, history_tokens)
                 before_calls = len(model.calls)
-                proposals_before = {p["proposal_id"] for p in await store.open_proposals()}
+                proposals_before = {p.proposal_id for p in await store.open_proposals()}
                 source = f"bench:{n}"
                 await store.admit(Occurrence(source, session, question.text, destination=session))
                 started = time.monotonic()
@@ -147,7 +147,7 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
                                                         "ORDER BY op_id", (run_id,)))
                 facts: Facts = await read_facts(store)
                 facts.proposals_made = [p for p in await store.open_proposals()
-                                        if p["proposal_id"] not in proposals_before]
+                                        if p.proposal_id not in proposals_before]
                 prose = prose_of(body)
                 right = not is_error and question.check(prose, facts, tools)
                 result = Result(n, question, seconds, model.calls[before_calls:], tools, body, prose, right,

@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from store import OnOrder, ShopItem, Store
+from store import OnOrder, Proposal, ShopItem, Store
 from worker.tools.insight import WindowArgs, days_of_cover, sales_rate
 from worker.tools.shop import TurnContext
 
@@ -24,8 +23,8 @@ class Facts:
     rates: dict[str, float | None]           # sold per day over the last 14 days
     cover: dict[str, float | None]           # days the stock on hand lasts at that rate
     on_order: list[OnOrder]
-    proposals: list[dict[str, Any]]
-    proposals_made: list[dict[str, Any]] = field(default_factory=list)   # proposals the question's turn recorded
+    proposals: list[Proposal]
+    proposals_made: list[Proposal] = field(default_factory=list)   # proposals the question's turn recorded
 
     @property
     def low(self) -> list[str]:
@@ -114,11 +113,11 @@ def item_on_order(item: str) -> Check:
 
 
 def proposals(prose: str, f: Facts, tools: tuple[str, ...]) -> bool:
-    return bool(f.proposals) and all(names(prose, p["item"]) and says(prose, p["quantity"]) for p in f.proposals)
+    return bool(f.proposals) and all(names(prose, p.item) and says(prose, p.quantity) for p in f.proposals)
 
 
 def proposed(item: str, quantity: int) -> Check:
-    return lambda prose, f, tools: any(p["item"] == item and p["quantity"] == quantity for p in f.proposals_made)
+    return lambda prose, f, tools: any(p.item == item and p.quantity == quantity for p in f.proposals_made)
 
 
 def brief(prose: str, f: Facts, tools: tuple[str, ...]) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 
-from store import Admission, Fence, Occurrence, Store, Transaction, WorkKind, faults
+from store import Admission, AdmissionTx, Fence, Occurrence, Store, WorkKind, faults
 
 from .schedule import Schedule, ScheduleError, plan_catch_up
 
@@ -64,7 +64,7 @@ class ClockProducer:
             results.append(result)
         return results
 
-    def _catch_up(self, tx: Transaction, schedule: Schedule) -> CatchUpResult:
+    def _catch_up(self, tx: AdmissionTx, schedule: Schedule) -> CatchUpResult:
         state, now = tx.producers, tx.at
         cursor, refused_key = state.get_cursor(schedule.name)
         missed: list[tuple[str, str, datetime | None]] = []

@@ -28,10 +28,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from producers.telegram.owner import ask_order, edit_order_card
-from store import Admission, Fence, Occurrence, ReportDraft, Store, Transaction, WorkKind, telegram_chat, units
+from store import Admission, Fence, Occurrence, Order, ReportDraft, Store, Transaction, WorkKind, telegram_chat, units
 
 log = logging.getLogger("shopbot.stock")
 
@@ -57,12 +56,12 @@ def reorder_prompt(item: str, unit: str, on_hand: int, reorder_point: int, on_or
             f"{reorder_point}. Propose an order if needed.")
 
 
-def overdue_notice(order: dict[str, Any]) -> str:
-    quantity = units.count(order["quantity"], order["unit"])
-    return (f"Order #{order['proposal_id']} ({quantity} of {order['item']}, approved "
-            f"{order['approved_at'][:10]}) was due by {order['due_at'][:10]} and is still not received; it is "
-            f"{order['status']}. Has it arrived? Received adds {quantity} to the stock "
-            f"(or send /received {order['proposal_id']} <count> with the stock you counted); Not arrived stops "
+def overdue_notice(order: Order) -> str:
+    quantity = units.count(order.quantity, order.unit)
+    return (f"Order #{order.proposal_id} ({quantity} of {order.item}, approved "
+            f"{order.approved_at.date().isoformat()}) was due by {order.due_at.date().isoformat()} and is still not "
+            f"received; it is {order.status}. Has it arrived? Received adds {quantity} to the stock "
+            f"(or send /received {order.proposal_id} <count> with the stock you counted); Not arrived stops "
             "counting it as on order.")
 
 
@@ -125,20 +124,21 @@ class StockWatcher:
     def _restocked(self, tx: Transaction) -> tuple[str, ...]:
         mark = tx.producers.get_mark(RESTOCK_NOTICES)
         admitted = []
-        for order in tx.restocked_orders_after(mark):
-            mark = order["event_id"]
+        for received in tx.restocked_orders_after(mark):
+            order = received.order
+            mark = order.event_id or mark
             if not self.destination:
                 continue
-            counted = units.count(order["new_on_hand"], order["unit"])
-            text = (f"Order #{order['proposal_id']} arrived: {order['count_source']} counted "
-                    f"{counted} of {order['item']} (was {order['old_on_hand']}), at least the "
-                    f"{order['quantity']} ordered. It is received and no longer on order.")
-            source = f"notice:restock:{order['proposal_id']}"
+            counted = units.count(received.new_on_hand, order.unit)
+            text = (f"Order #{order.proposal_id} arrived: {received.source} counted "
+                    f"{counted} of {order.item} (was {received.old_on_hand}), at least the "
+                    f"{order.quantity} ordered. It is received and no longer on order.")
+            source = f"notice:restock:{order.proposal_id}"
             result = tx.admit_answered(Occurrence(source, "notice:restock", text, WorkKind.NOTICE, self.destination),
                                        _answer(ReportDraft(text, destination=self.destination)))
             if result.outcome is Admission.ACCEPTED:
                 admitted.append(source)
-                edit_order_card(tx, order["proposal_id"], f"Received: {text.split(': ', 1)[1]}", "received")
+                edit_order_card(tx, order.proposal_id, f"Received: {text.split(': ', 1)[1]}", "received")
         tx.producers.set_mark(RESTOCK_NOTICES, mark)
         return tuple(admitted)
 
@@ -150,10 +150,10 @@ class StockWatcher:
         admitted = []
         for order in tx.overdue_orders():
             text = overdue_notice(order)
-            source = f"notice:order_due:{order['proposal_id']}"
+            source = f"notice:order_due:{order.proposal_id}"
             result = tx.admit_answered(
                 Occurrence(source, "notice:order_due", text, WorkKind.NOTICE, destination),
-                partial(_overdue_answer, text, destination, order["proposal_id"], chat_id))
+                partial(_overdue_answer, text, destination, order.proposal_id, chat_id))
             if result.outcome is Admission.ACCEPTED:
                 admitted.append(source)
         return tuple(admitted)

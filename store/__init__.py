@@ -27,16 +27,33 @@ from .errors import (
 )
 from .locations import describe as describe_location
 from .locations import is_database_url
+from .order_records import (
+    ActionView,
+    CountRequest,
+    Draft,
+    JsonObject,
+    Order,
+    OrderState,
+    Proposal,
+    ProposalState,
+    ReceivedOrder,
+    UnknownReport,
+)
 from .ports import (
     ActionOutbox,
     Admin,
+    AdmissionTx,
     ChangeNotification,
+    ConversationTx,
     Inbox,
     Insights,
+    InTransaction,
     Journal,
     Leadership,
+    OrderTx,
     Outbox,
     ProducerRecords,
+    PromptTx,
     Receipts,
     ShopRecords,
     Store,
@@ -145,6 +162,8 @@ __all__ = [
     # the ports and the way to open an implementation
     "Store", "Transaction", "Inbox", "Journal", "Outbox", "Receipts", "ActionOutbox", "ShopRecords", "Insights",
     "ChangeNotification", "Admin", "Leadership", "ProducerRecords", "open_store", "is_database_url",
+    # the transaction's roles, by consumer (`Transaction` is their union)
+    "InTransaction", "AdmissionTx", "PromptTx", "ConversationTx", "OrderTx",
     "describe_location",
     # the SQLite implementation's own operator moves (the instance lock, restore of a backup file, the backup
     # taken before a migration)
@@ -174,4 +193,7 @@ __all__ = [
     "ActionState", "EndedRun", "ItemSales", "OnOrder", "OpenAction", "OpsView", "RunOutcome", "SaleSource", "SalesDay",
     "SeriesPoint", "ShopItem", "StateTallies", "StockEvent", "StockEventKind", "StockLevel", "Tally", "TillCount",
     "WorkReport", "WorkWithReport",
+    # the ordering side's records (store/order_records.py)
+    "ActionView", "CountRequest", "Draft", "JsonObject", "Order", "OrderState", "Proposal", "ProposalState",
+    "ReceivedOrder", "UnknownReport",
 ]

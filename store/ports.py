@@ -14,6 +14,16 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .asks import Ask
 from .clock import Clock
+from .order_records import (
+    ActionView,
+    CountRequest,
+    Draft,
+    JsonObject,
+    Order,
+    Proposal,
+    ReceivedOrder,
+    UnknownReport,
+)
 from .records import (
     Action,
     ActionMove,
@@ -94,12 +104,15 @@ class ProducerRecords(Protocol):
         """Till count events after `event_id`, oldest first."""
 
 
-class Transaction(Protocol):
-    """The moves available inside one open write transaction (`Store.atomic`, `admit_answered`, `finish(apply=,
-    after=)`). Synchronous on purpose: nothing inside a transaction may await a network call or a model."""
+class InTransaction(Protocol):
+    """What every role of a transaction shares: its time."""
 
     at: datetime
     """The transaction's time (aware UTC), from the process's one clock."""
+
+
+class AdmissionTx(InTransaction, Protocol):
+    """Admission inside a transaction: what the producers use to admit work with their own progress (C1, C2)."""
 
     def isolated(self, fn: Callable[[], object]) -> BaseException | None:
         """Run `fn` in a savepoint: an exception other than a database error undoes only `fn`'s writes and is
@@ -128,33 +141,9 @@ class Transaction(Protocol):
         """C19: a receipt (`emoji` as a reaction) for the owner's message `message_id` of `chat_id`, pending, in this
         transaction (the message's admission). One per message: False when it already has one (a redelivery)."""
 
-    def unknown_reports(self) -> list[dict[str, Any]]:
-        """Reports with a part in `unknown` (report_id, chat_id, kind, preview, resends); notices' own reports are
-        left out: no notice is written about a notice's delivery."""
 
-    def status(self) -> Status:
-        """The same figures as `Store.status()`, read in this transaction (the owner's /status)."""
-
-    def unknown_prompt_open(self, report_id: str) -> bool:
-        """Whether the report still has a part awaiting a Resend / I have it decision (C8)."""
-
-    def proposal(self, proposal_id: int) -> dict[str, Any] | None:
-        """A proposal row, or None."""
-
-    def awaiting_proposals(self) -> list[dict[str, Any]]:
-        """Proposals awaiting Approve or Reject (not expired), oldest first."""
-
-    def run_proposals(self, run_id: str) -> list[dict[str, Any]]:
-        """The proposals a run recorded (void unless its turn finished, C11)."""
-
-    def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
-                         destination: str, lead_time_days: int = 3) -> Decision:
-        """C11: the decision, the day's spending reservation, the action row with a random 128-bit idempotency key
-        and the order (on order from now, due after `lead_time_days`), in this transaction; refused (ok=False with
-        the reason) when the proposal is no longer open or the day's limit would be passed."""
-
-    def reject_proposal(self, proposal_id: int, by: str) -> Decision:
-        """Record the owner's rejection of an open proposal."""
+class PromptTx(InTransaction, Protocol):
+    """The owner's questions (C8): each button's nonce, its decision, once."""
 
     def ask(self, kind: str, target: str, chat_id: int, *, verbs: Sequence[str] | None = None,
             named: bool = False) -> Ask:
@@ -168,6 +157,24 @@ class Transaction(Protocol):
     def decide_prompt(self, nonce: str, decision: str, by: str) -> bool:
         """Record a prompt's decision once: False when it was decided before (a second press)."""
 
+    def close_prompts(self, kind: str, target: str, decision: str, by: str) -> None:
+        """A decision taken through one prompt closes every other open prompt for the same target."""
+
+
+class ConversationTx(InTransaction, Protocol):
+    """The owner's chat as the store keeps it: replies not known to have arrived, what a sent message reads,
+    /status, /forget (C7, C8, C12)."""
+
+    def unknown_reports(self) -> list[UnknownReport]:
+        """Reports with a part in `unknown`, oldest part first (notices' own reports among them: the caller leaves
+        those out, since no notice is written about a notice's delivery)."""
+
+    def status(self) -> Status:
+        """The same figures as `Store.status()`, read in this transaction (the owner's /status)."""
+
+    def unknown_prompt_open(self, report_id: str) -> bool:
+        """Whether the report still has a part awaiting a Resend / I have it decision (C8)."""
+
     def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
         """C8: record `resend` (unknown parts back to pending) or `delivered` (unknown parts confirmed, receipt
         empty) with who decided; returns the moved delivery ids (none when nothing awaited a decision)."""
@@ -179,39 +186,65 @@ class Transaction(Protocol):
     def delivery_states(self, report_id: str) -> list[str]:
         """The states of a report's parts, in part order."""
 
-    def order(self, proposal_id: int) -> dict[str, Any] | None:
-        """One order in any state (on_order, received, not_arrived, cancelled) with its action's state and
-        `status` in the owner's words; None when the proposal has no order."""
-
-    def open_orders(self, item: str | None = None) -> list[dict[str, Any]]:
-        """Orders on order (all, or one item's), oldest first."""
-
-    def overdue_orders(self) -> list[dict[str, Any]]:
-        """Orders still on order after the supplier's lead time."""
-
-    def restocked_orders_after(self, event_id: int) -> list[dict[str, Any]]:
-        """Orders a till count received (a 'restock' stock event) after `event_id`, in event order."""
-
-    def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict[str, Any]:
-        """The owner's Received: a 'received' stock event (the ordered quantity added, or the stock set to
-        `counted`), and the order settled."""
-
-    def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
-        """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""
-
     def sent_message(self, chat_id: int, message_id: int) -> SentMessage | None:
         """How a message the bot sent reads now (its latest send or edit): text without identity, report, asks."""
 
+
+class OrderTx(InTransaction, Protocol):
+    """Proposals, approvals and orders on order (C11), and the reorder settings the owner applies."""
+
+    def proposal(self, proposal_id: int) -> Proposal | None:
+        """A proposal with its item's unit, or None."""
+
+    def awaiting_proposals(self) -> list[Proposal]:
+        """Proposals awaiting Approve or Reject (not expired), oldest first."""
+
+    def run_proposals(self, run_id: str) -> list[Proposal]:
+        """The proposals a run recorded (void unless its turn finished, C11)."""
+
+    def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
+                         destination: str, lead_time_days: int = 3) -> Decision:
+        """C11: the decision, the day's spending reservation, the action row with a random 128-bit idempotency key
+        and the order (on order from now, due after `lead_time_days`), in this transaction; refused (ok=False with
+        the reason) when the proposal is no longer open or the day's limit would be passed."""
+
+    def reject_proposal(self, proposal_id: int, by: str) -> Decision:
+        """Record the owner's rejection of an open proposal."""
+
+    def order(self, proposal_id: int) -> Order | None:
+        """One order in any state (on order, received, not arrived, cancelled) with its action's state and
+        `status` in the owner's words; None when the proposal has no order."""
+
+    def open_orders(self, item: str | None = None) -> list[Order]:
+        """Orders on order (all, or one item's), oldest first."""
+
+    def overdue_orders(self) -> list[Order]:
+        """Orders still on order after the supplier's lead time."""
+
+    def restocked_orders_after(self, event_id: int) -> list[ReceivedOrder]:
+        """Orders a till count received (a 'restock' stock event) after `event_id`, in event order, with the stock
+        before and after and the count's source."""
+
+    def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> ReceivedOrder:
+        """The owner's Received: a 'received' stock event (the ordered quantity added, or the stock set to
+        `counted`), and the order settled; the order as it is now with the stock before and after."""
+
+    def order_not_arrived(self, proposal_id: int, by: str) -> Order:
+        """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""
+
     def set_order_card(self, proposal_id: int, chat_id: int, message_id: int) -> None:
         """Remember the card an order was approved on, so its later life (confirmed, received) edits it."""
-
-    def close_prompts(self, kind: str, target: str, decision: str, by: str) -> None:
-        """A decision taken through one prompt closes every other open prompt for the same target."""
 
     def apply_setting(self, item: str, reorder_point: int, target: int, by: str, prompt: str | None = None) -> None:
         """The owner's applied reorder point and target for the item (a recorded decision, with the prompt it was
         pressed on): in force from this commit, in place of the shop file's, until `reset_setting`. ValueError when
         the target is below the reorder point; UnknownTarget for an unknown item."""
+
+
+class Transaction(AdmissionTx, PromptTx, ConversationTx, OrderTx, Protocol):
+    """The moves available inside one open write transaction (`Store.atomic`, `admit_answered`, `finish(apply=,
+    after=)`): the union of the roles above, so a part that needs one role names it. Synchronous on purpose:
+    nothing inside a transaction may await a network call or a model."""
 
 
 @runtime_checkable
@@ -277,7 +310,7 @@ class Inbox(Protocol):
         same commit (with its set-up when `history_limit` is given, as `claim`). C17: with `model_said` (the model's own
         prose, its exchange as JSON) the history's answer is that prose and exchange, never the report's body."""
 
-    async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict[str, Any]]],
+    async def finish_counts(self, claim: Claim, requests: Sequence[CountRequest],
                             render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:
         """A till turn: every request's counts applied to the stock and the report rendered from the applied
         counts (source, item, old, new), in the finish transaction (C6)."""
@@ -324,19 +357,18 @@ class Inbox(Protocol):
 class Journal(Protocol):
     """The operations of a run: what the agent loop's tools use (C10, C11)."""
 
-    async def op_started(self, run_id: str, call_id: str, tool: str, arguments: dict[str, Any],
-                         effect: str) -> None:
+    async def op_started(self, run_id: str, call_id: str, tool: str, arguments: JsonObject, effect: str) -> None:
         """Journal a tool call as started before it acts (effect `read`, `internal` or `external`)."""
 
-    async def op_finished(self, run_id: str, call_id: str, status: str, result: dict[str, Any], *,
+    async def op_finished(self, run_id: str, call_id: str, status: str, result: JsonObject, *,
                           acted_outside: bool = False) -> None:
         """Journal a tool call's result after it acted."""
 
     async def run_steps(self, run_id: str) -> list[str]:
         """The tool names a run has journaled so far, in the order they started; a read (C20's progress drafts)."""
 
-    async def record_draft(self, run_id: str, item: str, quantity: int) -> dict[str, Any]:
-        """An order draft of an open run (an internal effect): item, quantity, cost."""
+    async def record_draft(self, run_id: str, item: str, quantity: int) -> Draft:
+        """An order draft of an open run (an internal effect), costed from the catalog."""
 
     async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int,
                               policy: Policy | None = None) -> dict[str, Any]:
@@ -426,21 +458,22 @@ class ActionOutbox(Protocol):
     async def next_action_time(self) -> datetime | None:
         """The earliest not-before time of a pending action, or None."""
 
-    async def action_move(self, move: ActionMove, action_id: int, *args: Any, fence: Fence | None = None) -> None:
-        """One relay move (`ActionMove`: mark_sending, mark_delivered(receipt), mark_not_sent(not_before, reason),
-        mark_failed(reason), mark_unknown(reason), quarantine(reason)) in its own transaction; an illegal move raises
-        `IllegalTransition`; anything but an `ActionMove` raises TypeError, changing nothing. With `fence` (the action
-        relay's lease) the lease is checked first (`LeaseLost`, nothing written) and a `mark_sending` records it as
-        the action's `sender`."""
+    async def action_move(self, move: ActionMove, action_id: int, *args: str | datetime | None,
+                          fence: Fence | None = None) -> None:
+        """One relay move (`ActionMove`: mark_sending, mark_delivered(receipt), mark_not_sent(not_before: an aware
+        datetime or None, reason), mark_failed(reason), mark_unknown(reason), quarantine(reason)) in its own
+        transaction; an illegal move raises `IllegalTransition`; anything but an `ActionMove` raises TypeError,
+        changing nothing. With `fence` (the action relay's lease) the lease is checked first (`LeaseLost`, nothing
+        written) and a `mark_sending` records it as the action's `sender`."""
 
     async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,
                             detail: str | None = None) -> str:
         """The operator's recorded release or void of a quarantined (or unknown) action; returns its new state."""
 
-    async def actions(self, quarantined_only: bool = False) -> list[dict[str, Any]]:
+    async def actions(self, quarantined_only: bool = False) -> list[ActionView]:
         """Actions with their state, for `shopbot actions`."""
 
-    async def awaiting_proposals(self) -> list[dict[str, Any]]:
+    async def awaiting_proposals(self) -> list[Proposal]:
         """Proposals awaiting the owner's Approve or Reject (not expired), oldest first."""
 
     async def expire_proposals(self) -> list[int]:
@@ -487,21 +520,21 @@ class ShopRecords(Protocol):
     async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[TillCount]:
         """The latest till counts, newest first."""
 
-    async def open_proposals(self) -> list[dict[str, Any]]:
-        """Proposals awaiting the owner's decision."""
+    async def open_proposals(self) -> list[Proposal]:
+        """Proposals awaiting the owner's decision, oldest first (one past its expiry too, until it is expired)."""
 
-    async def open_orders(self, item: str | None = None) -> list[dict[str, Any]]:
-        """`Transaction.open_orders` outside a transaction: proposal_id, item, quantity, unit, approved_at, due_at,
-        action_state, receipt and `status` (e.g. "confirmed by the supplier (their id SUP-1)")."""
+    async def open_orders(self, item: str | None = None) -> list[Order]:
+        """`Transaction.open_orders` outside a transaction; `Order.status` says where each stands with the supplier
+        (e.g. "confirmed by the supplier (their id SUP-1)")."""
 
-    async def order(self, proposal_id: int) -> dict[str, Any] | None:
+    async def order(self, proposal_id: int) -> Order | None:
         """`Transaction.order` outside a transaction."""
 
-    async def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict[str, Any]:
+    async def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> ReceivedOrder:
         """`Transaction.receive_order` in a transaction of its own. Raises UnknownTarget, IllegalTransition or
         ValueError, changing nothing."""
 
-    async def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
+    async def order_not_arrived(self, proposal_id: int, by: str) -> Order:
         """`Transaction.order_not_arrived` in a transaction of its own."""
 
     async def stock_events(self, item: str, limit: int = 100) -> list[StockEvent]:

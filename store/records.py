@@ -40,7 +40,7 @@ class ActionMove(enum.Enum):
     """A supplier action's relay moves (`ActionOutbox.action_move`); a plain Enum, so no string can stand for one."""
     MARK_SENDING = "mark_sending"       # pending -> sending, committed before the HTTP call
     MARK_DELIVERED = "mark_delivered"   # sending -> delivered (args: receipt)
-    MARK_NOT_SENT = "mark_not_sent"     # sending -> pending (args: not-before text or None, reason)
+    MARK_NOT_SENT = "mark_not_sent"     # sending -> pending (args: not-before, an aware datetime or None; reason)
     MARK_FAILED = "mark_failed"         # sending -> failed (args: reason)
     MARK_UNKNOWN = "mark_unknown"       # sending -> unknown (args: reason)
     QUARANTINE = "quarantine"           # pending -> quarantined (args: reason)

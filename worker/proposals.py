@@ -5,10 +5,7 @@ then the turn's answer and its figures, with Approve and Reject under it (one pa
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from store import LimitKind, PolicyRefusal
+from store import LimitKind, PolicyRefusal, Proposal, ProposalState
 from worker.money import ShopFormat
 
 
@@ -29,37 +26,36 @@ def refusal_text(refusal: PolicyRefusal, fmt: ShopFormat, lang: str = "en") -> s
                        fmt.cents(refusal.spent_cents), lang)
 
 
-def rejection_reason(proposal: Mapping[str, Any], fmt: ShopFormat, lang: str = "en") -> str:
+def rejection_reason(refusal: PolicyRefusal | None, reason: str | None, fmt: ShopFormat, lang: str = "en") -> str:
     """Why the shop's rules rejected a proposal (a row or propose_order's result): a limit's typed refusal worded
     now; any other reason, and a row refused before the store typed its limits (migration 0020), as stored."""
-    refusal = PolicyRefusal.of(proposal)
-    return refusal_text(refusal, fmt, lang) if refusal is not None else (proposal.get("reason") or "")
+    return refusal_text(refusal, fmt, lang) if refusal is not None else (reason or "")
 
 
-def proposal_line(proposal: dict[str, Any], fmt: ShopFormat) -> str:
+def proposal_line(proposal: Proposal, fmt: ShopFormat) -> str:
     """`Order proposal #2 to Dairy Direct: vanilla 6 × $3.00 = $18.00.` (money as the owner reads it, in the shop's
     currency and locale) or the rules' rejection."""
-    pid, item, quantity = proposal["proposal_id"], proposal["item"], proposal["quantity"]
-    unit, total = fmt.money(fmt.money_of(proposal["unit_cost_cents"])), fmt.money(fmt.money_of(proposal["total_cents"]))
+    pid, item, quantity = proposal.proposal_id, proposal.item, proposal.quantity
+    unit, total = fmt.money(fmt.money_of(proposal.unit_cost_cents)), fmt.money(fmt.money_of(proposal.total_cents))
     cost = f"{item} {quantity} × {unit} = {total}"
-    if proposal["state"] == "rejected_by_policy":
-        return (f"Order proposal #{pid} to {proposal['supplier']} was rejected by the shop's rules: "
-                f"{rejection_reason(proposal, fmt)}. Nothing will be ordered ({cost}).")
-    return f"Order proposal #{pid} to {proposal['supplier']}: {cost}."
+    if proposal.state is ProposalState.REJECTED_BY_POLICY:
+        return (f"Order proposal #{pid} to {proposal.supplier} was rejected by the shop's rules: "
+                f"{rejection_reason(proposal.refusal, proposal.reason, fmt)}. Nothing will be ordered ({cost}).")
+    return f"Order proposal #{pid} to {proposal.supplier}: {cost}."
 
 
-def proposal_message(proposal: dict[str, Any], fmt: ShopFormat) -> str:
+def proposal_message(proposal: Proposal, fmt: ShopFormat) -> str:
     """One proposal on its own (a turn whose answer does not go to a Telegram chat tells the owner's chat this)."""
     line = proposal_line(proposal, fmt)
-    if proposal["state"] == "rejected_by_policy":
+    if proposal.state is ProposalState.REJECTED_BY_POLICY:
         return line
     return f"{line}\nApprove sends it to the supplier; Reject drops it."
 
 
-def card_body(proposals: list[dict[str, Any]], answer: str, fmt: ShopFormat) -> str:
+def card_body(proposals: list[Proposal], answer: str, fmt: ShopFormat) -> str:
     """The turn's one message: its proposals first, then the answer with its figures."""
     lines = [proposal_line(p, fmt) for p in proposals]
-    if any(p["state"] != "rejected_by_policy" for p in proposals):
+    if any(p.state is not ProposalState.REJECTED_BY_POLICY for p in proposals):
         lines.append("Approve sends it to the supplier; Reject drops it." if len(proposals) == 1
                      else "Approve sends that order to the supplier; Reject drops it.")
     return "\n".join(lines) + (f"\n\n{answer}" if answer.strip() else "")

@@ -23,17 +23,20 @@ from zoneinfo import ZoneInfo
 from store import (
     Ask,
     Claim,
+    CountRequest,
     NotClaimed,
     Occurrence,
+    OrderState,
     PartStopped,
     Policy,
+    Proposal,
+    ProposalState,
     ReportDraft,
     Store,
     StoreError,
     Transaction,
     WorkKind,
     faults,
-    from_db,
     retry_delay,
     telegram_chat,
     to_text,
@@ -351,7 +354,7 @@ class Worker:
     async def _till_turn(self, claim: Claim) -> None:
         """A till count is applied without a model: stock set and count events recorded inside the finish
         transaction, and a report rendered from the applied counts (for the till's GET)."""
-        requests = [(item.source, json.loads(item.payload)) for item in claim.items]
+        requests = [CountRequest(item.source, json.loads(item.payload)["counts"]) for item in claim.items]
         faults.reached("K6")
         await self.store.finish_counts(claim, requests, till_report)
         if self.on_stock_change is not None:
@@ -448,7 +451,7 @@ class Worker:
         rejected by policy is shown with the reason (C11). What the run's tools offered to ask (`offers`: an
         order's Received, what /pending lists) follows, for targets still awaiting that decision."""
         destination = claim.destination
-        found: list[dict[str, Any]] = []
+        found: list[Proposal] = []
         questions: list[Ask] = []
 
         def apply(tx: Transaction) -> None:
@@ -458,10 +461,10 @@ class Worker:
             if chat_id is None:
                 return
             found.extend(tx.run_proposals(claim.run_id))
-            open_ones = [p for p in found if p["state"] == "proposed"]
-            questions.extend(tx.ask("proposal", str(p["proposal_id"]), chat_id, named=len(open_ones) > 1)
+            open_ones = [p for p in found if p.state is ProposalState.PROPOSED]
+            questions.extend(tx.ask("proposal", str(p.proposal_id), chat_id, named=len(open_ones) > 1)
                              for p in open_ones)
-            mine = {("proposal", str(p["proposal_id"])) for p in found}
+            mine = {("proposal", str(p.proposal_id)) for p in found}
             questions.extend(offered_asks(tx, [offer for offer in offers if offer not in mine], chat_id))
 
         def draft() -> ReportDraft:
@@ -481,8 +484,9 @@ class Worker:
                 return
             for proposal in tx.run_proposals(claim.run_id):
                 text = proposal_message(proposal, self.settings.fmt())
-                target = str(proposal["proposal_id"])
-                asked = (tx.ask("proposal", target, chat_id),) if proposal["state"] == "awaiting_approval" else ()
+                target = str(proposal.proposal_id)
+                asked = ((tx.ask("proposal", target, chat_id),) if proposal.state is ProposalState.AWAITING_APPROVAL
+                         else ())
                 tx.admit_answered(
                     Occurrence(f"notice:proposal:{target}", "notice:proposal", text, WorkKind.NOTICE, destination),
                     functools.partial(_card, body=text, asks=asked, destination=destination))
@@ -525,13 +529,13 @@ def offered_asks(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id: in
     for kind, target in offers:
         if kind == "order":
             order = tx.order(int(target))
-            if order is None or order["state"] != "on_order":
+            if order is None or order.state is not OrderState.ON_ORDER:
                 continue
-            late = from_db(order["due_at"]) <= tx.at
+            late = order.due_at <= tx.at
             found.append(tx.ask("order", target, chat_id, verbs=None if late else ("received",), named=True))
         elif kind == "proposal":
             proposal = tx.proposal(int(target))
-            if proposal is None or proposal["state"] != "awaiting_approval":
+            if proposal is None or proposal.state is not ProposalState.AWAITING_APPROVAL:
                 continue
             found.append(tx.ask("proposal", target, chat_id, named=True))
         elif kind == "unknown" and tx.unknown_prompt_open(target):

@@ -226,10 +226,10 @@ def cmd_actions(args: argparse.Namespace) -> int:
         return 0
     rows = with_store(args, lambda s: s.actions(args.quarantined))
     for row in rows:
-        print(f"action {row['action_id']}  proposal #{row['proposal_id']}  {row['state']:<11} {row['quantity']} "
-              f"{row['item']} ({row['total_cents']} cents)  attempts {row['attempts']}"
-              + (f"  order {row['receipt']}" if row["receipt"] else "")
-              + (f"  ({row['reason']})" if row["reason"] else ""))
+        print(f"action {row.action_id}  proposal #{row.proposal_id}  {row.state:<11} {row.quantity} "
+              f"{row.item} ({row.total_cents} cents)  attempts {row.attempts}"
+              + (f"  order {row.receipt}" if row.receipt else "")
+              + (f"  ({row.reason})" if row.reason else ""))
     if not rows:
         print("no quarantined actions" if args.quarantined else "no actions")
     return 0

@@ -18,14 +18,14 @@ def unknown_notice_source(report_id: str, resends: int) -> str:
 def announce_unknowns_tx(tx: Transaction) -> list[str]:
     announced = []
     for row in tx.unknown_reports():
-        if row["kind"] == "notice":      # no notice about a notice's own delivery: /pending and status show it
+        if row.kind is WorkKind.NOTICE:  # no notice about a notice's own delivery: /pending and status show it
             continue
-        report_id, chat_id = row["report_id"], row["chat_id"]
-        preview = (row["preview"].splitlines() or [""])[0][:60]
+        report_id, chat_id = row.report_id, row.chat_id
+        preview = (row.preview.splitlines() or [""])[0][:60]
         text = (f"I may not have delivered my reply {report_id} (\"{preview}…\"): Telegram did not confirm it. "
                 "Did you get it? Resend sends it once more; I have it records that it arrived.")
         result = tx.admit_answered(
-            Occurrence(unknown_notice_source(report_id, row["resends"]), "notice:unknown", text, WorkKind.NOTICE,
+            Occurrence(unknown_notice_source(report_id, row.resends), "notice:unknown", text, WorkKind.NOTICE,
                        Destination.telegram(chat_id)),
             partial(_answer, text, report_id, chat_id))
         if result.outcome is Admission.ACCEPTED:

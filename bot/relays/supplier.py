@@ -19,6 +19,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from bot.leadership import held
@@ -202,7 +203,7 @@ class ActionRelay:
                              f"(their order id {outcome.receipt}).")
         elif outcome.kind is ActionOutcomeKind.NOT_SENT:
             delay = outcome.retry_after or self.retry_s
-            not_before = _text_after(self.store, delay)
+            not_before = self.store.clock.now() + timedelta(seconds=delay)
             await self.store.action_move(ActionMove.MARK_NOT_SENT, action.action_id, not_before, outcome.reason)
             log.warning("action not sent action_id=%s: %s; retry in %.0f s", action.action_id, outcome.reason, delay)
         elif outcome.kind is ActionOutcomeKind.FAILED:
@@ -272,10 +273,3 @@ class ActionRelay:
         if self.owner_chat:
             await self.store.notice(f"action:{action.action_id}", outcome, text, self.owner_chat)
         await self.store.atomic(lambda tx: edit_order_card(tx, action.proposal_id, text, outcome))
-
-
-def _text_after(store: Store, seconds: float) -> str:
-    from datetime import timedelta
-
-    from store import to_text
-    return to_text(store.clock.now() + timedelta(seconds=seconds))

@@ -16,13 +16,13 @@ from store import (
     Ask,
     Destination,
     Occurrence,
+    OrderState,
     ReportDraft,
     Status,
     Transaction,
     UnknownTarget,
     WorkKind,
     asks,
-    from_db,
     units,
 )
 
@@ -95,15 +95,16 @@ def received_reply(tx: Transaction, text: str, chat_id: int, by: str) -> str:
                 "stock you counted after the delivery. /pending lists the orders on their way.")
     proposal_id, counted = int(args[0].lstrip("#")), (int(args[1]) if len(args) == 2 else None)
     order = tx.order(proposal_id)
-    if order is None or order["state"] != "on_order":
-        state = "" if order is None else f" (it is {order['state'].replace('_', ' ')})"
+    if order is None or order.state is not OrderState.ON_ORDER:
+        state = "" if order is None else f" (it is {order.state.replace('_', ' ')})"
         return f"Order #{proposal_id} is not on order{state}; nothing changed."
     tx.close_prompts("order", str(proposal_id), "received", by)
     done = tx.receive_order(proposal_id, by, counted)
-    how = (f"{units.count(done['quantity'], done['unit'])} added" if counted is None
-           else f"you counted {units.count(counted, done['unit'])}")
-    text = (f"Received order #{proposal_id} ({units.count(done['quantity'], done['unit'])} of {done['item']}): "
-            f"{how}; {done['item']} is now {units.count(done['new_on_hand'], done['unit'])} on hand.")
+    ordered = done.order
+    how = (f"{units.count(ordered.quantity, ordered.unit)} added" if counted is None
+           else f"you counted {units.count(counted, ordered.unit)}")
+    text = (f"Received order #{proposal_id} ({units.count(ordered.quantity, ordered.unit)} of {ordered.item}): "
+            f"{how}; {ordered.item} is now {units.count(done.new_on_hand, ordered.unit)} on hand.")
     edit_order_card(tx, proposal_id, text, "received")
     return text
 
@@ -133,7 +134,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
     destination = Destination.telegram(chat_id)
     rules = rules or ApprovalRules()
     proposals = tx.awaiting_proposals()
-    unknown = [r for r in tx.unknown_reports() if r["chat_id"] == chat_id]
+    unknown = [r for r in tx.unknown_reports() if r.chat_id == chat_id]
     orders = tx.open_orders()
     if not (proposals or unknown or orders):
         return ReportDraft("Nothing is waiting for you: no proposal to decide, every reply delivered or settled, "
@@ -147,25 +148,26 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
     if proposals:
         lines.append("Proposals awaiting your decision:")
         for p in proposals[:PENDING_LIMIT]:
-            lines.append(f"- #{p['proposal_id']} {p['item']}: {units.count(p['quantity'], p['unit'])} for "
-                         f"{rules.money(p['total_cents'])}")
-            questions.append(tx.ask("proposal", str(p["proposal_id"]), chat_id, named=True))
+            lines.append(f"- #{p.proposal_id} {p.item}: {units.count(p.quantity, p.unit)} for "
+                         f"{rules.money(p.total_cents)}")
+            questions.append(tx.ask("proposal", str(p.proposal_id), chat_id, named=True))
         more(proposals)
     if unknown:
         lines.append("Replies that may not have arrived:")
         for row in unknown[:PENDING_LIMIT]:
-            preview = (row["preview"].splitlines() or [""])[0][:50]
-            lines.append(f"- {row['report_id']}: \"{preview}…\"")
-            if row["kind"] != "notice":
-                questions.append(tx.ask("unknown", row["report_id"], chat_id, named=True))
+            preview = (row.preview.splitlines() or [""])[0][:50]
+            lines.append(f"- {row.report_id}: \"{preview}…\"")
+            if row.kind is not WorkKind.NOTICE:
+                questions.append(tx.ask("unknown", row.report_id, chat_id, named=True))
         more(unknown)
     if orders:
         lines.append("Orders on order, awaiting Received:")
         for o in orders[:PENDING_LIMIT]:
-            late = from_db(o["due_at"]) <= tx.at
-            lines.append(f"- #{o['proposal_id']} {o['item']}: {units.count(o['quantity'], o['unit'])}, {o['status']}, "
-                         + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
-            questions.append(ask_order(tx, o["proposal_id"], chat_id, late=late, named=True))
+            late = o.due_at <= tx.at
+            due = o.due_at.date().isoformat()
+            lines.append(f"- #{o.proposal_id} {o.item}: {units.count(o.quantity, o.unit)}, {o.status}, "
+                         + (f"was due by {due}" if late else f"due by {due}"))
+            questions.append(ask_order(tx, o.proposal_id, chat_id, late=late, named=True))
         more(orders)
     return ReportDraft("\n".join(lines), destination=destination, asks=questions)
 
@@ -220,23 +222,23 @@ class Outcome:
 def _order_press(tx: Transaction, nonce: str, verb: str, proposal_id: int, by: str,
                  pressed_on: tuple[int, int | None] | None = None) -> Outcome:
     order = tx.order(proposal_id)
-    if order is None or order["state"] != "on_order":
+    if order is None or order.state is not OrderState.ON_ORDER:
         tx.decide_prompt(nonce, "stale", by)
         return Outcome(NO_LONGER_VALID, False)
     tx.decide_prompt(nonce, verb, by)
     tx.close_prompts("order", str(proposal_id), verb, by)
     if verb == "received":
         done = tx.receive_order(proposal_id, by)
-        outcome = Outcome(f"Received order #{proposal_id}: {units.count(done['quantity'], done['unit'])} of "
-                          f"{done['item']} added; {done['item']} is now "
-                          f"{units.count(done['new_on_hand'], done['unit'])} on hand.", True)
+        outcome = Outcome(f"Received order #{proposal_id}: {units.count(order.quantity, order.unit)} of "
+                          f"{order.item} added; {order.item} is now "
+                          f"{units.count(done.new_on_hand, order.unit)} on hand.", True)
     else:
         tx.order_not_arrived(proposal_id, by)
-        outcome = Outcome(f"Noted: order #{proposal_id} ({units.count(order['quantity'], order['unit'])} of "
-                          f"{order['item']}) has "
+        outcome = Outcome(f"Noted: order #{proposal_id} ({units.count(order.quantity, order.unit)} of "
+                          f"{order.item}) has "
                           "not arrived. I no longer count it as on order, so the stock watcher and reorder may "
-                          f"propose {order['item']} again. Check with the supplier before ordering twice.", True)
-    if order["card_message"] is not None and pressed_on != (order["card_chat"], order["card_message"]):
+                          f"propose {order.item} again. Check with the supplier before ordering twice.", True)
+    if order.card_message is not None and pressed_on != (order.card_chat, order.card_message):
         edit_order_card(tx, proposal_id, outcome.text, verb)     # pressed elsewhere: the order's card says so too
     return outcome
 
@@ -334,9 +336,9 @@ def edit_order_card(tx: Transaction, proposal_id: int, line: str, subject: str) 
     `notice:card:<order>:<subject>` (once) whose report edits the card the order was approved on, adding `line`,
     with Received while the order is on order. False when the order has no card (approved before cards were kept)."""
     order = tx.order(proposal_id)
-    if order is None or order["card_chat"] is None:
+    if order is None or order.card_chat is None or order.card_message is None:
         return False
-    chat_id, message_id = order["card_chat"], order["card_message"]
+    chat_id, message_id = order.card_chat, order.card_message
     card = tx.sent_message(chat_id, message_id)
     if card is None:
         return False
@@ -346,7 +348,7 @@ def edit_order_card(tx: Transaction, proposal_id: int, line: str, subject: str) 
         Occurrence(f"notice:card:{proposal_id}:{subject}", "notice:card", body, WorkKind.NOTICE, destination),
         lambda t, work_id: ReportDraft(
             body, destination=destination, edit_of=message_id,
-            asks=(ask_order(t, proposal_id, chat_id),) if order["state"] == "on_order" else ()))
+            asks=(ask_order(t, proposal_id, chat_id),) if order.state is OrderState.ON_ORDER else ()))
     return result.outcome is Admission.ACCEPTED
 
 

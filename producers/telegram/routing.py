@@ -13,7 +13,7 @@ from functools import partial
 
 from telegram import Bot, Chat, Update, User
 
-from store import Admission, Destination, Occurrence, ReportDraft, Transaction, WorkKind
+from store import Admission, AdmissionTx, Destination, Occurrence, ReportDraft, Transaction, WorkKind
 
 from . import owner
 
@@ -184,7 +184,7 @@ class Router:
             tx.add_receipt(chat_id, message_id, self.receipt)
         result.bump(outcome.value)
 
-    def _agent(self, tx: Transaction, chat_id: int, source: str, text: str) -> Admission:
+    def _agent(self, tx: AdmissionTx, chat_id: int, source: str, text: str) -> Admission:
         chat = Destination.telegram(chat_id)        # the owner's session and where its answers go
         admitted = tx.admit(Occurrence(source, chat, text, WorkKind.AGENT, chat))
         if admitted.outcome is Admission.REFUSED:

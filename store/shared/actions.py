@@ -9,18 +9,14 @@ from datetime import datetime
 from typing import Any
 
 from .. import redaction
-from ..clock import from_db, from_db_or_none, from_text
+from ..clock import from_db_or_none, from_text, to_text
 from ..errors import IllegalTransition, UnknownTarget
+from ..order_records import ActionView, Proposal, ProposalState
 from ..records import Action, Decision, DecisionKind
-from . import orders
+from ..shop_records import ActionState
+from . import orders, proposals
 from .connection import Connection, Row
 from .moves import move
-
-
-def proposal(conn: Connection, proposal_id: int) -> dict[str, Any] | None:
-    row = conn.execute("SELECT p.*, i.unit FROM proposals p LEFT JOIN items i ON i.item = p.item "
-                       "WHERE p.proposal_id = ?", (proposal_id,)).fetchone()
-    return dict(row) if row else None
 
 
 def reserved_on(conn: Connection, day: str) -> int:
@@ -28,16 +24,20 @@ def reserved_on(conn: Connection, day: str) -> int:
                         (day,)).fetchone()[0]
 
 
-def _awaiting(conn: Connection, proposal_id: int) -> tuple[dict[str, Any], dict[str, Any], Decision | None]:
-    """The proposal, what it orders (for the decision's wording), and the decision already made when it no longer
-    awaits approval (not found, or decided before): the shared start of approve and reject."""
-    p = proposal(conn, proposal_id)
+def _what(p: Proposal) -> dict[str, Any]:
+    """What a proposal orders, for the decision's wording."""
+    return {"item": p.item, "quantity": p.quantity, "unit": p.unit, "total_cents": p.total_cents}
+
+
+def _awaiting(conn: Connection, proposal_id: int) -> Proposal | Decision:
+    """The proposal awaiting approval, or the decision already made when it no longer awaits (not found, or decided
+    before): the shared start of approve and reject."""
+    p = proposals.get(conn, proposal_id)
     if p is None:
-        return {}, {}, Decision(DecisionKind.NOT_FOUND, proposal_id)
-    what = {"item": p["item"], "quantity": p["quantity"], "unit": p.get("unit") or "", "total_cents": p["total_cents"]}
-    if p["state"] != "awaiting_approval":
-        return p, what, Decision(DecisionKind.NOT_AWAITING, proposal_id, state=p["state"], **what)
-    return p, what, None
+        return Decision(DecisionKind.NOT_FOUND, proposal_id)
+    if p.state is not ProposalState.AWAITING_APPROVAL:
+        return Decision(DecisionKind.NOT_AWAITING, proposal_id, state=p.state, **_what(p))
+    return p
 
 
 def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
@@ -45,36 +45,37 @@ def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day
     """One transaction: the proposal's state change, the spending reservation, the action row with a random
     128-bit idempotency key, and the order, on order from now and due after the supplier's lead time. A proposal
     that no longer awaits approval changes nothing and says so."""
-    p, what, refused = _awaiting(conn, proposal_id)
-    if refused is not None:
-        return refused
-    if p["expires_at"] is not None and from_db(p["expires_at"]) <= from_text(now):
+    p = _awaiting(conn, proposal_id)
+    if isinstance(p, Decision):
+        return p
+    what = _what(p)
+    if p.expires_at is not None and p.expires_at <= from_text(now):
         _decide(conn, proposal_id, "expired", "system:expiry", now)
         return Decision(DecisionKind.EXPIRED, proposal_id, **what)
     reserved = reserved_on(conn, day) if day_max_cents is not None else 0
-    if day_max_cents is not None and reserved + p["total_cents"] > day_max_cents:
+    if day_max_cents is not None and reserved + p.total_cents > day_max_cents:
         return Decision(DecisionKind.OVER_DAY_LIMIT, proposal_id, day_max_cents=day_max_cents,
                         reserved_cents=reserved, **what)
     _decide(conn, proposal_id, "approved", by, now)
     conn.execute("INSERT INTO spending (proposal_id, day, cents, state, updated_at) VALUES (?, ?, ?, 'reserved', ?)",
-                 (proposal_id, day, p["total_cents"], now))
-    payload = {"supplier": p["supplier"], "reference": f"proposal-{proposal_id}",
-               "lines": [{"item": p["item"], "quantity": p["quantity"]}]}
+                 (proposal_id, day, p.total_cents, now))
+    payload = {"supplier": p.supplier, "reference": f"proposal-{proposal_id}",
+               "lines": [{"item": p.item, "quantity": p.quantity}]}
     action_id = conn.execute(
         "INSERT INTO actions (proposal_id, idempotency_key, destination, payload, created_at, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?) RETURNING action_id",
         (proposal_id, secrets.token_hex(16), supplier_destination, json.dumps(payload, sort_keys=True), now,
          now)).fetchone()[0]
-    orders.create(conn, proposal_id, p["item"], p["quantity"], now, lead_time_days)
+    orders.create(conn, proposal_id, p.item, p.quantity, now, lead_time_days)
     return Decision(DecisionKind.APPROVED, proposal_id, action_id, **what)
 
 
 def reject(conn: Connection, proposal_id: int, by: str, now: str) -> Decision:
-    p, what, refused = _awaiting(conn, proposal_id)
-    if refused is not None:
-        return refused
+    p = _awaiting(conn, proposal_id)
+    if isinstance(p, Decision):
+        return p
     _decide(conn, proposal_id, "rejected", by, now)
-    return Decision(DecisionKind.REJECTED, proposal_id, **what)
+    return Decision(DecisionKind.REJECTED, proposal_id, **_what(p))
 
 
 def _decide(conn: Connection, proposal_id: int, state: str, by: str, now: str) -> None:
@@ -94,13 +95,6 @@ def expire(conn: Connection, now: str) -> list[int]:
     for (proposal_id,) in rows:
         _decide(conn, proposal_id, "expired", "system:expiry", now)
     return [r[0] for r in rows]
-
-
-def awaiting(conn: Connection, now: str) -> list[dict[str, Any]]:
-    """Proposals awaiting the owner's Approve or Reject (not expired), oldest first, with the item's unit."""
-    return [dict(r) for r in conn.execute(
-        "SELECT p.*, i.unit FROM proposals p JOIN items i USING (item) WHERE p.state = 'awaiting_approval' "
-        "AND (p.expires_at IS NULL OR p.expires_at > ?) ORDER BY p.proposal_id", (now,)).fetchall()]
 
 
 def _action(row: Row) -> Action:
@@ -143,8 +137,9 @@ def mark_delivered(conn: Connection, action_id: int, receipt: str, now: str) -> 
     _move(conn, action_id, "sending", "delivered", now, receipt=receipt, reason=None)
 
 
-def mark_not_sent(conn: Connection, action_id: int, not_before: str | None, reason: str, now: str) -> None:
-    _move(conn, action_id, "sending", "pending", now, not_before=not_before, reason=reason)
+def mark_not_sent(conn: Connection, action_id: int, not_before: datetime | None, reason: str, now: str) -> None:
+    _move(conn, action_id, "sending", "pending", now, not_before=to_text(not_before) if not_before else None,
+          reason=reason)
 
 
 def mark_failed(conn: Connection, action_id: int, reason: str, now: str) -> None:
@@ -197,9 +192,11 @@ def decide(conn: Connection, action_id: int, decision: str, by: str, now: str, *
     return new
 
 
-def listing(conn: Connection, quarantined_only: bool = False) -> list[dict[str, Any]]:
+def listing(conn: Connection, quarantined_only: bool = False) -> list[ActionView]:
     where = "WHERE a.state = 'quarantined'" if quarantined_only else ""
-    return [dict(r) for r in conn.execute(
+    return [ActionView(r["action_id"], r["proposal_id"], ActionState(r["state"]), r["destination"], r["attempts"],
+                       r["receipt"], r["reason"], r["payload"], r["item"], r["quantity"], r["total_cents"])
+            for r in conn.execute(
         "SELECT a.action_id, a.proposal_id, a.state, a.destination, a.attempts, a.receipt, a.reason, a.payload, "
         f"p.item, p.quantity, p.total_cents FROM actions a JOIN proposals p USING (proposal_id) {where} "
         "ORDER BY a.action_id").fetchall()]

@@ -3,8 +3,6 @@ till counts, open proposals. All SQL of these views lives here; each function is
 """
 from __future__ import annotations
 
-from typing import Any
-
 from ..clock import from_db, from_db_or_none
 from ..shop_records import ActionState, ItemSales, OnOrder, TillCount
 from .connection import Connection
@@ -66,12 +64,4 @@ def recent_counts(conn: Connection, item: str | None = None, limit: int = 10) ->
         "JOIN items i ON i.item = e.item WHERE e.kind = 'count' AND (:item IS NULL OR e.item = :item) "
         "ORDER BY e.event_id DESC LIMIT :limit", {"item": item, "limit": limit}).fetchall()
     return [till_count(r) for r in rows]
-
-
-def open_proposals(conn: Connection) -> list[dict[str, Any]]:
-    """Proposals awaiting the owner's decision, oldest first."""
-    rows = conn.execute(
-        "SELECT p.proposal_id, p.item, p.quantity, p.total_cents, p.created_at, p.expires_at, i.unit "
-        "FROM proposals p LEFT JOIN items i ON i.item = p.item WHERE p.state = 'awaiting_approval' "
-        "ORDER BY p.proposal_id").fetchall()
     return [dict(r) for r in rows]

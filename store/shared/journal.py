@@ -5,12 +5,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..order_records import JsonObject
 from .connection import Connection
 
 Guard = Callable[[Any, str], None]
 
 
-def op_started(conn: Connection, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], effect: str,
+def op_started(conn: Connection, run_id: str, call_id: str, tool: str, arguments: JsonObject, effect: str,
                now: str, *, guard: Guard | None = None) -> None:
     (guard or _run_open)(conn, run_id)
     conn.execute("INSERT INTO operations (run_id, call_id, tool, arguments, effect, started_at) "
@@ -18,7 +19,7 @@ def op_started(conn: Connection, run_id: str, call_id: str, tool: str, arguments
                  (run_id, call_id, tool, json.dumps(arguments, sort_keys=True), effect, now))
 
 
-def op_finished(conn: Connection, run_id: str, call_id: str, status: str, result: dict[str, Any], now: str, *,
+def op_finished(conn: Connection, run_id: str, call_id: str, status: str, result: JsonObject, now: str, *,
                 acted_outside: bool = False, guard: Guard | None = None) -> None:
     """`guard(conn, run_id)` refuses a run that may no longer write (`_run_open`; PostgreSQL's lease fence)."""
     (guard or _run_open)(conn, run_id)

@@ -16,11 +16,12 @@ new proposal for an item that is on order.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from .. import units
-from ..clock import from_text, to_text
+from ..clock import from_db, from_db_or_none, from_text, to_text
 from ..errors import IllegalTransition, UnknownTarget
+from ..order_records import Order, OrderState, ReceivedOrder
+from ..shop_records import ActionState
 from .connection import Connection, Row
 
 DEFAULT_LEAD_TIME_DAYS = 3
@@ -32,28 +33,18 @@ _FROM = "FROM orders o JOIN items i USING (item) LEFT JOIN actions a USING (prop
 _SELECT = f"{_COLUMNS} {_FROM}"
 
 
-def status_text(order: dict[str, Any]) -> str:
-    """Where an open order stands with the supplier, in the owner's words."""
-    state = order.get("action_state")
-    if state == "delivered":
-        return "confirmed by the supplier" + (f" (their id {order['receipt']})" if order.get("receipt") else "")
-    if state == "unknown":
-        return "sent, not yet confirmed by the supplier"
-    if state == "quarantined":
-        return "held back, not sent"
-    return "being sent to the supplier"
-
-
-def describe(order: dict[str, Any]) -> str:
+def describe(order: Order) -> str:
     """`on order: 6 tubs, order #2, confirmed by the supplier (their id SUP-1)`."""
-    return (f"on order: {units.count(order['quantity'], order['unit'])}, order #{order['proposal_id']}, "
-            f"{status_text(order)}")
+    return f"on order: {units.count(order.quantity, order.unit)}, order #{order.proposal_id}, {order.status}"
 
 
-def _row(row: Row) -> dict[str, Any]:
-    order = dict(row)
-    order["status"] = status_text(order)
-    return order
+def _order(row: Row) -> Order:
+    action_state = row["action_state"]
+    return Order(row["proposal_id"], row["item"], row["quantity"], row["unit"], OrderState(row["state"]),
+                 from_db(row["approved_at"]), from_db(row["due_at"]), from_db_or_none(row["settled_at"]),
+                 row["settled_by"], row["event_id"], row["card_chat"], row["card_message"], row["action_id"],
+                 ActionState(action_state) if action_state is not None else None, row["receipt"],
+                 row["action_reason"])
 
 
 def create(conn: Connection, proposal_id: int, item: str, quantity: int, now: str,
@@ -70,22 +61,22 @@ def set_card(conn: Connection, proposal_id: int, chat_id: int, message_id: int, 
                  "WHERE proposal_id = ? AND state = 'on_order'", (chat_id, message_id, now, proposal_id))
 
 
-def get(conn: Connection, proposal_id: int) -> dict[str, Any] | None:
+def get(conn: Connection, proposal_id: int) -> Order | None:
     """One order (any state) with its action's state and the supplier's receipt, or None."""
     row = conn.execute(_SELECT + "WHERE o.proposal_id = ?", (proposal_id,)).fetchone()
-    return _row(row) if row else None
+    return _order(row) if row else None
 
 
-def open_orders(conn: Connection, item: str | None = None) -> list[dict[str, Any]]:
-    """Orders on order (all, or one item's), oldest first, each with `status` (where it stands with the supplier)."""
+def open_orders(conn: Connection, item: str | None = None) -> list[Order]:
+    """Orders on order (all, or one item's), oldest first."""
     where, args = ("WHERE o.state = 'on_order' AND o.item = ? ", (item,)) if item else ("WHERE o.state = 'on_order' ",
                                                                                           ())
-    return [_row(r) for r in conn.execute(_SELECT + where + "ORDER BY o.proposal_id", args).fetchall()]
+    return [_order(r) for r in conn.execute(_SELECT + where + "ORDER BY o.proposal_id", args).fetchall()]
 
 
-def overdue(conn: Connection, now: str) -> list[dict[str, Any]]:
+def overdue(conn: Connection, now: str) -> list[Order]:
     """Orders still on order whose lead time has passed (`due_at <= now`), oldest first."""
-    return [_row(r) for r in conn.execute(_SELECT + "WHERE o.state = 'on_order' AND o.due_at <= ? "
+    return [_order(r) for r in conn.execute(_SELECT + "WHERE o.state = 'on_order' AND o.due_at <= ? "
                                           "ORDER BY o.proposal_id", (now,)).fetchall()]
 
 
@@ -105,37 +96,44 @@ def _stock_event(conn: Connection, item: str, kind: str, old: int, new: int, sou
                             (item, kind, old, new, source, work_id, now)).fetchone()[0])
 
 
-def receive(conn: Connection, proposal_id: int, by: str, now: str,
-            counted: int | None = None) -> dict[str, Any]:
+def _on_order(conn: Connection, proposal_id: int) -> Order:
+    """The order, which must be on order: UnknownTarget or IllegalTransition otherwise."""
+    order = get(conn, proposal_id)
+    if order is None:
+        raise UnknownTarget(f"no order #{proposal_id}")
+    if order.state is not OrderState.ON_ORDER:
+        raise IllegalTransition(f"order #{proposal_id} is {order.state.replace('_', ' ')}, not on order")
+    return order
+
+
+def _settled(conn: Connection, proposal_id: int) -> Order:
+    order = get(conn, proposal_id)
+    assert order is not None, "an order settled in this transaction is there"
+    return order
+
+
+def receive(conn: Connection, proposal_id: int, by: str, now: str, counted: int | None = None) -> ReceivedOrder:
     """The owner's Received: without `counted` the ordered quantity is added to the stock; with it (the owner counted
     the stock after the delivery) the stock is set to `counted`. Either way one stock event of kind 'received', and
     the order is settled as received. Raises UnknownTarget for no such order, IllegalTransition when it is not on
-    order, ValueError for a negative count (nothing changes). Returns the order as it is now, with `old_on_hand` and
-    `new_on_hand`."""
+    order, ValueError for a negative count (nothing changes). Returns the order as it is now, with the stock before
+    and after."""
     if counted is not None and (isinstance(counted, bool) or not isinstance(counted, int) or counted < 0):
         raise ValueError(f"a count is a whole number of 0 or more, got {counted!r}")
-    order = get(conn, proposal_id)
-    if order is None:
-        raise UnknownTarget(f"no order #{proposal_id}")
-    if order["state"] != "on_order":
-        raise IllegalTransition(f"order #{proposal_id} is {order['state'].replace('_', ' ')}, not on order")
-    old = conn.execute("SELECT on_hand FROM items WHERE item = ?", (order["item"],)).fetchone()[0]
-    new = old + order["quantity"] if counted is None else counted
-    event_id = _stock_event(conn, order["item"], "received", old, new, by, None, now)
+    order = _on_order(conn, proposal_id)
+    old = conn.execute("SELECT on_hand FROM items WHERE item = ?", (order.item,)).fetchone()[0]
+    new = old + order.quantity if counted is None else counted
+    event_id = _stock_event(conn, order.item, "received", old, new, by, None, now)
     _settle(conn, proposal_id, "received", by, now, event_id)
-    return {**get(conn, proposal_id), "old_on_hand": old, "new_on_hand": new}   # type: ignore[dict-item]
+    return ReceivedOrder(_settled(conn, proposal_id), old, new, by)
 
 
-def not_arrived(conn: Connection, proposal_id: int, by: str, now: str) -> dict[str, Any]:
+def not_arrived(conn: Connection, proposal_id: int, by: str, now: str) -> Order:
     """The owner's Not arrived: the order no longer counts as on order (so the item may be proposed again); the stock
     is unchanged. Raises like `receive`."""
-    order = get(conn, proposal_id)
-    if order is None:
-        raise UnknownTarget(f"no order #{proposal_id}")
-    if order["state"] != "on_order":
-        raise IllegalTransition(f"order #{proposal_id} is {order['state'].replace('_', ' ')}, not on order")
+    _on_order(conn, proposal_id)
     _settle(conn, proposal_id, "not_arrived", by, now)
-    return get(conn, proposal_id)   # type: ignore[return-value]
+    return _settled(conn, proposal_id)
 
 
 def cancel_for_action(conn: Connection, action_id: int, reason: str, now: str) -> int:
@@ -154,12 +152,12 @@ def count_stock(conn: Connection, item: str, counted: int, source: str, work_id:
     if row is None:
         raise UnknownTarget(f"unknown item {item!r}")
     old = row[0]
-    receipt = next((o for o in open_orders(conn, item) if counted - old >= o["quantity"]), None)
+    receipt = next((o for o in open_orders(conn, item) if counted - old >= o.quantity), None)
     kind = "restock" if receipt else "count"
     event_id = _stock_event(conn, item, kind, old, counted, source, work_id, now)
     if receipt:
-        _settle(conn, receipt["proposal_id"], "received", source, now, event_id)
-    return old, counted, kind, receipt["proposal_id"] if receipt else None
+        _settle(conn, receipt.proposal_id, "received", source, now, event_id)
+    return old, counted, kind, receipt.proposal_id if receipt else None
 
 
 def on_order_quantity(conn: Connection, item: str) -> int:
@@ -168,11 +166,11 @@ def on_order_quantity(conn: Connection, item: str) -> int:
                         (item,)).fetchone()[0]
 
 
-def restocked_after(conn: Connection, event_id: int) -> list[dict[str, Any]]:
-    """Orders received by a till count (a 'restock' stock event) after `event_id`, in event order, each with
-    `old_on_hand`, `new_on_hand` and the count's `source`."""
+def restocked_after(conn: Connection, event_id: int) -> list[ReceivedOrder]:
+    """Orders received by a till count (a 'restock' stock event) after `event_id`, in event order, each with the
+    stock before and after and the count's source."""
     rows = conn.execute(
         f"{_COLUMNS}, e.old_on_hand, e.new_on_hand, e.source AS count_source {_FROM}"
         "JOIN stock_events e ON e.event_id = o.event_id WHERE o.state = 'received' AND e.kind = 'restock' "
           "AND o.event_id > ? ORDER BY o.event_id", (event_id,)).fetchall()
-    return [_row(r) for r in rows]
+    return [ReceivedOrder(_order(r), r["old_on_hand"], r["new_on_hand"], r["count_source"]) for r in rows]

@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
 
 from .. import asks, redaction
-from ..clock import from_db_or_none
+from ..clock import from_db, from_db_or_none
 from ..destination import telegram_chat
 from ..errors import IllegalTransition, UnknownTarget
-from ..records import Delivery, DeliveryState, ReportDraft, SentMessage, Taken
+from ..order_records import UnknownReport
+from ..records import Delivery, DeliveryState, ReportDraft, SentMessage, Taken, WorkKind
 from .connection import Connection, Row
 from .dialect import DialectSQL
 from .moves import move
@@ -262,7 +262,7 @@ def sending_to_unknown(conn: Connection, now: str) -> list[int]:
     return sorted(r[0] for r in rows)
 
 
-def unknown_reports(conn: Connection) -> list[dict[str, Any]]:
+def unknown_reports(conn: Connection) -> list[UnknownReport]:
     # grouped by every column shown (a report's parts share its chat, anchor and body): PostgreSQL refuses bare ones
     rows = conn.execute(
         "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
@@ -270,7 +270,8 @@ def unknown_reports(conn: Connection) -> list[dict[str, Any]]:
         "FROM deliveries d JOIN reports r USING (report_id) JOIN work w ON w.work_id = r.anchor "
         "WHERE d.state = 'unknown' GROUP BY d.report_id, d.chat_id, w.kind, r.body, r.created_at "
         "ORDER BY min(d.delivery_id)").fetchall()
-    return [dict(r) for r in rows]
+    return [UnknownReport(r["report_id"], r["chat_id"], WorkKind(r["kind"]), r["preview"], r["resends"],
+                          from_db(r["since"]), from_db(r["created_at"])) for r in rows]
 
 
 def has_unknown(conn: Connection, report_id: str) -> bool:

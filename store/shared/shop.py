@@ -10,6 +10,7 @@ from typing import Any
 from .. import units
 from ..clock import from_db, from_db_or_none
 from ..errors import UnknownTarget
+from ..order_records import Draft
 from ..records import ItemSpec, LimitKind, Policy, PolicyRefusal
 from ..shop_records import ShopItem, StockEvent, StockEventKind
 from . import orders
@@ -138,7 +139,7 @@ def stock_events(conn: Connection, item: str, limit: int = 100) -> list[StockEve
                        int(r["new_on_hand"]), r["source"], from_db(r["created_at"])) for r in reversed(rows)]
 
 
-def record_draft(conn: Connection, run_id: str, item: str, quantity: int, now: str) -> dict[str, Any]:
+def record_draft(conn: Connection, run_id: str, item: str, quantity: int, now: str) -> Draft:
     spec = get_item(conn, item)
     if spec is None:
         raise UnknownTarget(f"unknown item {item!r}")
@@ -147,7 +148,7 @@ def record_draft(conn: Connection, run_id: str, item: str, quantity: int, now: s
         "INSERT INTO drafts (run_id, item, quantity, unit_cost_cents, cost_cents, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?) RETURNING draft_id",
         (run_id, item, quantity, spec.unit_cost_cents, cost, now)).fetchone()[0]
-    return {"draft_id": draft_id, "item": item, "quantity": quantity, "cost_cents": cost, "unit": spec.unit}
+    return Draft(draft_id, item, quantity, cost, spec.unit)
 
 
 def policy_reason(conn: Connection, spec: ShopItem, supplier: str, quantity: int,
@@ -221,8 +222,3 @@ def void_proposals(conn: Connection, run_id: str, now: str) -> int:
     """A proposal whose turn did not finish is void: never shown, never approvable (C11)."""
     return conn.execute("UPDATE proposals SET state = 'void', reason = 'its turn did not finish', updated_at = ? "
                         "WHERE run_id = ? AND state = 'proposed'", (now, run_id)).rowcount
-
-
-def proposals(conn: Connection, run_id: str | None = None) -> list[dict[str, Any]]:
-    where, args = ("WHERE run_id = ?", (run_id,)) if run_id else ("", ())
-    return [dict(r) for r in conn.execute(f"SELECT * FROM proposals {where} ORDER BY proposal_id", args).fetchall()]

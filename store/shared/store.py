@@ -20,6 +20,7 @@ from typing import Any
 from .. import redaction
 from ..clock import Clock, to_text
 from ..errors import StoreError
+from ..order_records import ActionView, CountRequest, Draft, JsonObject, Order, Proposal, ReceivedOrder
 from ..records import (
     Action,
     ActionMove,
@@ -73,6 +74,7 @@ from . import (
     orders,
     outbox,
     producer_state,
+    proposals,
     receipts,
     recovery,
     retention,
@@ -383,7 +385,7 @@ class BaseStore(abc.ABC):
         """The finish's commit. SQLite's file either took it or not; PostgreSQL reads a lost commit back (K16)."""
         return await self.db.write(body)
 
-    async def finish_counts(self, claim: Claim, requests: Sequence[tuple[str, dict[str, Any]]],
+    async def finish_counts(self, claim: Claim, requests: Sequence[CountRequest],
                             render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:
         """A till turn: every request's counts applied to the stock (count events with till and request id) and the
         report rendered from the applied counts, in the finish transaction (C6)."""
@@ -393,8 +395,9 @@ class BaseStore(abc.ABC):
 
         def apply(conn: Connection) -> None:
             applied.clear()              # a transaction run again (a commit that did not happen) starts afresh
-            for source, payload in requests:
-                for item, old, new in shop.apply_counts(conn, payload["counts"], source, work_ids[source], now):
+            for request in requests:
+                source = request.source
+                for item, old, new in shop.apply_counts(conn, request.counts, source, work_ids[source], now):
                     applied.append((source, item, old, new))
         outcome = await self._commit_finish(lambda conn: self._finish(
             conn, claim, lambda: ReportDraft(render(applied), destination=claim.destination), now,
@@ -419,7 +422,7 @@ class BaseStore(abc.ABC):
         (self.signals.deliveries if report_id else self.signals.work).notify()
         return report_id
 
-    async def op_started(self, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], effect: str) -> None:
+    async def op_started(self, run_id: str, call_id: str, tool: str, arguments: JsonObject, effect: str) -> None:
         now = self.now()
         await self.db.write(lambda conn: journal.op_started(conn, run_id, call_id, tool, arguments, effect, now,
                                                             guard=self._guard_run))
@@ -427,7 +430,7 @@ class BaseStore(abc.ABC):
     async def run_steps(self, run_id: str) -> list[str]:
         return await self.db.read(journal.steps, run_id)
 
-    async def op_finished(self, run_id: str, call_id: str, status: str, result: dict[str, Any], *,
+    async def op_finished(self, run_id: str, call_id: str, status: str, result: JsonObject, *,
                           acted_outside: bool = False) -> None:
         now = self.now()
         await self.db.write(lambda conn: journal.op_finished(conn, run_id, call_id, status, result, now,
@@ -622,9 +625,9 @@ class BaseStore(abc.ABC):
         """The latest till counts, newest first (store/insights.py)."""
         return await self.db.read(insights.recent_counts, item, limit)
 
-    async def open_proposals(self) -> list[dict[str, Any]]:
-        """Proposals awaiting the owner's decision (store/insights.py)."""
-        return await self.db.read(insights.open_proposals)
+    async def open_proposals(self) -> list[Proposal]:
+        """Proposals awaiting the owner's decision, expired or not (store/shared/proposals.py)."""
+        return await self.db.read(proposals.awaiting)
 
     async def seed_shop(self, specs: Sequence[ItemSpec], source: str) -> bool:
         now = self.now()
@@ -634,10 +637,10 @@ class BaseStore(abc.ABC):
         now = self.now()
         return await self.db.write(lambda conn: self._sync(conn, specs, source, now, reset_stock=reset_stock))
 
-    async def record_draft(self, run_id: str, item: str, quantity: int) -> dict[str, Any]:
+    async def record_draft(self, run_id: str, item: str, quantity: int) -> Draft:
         now = self.now()
 
-        def body(conn: Connection) -> dict[str, Any]:
+        def body(conn: Connection) -> Draft:
             self._guard_run(conn, run_id)
             return shop.record_draft(conn, run_id, item, quantity, now)
         return await self.db.write(body)
@@ -655,23 +658,22 @@ class BaseStore(abc.ABC):
         return await self.db.write(body)
 
     # ---- on order (store/orders.py) ------------------------------------------------------------------------------
-    async def open_orders(self, item: str | None = None) -> list[dict[str, Any]]:
-        """Orders on order (all, or one item's), oldest first. Each: proposal_id, item, quantity, unit, approved_at,
-        due_at, action_state, receipt, and `status` (e.g. "confirmed by the supplier (their id SUP-1)")."""
+    async def open_orders(self, item: str | None = None) -> list[Order]:
+        """Orders on order (all, or one item's), oldest first."""
         return await self.db.read(orders.open_orders, item)
 
-    async def order(self, proposal_id: int) -> dict[str, Any] | None:
+    async def order(self, proposal_id: int) -> Order | None:
         """One order in any state (on_order, received, not_arrived, cancelled), or None."""
         return await self.db.read(orders.get, proposal_id)
 
-    async def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict[str, Any]:
+    async def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> ReceivedOrder:
         """The owner's Received in one transaction: the ordered quantity is added to the stock (or, with `counted`,
         the stock is set to the count) as a stock event of kind 'received', and the order is settled. Raises
         UnknownTarget / IllegalTransition / ValueError (nothing changes)."""
         now = self.now()
         return await self.db.write(lambda conn: orders.receive(conn, proposal_id, by, now, counted))
 
-    async def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
+    async def order_not_arrived(self, proposal_id: int, by: str) -> Order:
         """The owner's Not arrived: the order stops counting as on order; the stock is unchanged."""
         now = self.now()
         return await self.db.write(lambda conn: orders.not_arrived(conn, proposal_id, by, now))
@@ -713,7 +715,8 @@ class BaseStore(abc.ABC):
     async def next_action_time(self) -> datetime | None:
         return await self.db.read(actions.next_wake)
 
-    async def action_move(self, move: ActionMove, action_id: int, *args: Any, fence: Fence | None = None) -> None:
+    async def action_move(self, move: ActionMove, action_id: int, *args: str | datetime | None,
+                          fence: Fence | None = None) -> None:
         """One relay move (store/records.py `ActionMove`) in its own transaction; with `fence` (the action relay's
         lease) checked first, and recorded as the sender of a `mark_sending` (C16)."""
         if not isinstance(move, ActionMove):
@@ -738,12 +741,12 @@ class BaseStore(abc.ABC):
         self.signals.actions.notify()
         return state
 
-    async def actions(self, quarantined_only: bool = False) -> list[dict[str, Any]]:
+    async def actions(self, quarantined_only: bool = False) -> list[ActionView]:
         return await self.db.read(actions.listing, quarantined_only)
 
-    async def awaiting_proposals(self) -> list[dict[str, Any]]:
+    async def awaiting_proposals(self) -> list[Proposal]:
         """Proposals awaiting the owner's Approve or Reject (not expired), oldest first."""
-        return await self.db.read(actions.awaiting, self.now())
+        return await self.db.read(proposals.awaiting, self.now())
 
     async def expire_proposals(self) -> list[int]:
         now = self.now()

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import asks
 from ..asks import Ask
 from ..clock import from_text, to_text
+from ..order_records import Order, Proposal, ReceivedOrder, UnknownReport
 from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft, SentMessage, Status
-from . import actions, inbox, orders, outbox, producer_state, prompts, receipts, sales, shop, stats
+from . import actions, inbox, orders, outbox, producer_state, prompts, proposals, receipts, sales, stats
 from .connection import Connection
 from .status import read_status
 
@@ -68,7 +69,7 @@ class Transaction:
     def add_receipt(self, chat_id: int, message_id: int, emoji: str) -> bool:
         return receipts.add(self._conn, chat_id, message_id, emoji, self._now)
 
-    def unknown_reports(self) -> list[dict[str, Any]]:
+    def unknown_reports(self) -> list[UnknownReport]:
         """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice
         is written about a notice's delivery: it shows in /pending and `shopbot status`)."""
         return outbox.unknown_reports(self._conn)
@@ -80,14 +81,14 @@ class Transaction:
     def unknown_prompt_open(self, report_id: str) -> bool:
         return outbox.has_unknown(self._conn, report_id)
 
-    def proposal(self, proposal_id: int) -> dict[str, Any] | None:
-        return actions.proposal(self._conn, proposal_id)
+    def proposal(self, proposal_id: int) -> Proposal | None:
+        return proposals.get(self._conn, proposal_id)
 
-    def awaiting_proposals(self) -> list[dict[str, Any]]:
-        return actions.awaiting(self._conn, self._now)
+    def awaiting_proposals(self) -> list[Proposal]:
+        return proposals.awaiting(self._conn, self._now)
 
-    def run_proposals(self, run_id: str) -> list[dict[str, Any]]:
-        return shop.proposals(self._conn, run_id)
+    def run_proposals(self, run_id: str) -> list[Proposal]:
+        return proposals.of_run(self._conn, run_id)
 
     def approve_proposal(self, proposal_id: int, by: str, *, day: str, day_max_cents: int | None,
                          destination: str, lead_time_days: int = orders.DEFAULT_LEAD_TIME_DAYS) -> Decision:
@@ -124,22 +125,22 @@ class Transaction:
             "SELECT state FROM deliveries WHERE report_id = ? ORDER BY part", (report_id,)).fetchall()]
 
     # ---- on order (store/shared/orders.py) ------------------------------------------------------------------------
-    def order(self, proposal_id: int) -> dict[str, Any] | None:
+    def order(self, proposal_id: int) -> Order | None:
         return orders.get(self._conn, proposal_id)
 
-    def open_orders(self, item: str | None = None) -> list[dict[str, Any]]:
+    def open_orders(self, item: str | None = None) -> list[Order]:
         return orders.open_orders(self._conn, item)
 
-    def overdue_orders(self) -> list[dict[str, Any]]:
+    def overdue_orders(self) -> list[Order]:
         return orders.overdue(self._conn, self._now)
 
-    def restocked_orders_after(self, event_id: int) -> list[dict[str, Any]]:
+    def restocked_orders_after(self, event_id: int) -> list[ReceivedOrder]:
         return orders.restocked_after(self._conn, event_id)
 
-    def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> dict[str, Any]:
+    def receive_order(self, proposal_id: int, by: str, counted: int | None = None) -> ReceivedOrder:
         return orders.receive(self._conn, proposal_id, by, self._now, counted)
 
-    def order_not_arrived(self, proposal_id: int, by: str) -> dict[str, Any]:
+    def order_not_arrived(self, proposal_id: int, by: str) -> Order:
         return orders.not_arrived(self._conn, proposal_id, by, self._now)
 
     def sent_message(self, chat_id: int, message_id: int) -> SentMessage | None:

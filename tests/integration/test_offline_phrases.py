@@ -201,7 +201,7 @@ async def test_whats_low_counts_what_is_on_order(store, clock):
     await seeded(store, clock)
     await ask_worker(store, "order more strawberry", WorkerSettings())
     (proposal,) = await store.open_proposals()
-    await store.atomic(lambda tx: tx.approve_proposal(proposal["proposal_id"], "owner", day="2027-03-08",
+    await store.atomic(lambda tx: tx.approve_proposal(proposal.proposal_id, "owner", day="2027-03-08",
                                                       day_max_cents=None, destination="supplier:supplier"))
     body = await ask_worker(store, "what's low?", WorkerSettings())
     assert body.startswith("Low: vanilla 7 tubs (reorder point 8).\n"
@@ -224,10 +224,10 @@ async def everyday(store, clock):
     await seeded(store, clock)
     await ask_worker(store, "order more strawberry", WorkerSettings())
     (proposal,) = await store.open_proposals()
-    await store.atomic(lambda tx: tx.approve_proposal(proposal["proposal_id"], "owner", day="2027-03-08",
+    await store.atomic(lambda tx: tx.approve_proposal(proposal.proposal_id, "owner", day="2027-03-08",
                                                       day_max_cents=None, destination="supplier:supplier"))
     await ask_worker(store, "order more vanilla", WorkerSettings())
-    assert [(p["proposal_id"], p["item"]) for p in await store.open_proposals()] == [(2, "vanilla")]
+    assert [(p.proposal_id, p.item) for p in await store.open_proposals()] == [(2, "vanilla")]
     return store
 
 

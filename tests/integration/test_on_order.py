@@ -1,7 +1,7 @@
-"""On order, as a contract of the store (docs/contracts.md, Words, and C11): an approved order counts from its approval
-until it is received; an item's position is on hand plus on order; nothing proposes an item whose position is at
-or above its reorder point. Every assertion goes through the Store API (the SQL checks at the end plant violations
-on a raw connection to show the schema refuses them)."""
+"""On order with the parts above the store (docs/contracts.md, Words, and C11): the stock watcher, the owner's
+presses and commands, the worker. The store's own behaviour runs on both stores in
+tests/contract/store/test_orders_contract.py; the SQL checks here plant violations on a raw SQLite connection to
+show the schema refuses them."""
 from __future__ import annotations
 
 import sqlite3
@@ -11,7 +11,7 @@ import pytest
 from bot.shop_file import load_shop
 from producers.stock_watch import StockWatcher
 from producers.telegram.owner import Press, admit_press
-from store import ActionMove, IllegalTransition, Occurrence, Policy, ReportDraft, UnknownTarget, asks
+from store import ActionMove, Occurrence, OrderState, Policy, ReportDraft, asks
 from tests.support import ROOT
 from worker.models.offline import OfflineModel
 from worker.worker import Worker, WorkerSettings
@@ -57,113 +57,6 @@ async def approved_order(store, item="vanilla", quantity=6) -> tuple[int, int]:
 async def confirm(store, action_id: int, receipt="SUP-1") -> None:
     await store.action_move(ActionMove.MARK_SENDING, action_id)
     await store.action_move(ActionMove.MARK_DELIVERED, action_id, receipt)
-
-
-async def test_an_approved_order_is_on_order_and_counts_in_the_position(shop):
-    proposal_id, action_id = await approved_order(shop)
-    vanilla = await shop.shop_item("vanilla")
-    assert (vanilla.on_hand, vanilla.on_order, vanilla.position) == (2, 6, 8)
-    [order] = await shop.open_orders("vanilla")
-    assert order["proposal_id"] == proposal_id and order["quantity"] == 6
-    assert order["status"] == "being sent to the supplier"
-    await confirm(shop, action_id)
-    [order] = await shop.open_orders()
-    assert order["status"] == "confirmed by the supplier (their id SUP-1)"
-    assert order["due_at"][:10] == "2027-03-04"                        # approval plus the 3-day lead time
-    assert await shop.open_orders("strawberry") == []
-
-
-async def test_an_item_on_order_gets_no_second_proposal(shop):
-    proposal_id, action_id = await approved_order(shop)
-    await confirm(shop, action_id)
-    again = await propose(shop, "vanilla", 6)
-    assert again["state"] == "rejected"
-    assert again["reason"] == (f"vanilla is already on order: 6 tubs, order #{proposal_id}, confirmed by the "
-                               "supplier (their id SUP-1)")
-
-
-async def test_an_item_at_or_above_its_reorder_point_gets_no_proposal(shop):
-    result = await propose(shop, "chocolate", 2)
-    assert result["state"] == "rejected"
-    assert "at or above its reorder point of 6: nothing to order" in result["reason"]
-
-
-async def test_received_adds_the_ordered_quantity_as_a_received_stock_event(shop):
-    proposal_id, action_id = await approved_order(shop)
-    await confirm(shop, action_id)
-    done = await shop.receive_order(proposal_id, "owner:1")
-    assert (done["state"], done["old_on_hand"], done["new_on_hand"], done["settled_by"]) == (
-        "received", 2, 8, "owner:1")
-    vanilla = await shop.shop_item("vanilla")
-    assert (vanilla.on_hand, vanilla.on_order, vanilla.position) == (8, 0, 8)
-    events = await shop.stock_events("vanilla")
-    assert [(e.kind, e.old_on_hand, e.new_on_hand) for e in events] == [
-        ("seed", None, 2), ("received", 2, 8)]
-    # a second Received is refused and changes nothing
-    with pytest.raises(IllegalTransition, match="is received, not on order"):
-        await shop.receive_order(proposal_id, "owner:1")
-    assert (await shop.shop_item("vanilla")).on_hand == 8
-    with pytest.raises(UnknownTarget):
-        await shop.receive_order(999, "owner:1")
-
-
-async def counts(store, request_id: str, values: dict[str, int]):
-    await store.admit(Occurrence(f"till:1:{request_id}", "till:1", '{"counts": {}}', destination="till:1"))
-    claim = await store.claim("w1")
-    return await store.finish_counts(claim, [(f"till:1:{request_id}", {"counts": values})],
-                                     lambda applied: f"{len(applied)} counts")
-
-
-async def test_a_till_count_that_rose_by_the_ordered_amount_is_a_restock_that_receives_the_order(shop):
-    proposal_id, action_id = await approved_order(shop)
-    await confirm(shop, action_id)
-    await counts(shop, "c1", {"vanilla": 1})          # sold one: a count, still on order
-    assert (await shop.shop_item("vanilla")).on_order == 6
-    await counts(shop, "c2", {"vanilla": 5})          # rose by 4 < 6: a count, still on order
-    assert (await shop.shop_item("vanilla")).on_order == 6
-    await counts(shop, "c3", {"vanilla": 11})         # rose by 6: the order arrived
-    vanilla = await shop.shop_item("vanilla")
-    assert (vanilla.on_hand, vanilla.on_order, vanilla.position) == (11, 0, 11)
-    order = await shop.order(proposal_id)
-    assert (order["state"], order["settled_by"]) == ("received", "till:1:c3")
-    kinds = [(e.kind, e.old_on_hand, e.new_on_hand) for e in await shop.stock_events("vanilla")]
-    assert kinds == [("seed", None, 2), ("count", 2, 1), ("count", 1, 5), ("restock", 5, 11)]
-
-
-async def test_a_failed_order_is_not_on_order(shop):
-    proposal_id, action_id = await approved_order(shop)
-    await shop.action_move(ActionMove.MARK_SENDING, action_id)
-    await shop.action_move(ActionMove.MARK_FAILED, action_id, "the supplier refused: out of stock")
-    assert (await shop.shop_item("vanilla")).on_order == 0
-    assert (await shop.order(proposal_id))["state"] == "cancelled"
-    assert (await propose(shop, "vanilla", 6))["state"] == "awaiting_approval"
-
-
-async def test_a_voided_quarantined_order_is_not_on_order(shop):
-    proposal_id, action_id = await approved_order(shop)
-    await shop.action_move(ActionMove.QUARANTINE, action_id, "unknown destination")
-    [order] = await shop.open_orders()
-    assert order["status"] == "held back, not sent"                # held, still counted: it may be released
-    await shop.decide_action(action_id, "void", "operator")
-    assert await shop.open_orders() == [] and (await shop.order(proposal_id))["state"] == "cancelled"
-
-
-async def test_not_arrived_stops_counting_the_order_and_leaves_the_stock(shop):
-    proposal_id, _ = await approved_order(shop)
-    done = await shop.order_not_arrived(proposal_id, "owner:1")
-    assert done["state"] == "not_arrived"
-    vanilla = await shop.shop_item("vanilla")
-    assert (vanilla.on_hand, vanilla.on_order) == (2, 0)
-    with pytest.raises(IllegalTransition):
-        await shop.receive_order(proposal_id, "owner:1")
-
-
-async def test_an_order_is_overdue_only_after_the_lead_time(shop, clock):
-    proposal_id, _ = await approved_order(shop)
-    assert await shop.atomic(lambda tx: tx.overdue_orders()) == []
-    clock.advance(3 * 86400)
-    [late] = await shop.atomic(lambda tx: tx.overdue_orders())
-    assert late["proposal_id"] == proposal_id
 
 
 async def test_the_stock_watcher_never_checks_an_item_whose_position_reaches_its_reorder_point(shop, raw):
@@ -254,19 +147,7 @@ async def test_the_schema_refuses_a_change_to_a_settled_order_and_two_open_order
     with pytest.raises(sqlite3.IntegrityError, match="UNIQUE constraint failed: orders.item"):
         raw.execute("INSERT INTO orders (proposal_id, item, quantity, approved_at, due_at, updated_at) "
                     "VALUES (?, 'strawberry', 1, 'n', 'n', 'n')", (other,))
-    assert [o["proposal_id"] for o in await shop.open_orders()] == [second]
-
-
-async def test_received_with_a_count_sets_the_stock_to_it_and_bad_counts_change_nothing(shop):
-    proposal_id, _ = await approved_order(shop)
-    with pytest.raises(ValueError):
-        await shop.receive_order(proposal_id, "owner:1", counted=-1)
-    assert (await shop.order(proposal_id))["state"] == "on_order"
-    done = await shop.receive_order(proposal_id, "owner:1", counted=7)    # one tub sold since the count
-    assert (done["old_on_hand"], done["new_on_hand"]) == (2, 7)
-    vanilla = await shop.shop_item("vanilla")
-    assert (vanilla.on_hand, vanilla.on_order, vanilla.position) == (7, 0, 7)
-    assert [e.kind for e in await shop.stock_events("vanilla")] == ["seed", "received"]
+    assert [o.proposal_id for o in await shop.open_orders()] == [second]
 
 
 async def test_the_received_command_takes_an_order_and_an_optional_count(shop, raw):
@@ -299,7 +180,8 @@ async def test_not_arrived_on_the_late_order_notice_lets_the_watcher_check_the_i
                             "WHERE w.source = ?", (f"notice:order_due:{proposal_id}",)).fetchone()
     pressed = await press_button(shop, buttons, "not_arrived", "cb-late")
     assert pressed.decided and "no longer count it as on order" in pressed.answer
-    assert (await shop.order(proposal_id))["state"] == "not_arrived"
+    order = await shop.order(proposal_id)
+    assert order is not None and order.state is OrderState.NOT_ARRIVED
     assert (await watcher.check()).admitted == ("stock:vanilla:2",)    # below its reorder point again: a new check
     again = await press_button(shop, buttons, "received", "cb-late-2")
     assert not again.decided and (await shop.shop_item("vanilla")).on_hand == 2

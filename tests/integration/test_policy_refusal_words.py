@@ -71,5 +71,5 @@ async def test_a_row_refused_before_0020_keeps_its_stored_words(store: Store, ra
     raw.execute("UPDATE proposals SET refusal = NULL, refusal_limit_cents = NULL, refusal_spent_cents = NULL, "
                 "reason = ?", (old,))
     [row] = await store.atomic(lambda tx: tx.run_proposals(ctx.run_id))
-    assert PolicyRefusal.of(row) is None
+    assert row.refusal is None
     assert f"rejected by the shop's rules: {old}." in proposal_line(row, ShopFormat())

@@ -1,11 +1,15 @@
 """A proposal reads to the owner in the shop's money, rendered from its record (C11, C13)."""
 from __future__ import annotations
 
+import dataclasses
+from datetime import UTC, datetime
+
+from store import Proposal, ProposalState
 from worker.money import ShopFormat
 from worker.proposals import card_body, proposal_line, proposal_message
 
-PROPOSAL = {"proposal_id": 2, "item": "vanilla", "quantity": 6, "unit_cost_cents": 300, "total_cents": 180050,
-            "supplier": "Dairy Direct", "state": "awaiting_approval", "reason": None}
+PROPOSAL = Proposal(2, "r1", "Dairy Direct", "vanilla", 6, "tubs", 300, 180050, ProposalState.AWAITING_APPROVAL,
+                    None, None, datetime(2027, 3, 1, tzinfo=UTC), None, None, None)
 
 
 def test_money_reads_in_the_shops_currency_and_locale_never_in_cents() -> None:
@@ -17,7 +21,7 @@ def test_money_reads_in_the_shops_currency_and_locale_never_in_cents() -> None:
 
 
 def test_a_rejected_proposal_says_why_and_what_it_would_have_cost() -> None:
-    rejected = dict(PROPOSAL, state="rejected_by_policy", reason="over the per-order limit")
+    rejected = dataclasses.replace(PROPOSAL, state=ProposalState.REJECTED_BY_POLICY, reason="over the per-order limit")
     text = proposal_message(rejected, ShopFormat())
     assert "rejected by the shop's rules: over the per-order limit" in text
     assert "$1,800.50" in text

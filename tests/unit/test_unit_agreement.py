@@ -1,13 +1,14 @@
 """No product text renders "1 <plural>" or "<n≠1> <singular>" for any unit of the example shop (issue 27): the texts
 that write a count with a unit, for 1 and for 2, in English and (where the shop names them) Spanish."""
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from bot.shop_file import load_shop
 from producers.stock_watch import count_notice, overdue_notice, reorder_prompt
-from store import units
+from store import ActionState, Order, OrderState, units
 from store.shared.orders import describe
 from worker.figures import Figure, figure_line
 from worker.models.offline_results import _count
@@ -29,8 +30,9 @@ def disagreements(text: str, words: units.UnitWords) -> list[str]:
 
 
 def texts(n: int, unit: str) -> list[str]:
-    order = {"proposal_id": 2, "quantity": n, "unit": unit, "item": "vanilla", "approved_at": "2027-03-01T09:00Z",
-             "due_at": "2027-03-04T09:00Z", "status": "confirmed by the supplier"}
+    order = Order(2, "vanilla", n, unit, OrderState.ON_ORDER, datetime(2027, 3, 1, 9, tzinfo=UTC),
+                  datetime(2027, 3, 4, 9, tzinfo=UTC), None, None, None, None, None, 1, ActionState.DELIVERED, None,
+                  None)
     return [reorder_prompt("vanilla", unit, n, 8, n), overdue_notice(order), describe(order),
             count_notice("1", "r1", "vanilla", unit, int(n), int(n), 0),
             figure_line(Figure("vanilla on hand", n, unit)), figure_line(Figure("vanilla sold per day", n,

@@ -161,7 +161,7 @@ async def offer_received(args: ItemArgs, ctx: TurnContext) -> dict[str, Any]:
     for order in orders:
         ctx.offer("order", str(order["proposal_id"]))
     return {"item": name, "orders": orders,
-            "open_proposals": [p["proposal_id"] for p in await ctx.store.open_proposals() if p["item"] == name]}
+            "open_proposals": [p.proposal_id for p in await ctx.store.open_proposals() if p.item == name]}
 
 
 async def waiting_for_owner(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
@@ -189,9 +189,9 @@ async def recent_counts(args: CountsArgs, ctx: TurnContext) -> dict[str, Any]:
 
 async def open_proposals(args: NoArgs, ctx: TurnContext) -> dict[str, Any]:
     rows = await ctx.store.open_proposals()
-    return {"proposals": [{"proposal_id": p["proposal_id"], "item": p["item"], "unit": p["unit"] or "",
-                           "quantity": p["quantity"], "total_cents": p["total_cents"], "proposed_at": p["created_at"],
-                           "expires_at": p["expires_at"]} for p in rows],
+    return {"proposals": [{"proposal_id": p.proposal_id, "item": p.item, "unit": p.unit, "quantity": p.quantity,
+                           "total_cents": p.total_cents, "proposed_at": to_text(p.created_at),
+                           "expires_at": to_text(p.expires_at) if p.expires_at else None} for p in rows],
             **({} if rows else {"note": "no proposal is awaiting approval"})}
 
 

@@ -6,12 +6,13 @@ Their figures are collected by the registry from the results themselves (worker/
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from store import Policy, ShopItem, Store, UnknownTarget
+from store import Order, Policy, PolicyRefusal, ShopItem, Store, UnknownTarget
 from worker.money import ShopFormat
 from worker.ordering import Fitted, OrderingSettings, fit_order
 from worker.proposals import rejection_reason
@@ -72,14 +73,14 @@ class OrderArgs(BaseModel):
     quantity: int = Field(gt=0, le=100000, description="how many units")
 
 
-def _public(item: ShopItem, ctx: TurnContext, orders: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _public(item: ShopItem, ctx: TurnContext, orders: list[Order] | None = None) -> dict[str, Any]:
     """What the model sees of an item: stock on hand, what is on order (approved orders not yet received), the
     position (on hand plus on order), which is what reorder decisions look at, and the shop file's other names for
     it (aliases) when it has some."""
     public = {key: getattr(item, key) for key in ("item", "on_hand", "on_order", "position", "reorder_point",
                                                   "target", "unit_cost_cents", "unit", "open_proposal")}
-    public["orders"] = [{"order": o["proposal_id"], "quantity": o["quantity"], "status": o["status"]}
-                        for o in (orders or []) if o["item"] == item.item]
+    public["orders"] = [{"order": o.proposal_id, "quantity": o.quantity, "status": o.status}
+                        for o in (orders or []) if o.item == item.item]
     if ctx.aliases.get(item.item):
         public["aliases"] = list(ctx.aliases[item.item])
     if item.applied:        # the owner applied a suggestion: the shop file's values beside it
@@ -155,7 +156,7 @@ async def draft_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
     fitted = _fit(spec, args.quantity)          # whole packs, the minimum order, within the limit (said)
     if fitted.quantity <= 0:
         raise ToolError(fitted.note or f"nothing to order: {args.quantity}")
-    return _noted(await ctx.store.record_draft(ctx.run_id, spec.item, fitted.quantity), fitted)
+    return _noted(dataclasses.asdict(await ctx.store.record_draft(ctx.run_id, spec.item, fitted.quantity)), fitted)
 
 
 async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
@@ -173,7 +174,8 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
         raise ToolError(str(exc)) from None
     ctx.completed_calls.add(ctx.current_call)
     if result.get("refusal"):      # a spending limit's typed refusal, worded for the model with the shop's money
-        result = {**result, "reason": rejection_reason(result, ShopFormat(ctx.currency, ctx.locale, ctx.timezone))}
+        result = {**result, "reason": rejection_reason(PolicyRefusal.of(result), result.get("reason"),
+                                                         ShopFormat(ctx.currency, ctx.locale, ctx.timezone))}
     return _noted(result, fitted)
 
 

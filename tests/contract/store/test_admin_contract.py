@@ -35,7 +35,7 @@ async def test_the_next_action_time_follows_the_pending_actions_not_before(store
     assert await store.next_action_time() is None                     # due at once: due_actions has it
     await store.action_move(ActionMove.MARK_SENDING, action_id)
     later = clock.now() + timedelta(minutes=5)
-    await store.action_move(ActionMove.MARK_NOT_SENT, action_id, to_text(later), "connect refused")
+    await store.action_move(ActionMove.MARK_NOT_SENT, action_id, later, "connect refused")
     assert await store.next_action_time() == later and await store.due_actions() == []
     clock.advance(5 * 60)
     assert [a.action_id for a in await store.due_actions()] == [action_id]

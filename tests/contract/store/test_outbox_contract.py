@@ -221,7 +221,7 @@ async def test_an_action_moves_only_by_an_action_move_never_by_its_name(store: S
     await store.action_move(ActionMove.MARK_NOT_SENT, action_id, None, "connect refused")
     assert [a.action_id for a in await store.due_actions()] == [action_id]
     await store.action_move(ActionMove.QUARANTINE, action_id, "unknown supplier")
-    assert [a["action_id"] for a in await store.actions(quarantined_only=True)] == [action_id]
+    assert [a.action_id for a in await store.actions(quarantined_only=True)] == [action_id]
     with pytest.raises(IllegalTransition):
         await store.action_move(ActionMove.MARK_FAILED, action_id, "refused")   # quarantined: not sending
 

@@ -3,15 +3,31 @@ in minor units, in columns), never as a sentence the store wrote: the store does
 money, and the owner never reads cents."""
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 
-from store import ItemSpec, LimitKind, Occurrence, Policy, PolicyRefusal, ReportDraft, Store, WorkKind
+from store import (
+    ItemSpec,
+    LimitKind,
+    Occurrence,
+    Policy,
+    PolicyRefusal,
+    Proposal,
+    ProposalState,
+    ReportDraft,
+    Store,
+    WorkKind,
+)
 
 from .test_outbox_contract import SHOP, proposed
 
 MINOR_UNITS = re.compile(r"\bcents?\b|\d{3,}")      # a sentence with money in minor units in it
+
+
+def vars_of(row: Proposal) -> dict[str, object]:
+    return {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
 
 
 async def propose(store: Store, item: str, quantity: int, policy: Policy) -> tuple[str, dict]:
@@ -24,7 +40,7 @@ async def propose(store: Store, item: str, quantity: int, policy: Policy) -> tup
     return claim.run_id, result
 
 
-async def rows(store: Store, run_id: str) -> list[dict]:
+async def rows(store: Store, run_id: str) -> list[Proposal]:
     return await store.atomic(lambda tx: tx.run_proposals(run_id))
 
 
@@ -34,12 +50,12 @@ async def test_over_the_order_limit_is_a_typed_refusal_with_its_amounts(store: S
     assert result["state"] == "rejected" and result["reason"] is None
     assert (result["refusal"], result["total_cents"], result["refusal_limit_cents"]) == ("order_limit", 1800, 1500)
     [row] = await rows(store, run_id)
-    assert row["state"] == "rejected_by_policy" and row["reason"] is None
-    assert PolicyRefusal.of(row) == PolicyRefusal(LimitKind.ORDER_LIMIT, 1800, 1500, 0)
-    assert PolicyRefusal.of(result) == PolicyRefusal.of(row)          # the tool's result and the row agree
-    assert PolicyRefusal.of(row).kind is LimitKind.ORDER_LIMIT        # type: ignore[union-attr]
-    assert not any(isinstance(v, str) and MINOR_UNITS.search(v) for k, v in row.items()
-                   if k not in ("run_id", "report_id", "created_at", "updated_at", "expires_at"))
+    assert row.state is ProposalState.REJECTED_BY_POLICY and row.reason is None
+    assert row.refusal == PolicyRefusal(LimitKind.ORDER_LIMIT, 1800, 1500, 0)
+    assert PolicyRefusal.of(result) == row.refusal                    # the tool's result and the row agree
+    assert row.refusal is not None and row.refusal.kind is LimitKind.ORDER_LIMIT
+    assert not any(isinstance(v, str) and MINOR_UNITS.search(v) for k, v in vars_of(row).items()
+                   if k not in ("run_id", "created_at", "expires_at"))
 
 
 async def test_over_the_day_limit_records_what_the_day_already_holds(store: Store):
@@ -51,8 +67,8 @@ async def test_over_the_day_limit_records_what_the_day_already_holds(store: Stor
     policy = Policy("Dairy Direct", order_max_cents=5000, day_max_cents=2000, day="2027-03-01")
     run_id, result = await propose(store, "chocolate", 4, policy)     # 1000 more: 2200 > 2000
     [row] = await rows(store, run_id)
-    assert PolicyRefusal.of(row) == PolicyRefusal(LimitKind.DAY_LIMIT, 1000, 2000, 1200)
-    assert row["reason"] is None and result["refusal_spent_cents"] == 1200
+    assert row.refusal == PolicyRefusal(LimitKind.DAY_LIMIT, 1000, 2000, 1200)
+    assert row.reason is None and result["refusal_spent_cents"] == 1200
 
 
 async def test_a_proposal_within_the_limits_and_other_reasons_carry_no_refusal(store: Store):
@@ -61,10 +77,10 @@ async def test_a_proposal_within_the_limits_and_other_reasons_carry_no_refusal(s
     run_id, result = await propose(store, "vanilla", 6, Policy("Dairy Direct", order_max_cents=1800))
     assert result["state"] == "awaiting_approval" and "refusal" not in result
     [row] = await rows(store, run_id)
-    assert PolicyRefusal.of(row) is None and row["refusal_limit_cents"] is None
+    assert row.refusal is None
     run_id, result = await propose(store, "vanilla", 30, Policy("Dairy Direct"))      # over max_order (20)
     [row] = await rows(store, run_id)
-    assert PolicyRefusal.of(row) is None and "over the limit of 20 per order" in row["reason"]
+    assert row.refusal is None and row.reason is not None and "over the limit of 20 per order" in row.reason
 
 
 def test_a_refusal_kind_given_as_text_becomes_the_member_and_an_unknown_one_fails():

@@ -3,7 +3,16 @@ from __future__ import annotations
 
 import inspect
 
-from store import ProducerRecords, Store, Transaction
+from store import (
+    AdmissionTx,
+    ConversationTx,
+    InTransaction,
+    OrderTx,
+    ProducerRecords,
+    PromptTx,
+    Store,
+    Transaction,
+)
 from store.ports import PORTS
 
 
@@ -42,6 +51,16 @@ async def test_every_transaction_has_every_transaction_member(store: Store):
     def check(tx: Transaction) -> tuple[list[str], list[str]]:
         return missing(tx, Transaction), missing(tx.producers, ProducerRecords)
     assert await store.atomic(check) == ([], [])
+
+
+def test_the_transaction_is_its_roles_each_member_in_one():
+    """A consumer names the role it needs (`AdmissionTx`, `PromptTx`, `ConversationTx`, `OrderTx`); `Transaction`
+    adds nothing of its own, and no member sits in two roles."""
+    shared = members(InTransaction)
+    roles = [members(role) - shared for role in (AdmissionTx, PromptTx, ConversationTx, OrderTx)]
+    assert sum(len(r) for r in roles) == len(set().union(*roles))
+    assert set().union(*roles) | shared == members(Transaction)
+    assert {n for n in vars(Transaction) if not n.startswith("_")} == set()
 
 
 async def test_a_removed_method_is_caught(store: Store):

@@ -6,7 +6,18 @@ from datetime import date, timedelta
 
 import pytest
 
-from store import ItemSpec, ManualClock, Occurrence, SaleLine, SalesDay, SaleSource, Store, Transaction, WorkKind
+from store import (
+    CountRequest,
+    ItemSpec,
+    ManualClock,
+    Occurrence,
+    SaleLine,
+    SalesDay,
+    SaleSource,
+    Store,
+    Transaction,
+    WorkKind,
+)
 
 SHOP = [ItemSpec("vanilla", "tubs", 20, 8, 12, 300, max_order=40), ItemSpec("chocolate", "tubs", 12, 6, 12, 250)]
 DAY = 86400
@@ -19,7 +30,7 @@ async def count(store: Store, request: str, counts: dict[str, int]) -> None:
     await store.admit(Occurrence(source, "till:1", request, WorkKind.AGENT, "till:1"))
     claim = await store.claim("w1")
     assert claim is not None
-    await store.finish_counts(claim, [(source, {"counts": counts})], lambda applied: "counted")
+    await store.finish_counts(claim, [CountRequest(source, counts)], lambda applied: "counted")
 
 
 def day(n: int) -> str:

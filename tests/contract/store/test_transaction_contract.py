@@ -140,7 +140,7 @@ async def test_an_orders_card_is_remembered_while_it_is_on_order(store: Store):
         tx.set_order_card(404, 111, 223)                   # no such order: nothing to remember
         order = tx.order(proposal_id)
         assert order is not None
-        return order["card_chat"], order["card_message"]
+        return order.card_chat, order.card_message
     assert await store.atomic(approve_with_card) == (111, 222)
 
 
