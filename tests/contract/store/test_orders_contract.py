@@ -280,15 +280,13 @@ async def test_an_unknown_report_and_a_sent_message_read_as_records(store: Store
     claim = await store.claim("w1")
     assert claim is not None
     body = "Vanilla is low.\nShall I order?"
-    report_id = (await store.finish(claim, ReportDraft(body, destination="tg:7",
-                                                       buttons=[[("Yes", "approve:n1"), ("No", "reject:n1")]]))
-                 ).report_id
+    report_id = (await store.finish(claim, ReportDraft(body, destination="tg:7"))).report_id
     [part] = await store.due_deliveries()
     await store.mark_sending(part.delivery_id)
     await store.mark_confirmed(part.delivery_id, "555")
     sent = await store.atomic(lambda tx: tx.sent_message(7, 555))
     assert isinstance(sent, SentMessage) and sent.report_id == report_id and sent.text == body
-    assert sent.buttons == ((("Yes", "approve:n1"), ("No", "reject:n1")),)
+    assert sent.asks == ()           # what a report asks reads back: tests/contract/store/test_asks_contract.py
     assert await store.atomic(lambda tx: tx.sent_message(7, 556)) is None
     assert await store.atomic(lambda tx: tx.unknown_reports()) == []
     await store.admit(Occurrence("tg:7:2", "tg:7", "again", WorkKind.AGENT, "tg:7"))
