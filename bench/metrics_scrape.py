@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from bench.common import cleanup, median, print_machine, scratch_dir
 from bot.metrics import Metrics
-from store import ManualClock, SqliteStore
+from store import ManualClock, SqliteStore, StateTallies
 from store.sqlite.bulk import load_history
 
 
@@ -50,7 +50,7 @@ async def main(argv: list[str] | None = None) -> int:
             await metrics.refresh(store)
             metrics.render()
 
-        tallies: dict = {}
+        tallies: StateTallies = {}
 
         async def ops() -> None:      # what bot/ops_page.py reads for one view
             await store.ops_view(tallies)

@@ -45,6 +45,7 @@ class Call:
     seconds: float
     prompt: int
     cached: int
+    said: str = ""       # what the model returned: its text and its structured calls (printed by --verbose)
 
 
 class RecordingModel:
@@ -58,7 +59,8 @@ class RecordingModel:
     async def complete(self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelTurn:
         started = time.monotonic()
         turn: ModelTurn = await self._model.complete(system, messages, tools)
-        self.calls.append(Call(time.monotonic() - started, turn.input_tokens, turn.cached_tokens))
+        said = " ".join([turn.text.strip(), *(f"[call {c.name} {c.arguments}]" for c in turn.tool_calls)]).strip()
+        self.calls.append(Call(time.monotonic() - started, turn.input_tokens, turn.cached_tokens, said))
         return turn
 
 
@@ -99,11 +101,13 @@ def _one(raw: Any, sql: str, *args: Any) -> Any:
 async def run_bench(base_url: str, model_name: str, *, limit: int | None = None, history_tokens: int = 2000,
                     turn_timeout_s: float = 600.0, model_timeout_s: float = 600.0, max_tokens: int = 1024,
                     verbose: bool = False, out: Any = sys.stdout, conversation_first: bool = False,
-                    look_up: bool = False) -> list[Result]:
+                    look_up: bool = False, only: Sequence[int] = ()) -> list[Result]:
     # chats of their own, away from the seeded owner's chat (OWNER_ID), which has the seed's conversation
     single: list[tuple[str, Question]] = [(f"tg:{5001 + i}", q) for i, q in enumerate(SINGLE)]
     talk: list[tuple[str, Question]] = [("tg:6000", q) for q in CONVERSATION]
     plan = talk + single if conversation_first else single + talk
+    if only:
+        plan = [plan[n - 1] for n in only]
     if limit is not None:
         plan = plan[:limit]
     results: list[Result] = []
@@ -154,6 +158,10 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
                 if verbose or not right:
                     print(f"     asked: {question.text}\n     expected: {question.expects}\n     got: "
                           + prose.replace("\n", "\n          ")[:600], file=out)
+                if verbose:
+                    for k, call in enumerate(result.calls, start=1):
+                        print(f"     model call {k} ({call.seconds:.1f} s): " + call.said.replace("\n", " ")[:400],
+                              file=out)
                 out.flush()
         finally:
             raw.close()
@@ -220,6 +228,8 @@ def main(argv: list[str] | None = None, out: Any = sys.stdout) -> int:
                         "call is sent back once (off in the product)")
     parser.add_argument("--conversation-first", action="store_true", help="the 10-turn conversation before the rest")
     parser.add_argument("--verbose", action="store_true", help="print every reply")
+    parser.add_argument("--only", default="", help="these questions only, by their numbers in the run's order "
+                        "(comma-separated, e.g. 3,8,9), to measure a change on the questions it is about")
     args = parser.parse_args(argv)
     print(f"model {args.model} at {args.base_url}, SHOPBOT_HISTORY_TOKENS={args.history_tokens}, "
           f"SHOPBOT_MODEL_MAX_TOKENS={args.max_tokens}", file=out)
@@ -227,7 +237,8 @@ def main(argv: list[str] | None = None, out: Any = sys.stdout) -> int:
     results = asyncio.run(run_bench(args.base_url, args.model, limit=args.limit, history_tokens=args.history_tokens,
                                     turn_timeout_s=args.turn_timeout, model_timeout_s=args.model_timeout,
                                     max_tokens=args.max_tokens, verbose=args.verbose, out=out,
-                                    conversation_first=args.conversation_first, look_up=args.look_up))
+                                    conversation_first=args.conversation_first, look_up=args.look_up,
+                                    only=[int(n) for n in args.only.split(",") if n.strip()]))
     figures = summary(results, args.history_tokens, out)
     return 0 if figures["tool_call_texts_delivered"] == 0 else 1
 

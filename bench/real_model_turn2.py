@@ -52,7 +52,7 @@ async def turn_two_request() -> tuple[str, tuple[Message, ...], tuple[ToolSpec, 
         shop = load_shop(shop_path)
         store = await SqliteStore.open(db, SystemClock(), debounce_ms=0)
         try:
-            n = (await read_facts(store)).items["strawberry"]["on_hand"]
+            n = (await read_facts(store)).items["strawberry"].on_hand
             model = Scripted([ModelTurn("", (ToolCall("call_1", "get_item", '{"item": "strawberry"}'),)),
                               ModelTurn(f"We have {n} tubs of strawberry on hand.", ()), ModelTurn("-", ())])
             settings = WorkerSettings(

@@ -90,6 +90,8 @@ from .shop_records import (
     OpenAction,
     OpsView,
     RunOutcome,
+    SalesDay,
+    SaleSource,
     SeriesPoint,
     ShopItem,
     StateTallies,
@@ -167,7 +169,7 @@ __all__ = [
     "Taken", "TurnSetup", "Violation", "WorkItem", "WorkKind", "WorkState", "Missed", "MissedReason",
     "DeliveryCounts", "WorkCounts",
     # the shop's records (store/shop_records.py)
-    "ActionState", "EndedRun", "ItemSales", "OnOrder", "OpenAction", "OpsView", "RunOutcome", "SeriesPoint",
-    "ShopItem", "StateTallies", "StockEvent", "StockEventKind", "StockLevel", "Tally", "TillCount", "WorkReport",
-    "WorkWithReport",
+    "ActionState", "EndedRun", "ItemSales", "OnOrder", "OpenAction", "OpsView", "RunOutcome", "SaleSource", "SalesDay",
+    "SeriesPoint", "ShopItem", "StateTallies", "StockEvent", "StockEventKind", "StockLevel", "Tally", "TillCount",
+    "WorkReport", "WorkWithReport",
 ]

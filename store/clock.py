@@ -1,6 +1,8 @@
 """The one clock of a process (C5): admission times, debounce, not-before times, schedules and statistics.
 
-Times are aware UTC datetimes in Python and fixed-width ISO-8601 text in the store, so text order is time order.
+Times are aware UTC datetimes in Python. SQLite stores them as fixed-width ISO-8601 text (so text order is time order);
+PostgreSQL as `timestamptz` (migration 0021), which the server casts that same text to when it is a parameter. Either
+store's value is read back with `from_db`.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def to_text(moment: datetime) -> str:
-    """Render an aware datetime as the store's fixed-width UTC text."""
+    """Render an aware datetime as the store's fixed-width UTC text (SQLite's column, either store's parameter)."""
     if moment.tzinfo is None:
         raise ValueError("naive datetime: every time in shopbot is aware UTC")
     return moment.astimezone(UTC).strftime(_FORMAT)

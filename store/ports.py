@@ -46,6 +46,7 @@ from .shop_records import (
     ItemSales,
     OnOrder,
     OpsView,
+    SalesDay,
     SeriesPoint,
     ShopItem,
     StateTallies,
@@ -502,11 +503,9 @@ class ShopRecords(Protocol):
         """An item's latest stock events, oldest first."""
 
     async def sales_days(self, first: date, last: date, timezone: str,
-                         item: str | None = None) -> list[dict[str, Any]]:
+                         item: str | None = None) -> list[SalesDay]:
         """The sales history (store/shared/sales.py): every (item, shop-local day) in [first, last] with a record or
-        out of stock, by item and day: item, day (ISO), quantity (None without a record), source ('import' or
-        'till'; an imported day takes the place of the till's, so no day counts twice), out_of_stock (the item stood
-        at 0 on hand at some moment of the day)."""
+        out of stock, by item and day; an imported day takes the place of the till's, so no day counts twice."""
 
     async def import_sales(self, lines: Sequence[SaleLine], timezone: str, source: str) -> SalesImport:
         """All or nothing, in one transaction: each line's (item, day) is added, or already recorded with the same

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 
 from .records import DeliveryCounts, FailedPart, FailedWork, UnknownPart, WorkCounts, WorkState, _Record
 
@@ -137,6 +137,23 @@ class ItemSales(_Record):
     restocked: int
     records: int
     first_record_at: datetime | None
+
+
+class SaleSource(enum.StrEnum):
+    """Where a day's sales come from: the till's counts, or an imported file that takes the day's place."""
+    TILL = "till"
+    IMPORT = "import"
+
+
+@dataclass(frozen=True, slots=True)
+class SalesDay(_Record):
+    """An item's sales on one shop-local day: the quantity (None without a record), where it comes from, and whether
+    the item stood at 0 on hand at some moment of the day."""
+    item: str
+    day: date
+    quantity: int | None
+    source: SaleSource | None
+    out_of_stock: bool
 
 
 @dataclass(frozen=True, slots=True)

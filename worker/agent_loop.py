@@ -37,13 +37,20 @@ Rules (each one is tested in tests/test_agent_loop.py):
 * Tool calls written as text (worker/text_calls.py): a response without a structured call whose text holds call
   objects runs them as calls (journaled like any call; the model's message is kept as those calls, without the
   text). A reply that still looks like a call is never delivered: the model is asked once more with
-  `CORRECTION`; a second such reply raises `UnusableAnswer` (the worker fails the turn with an error report).
+  `CORRECTION` (`CORRECTION_CALL`, asking for that call only, when the reply names exactly one offered tool); a
+  second such reply raises `UnusableAnswer` (the worker fails the turn with an error report). The shape
+  `{"<offered tool>": {...}}`, and an object with exactly the keys of a result a tool returned earlier in the
+  conversation (made-up tool results, seen from a small model), are read as calls of that tool.
 * Arguments: keys the tool does not take (any key, for a tool that takes none) are ignored and journaled under
   `IGNORED`; a wrong type or a missing required argument goes back to the model as a tool error it can correct.
 * C17: `AgentResult.exchange` is what the model said and did this turn (the user message as sent, its calls with
   their results, its own final text; never a correction round nor a product notice), the history's next entry.
+  An answer that no tool result backs and that speaks of the shop (C13 blanked its numbers, or it names one of the
+  shop's items, `shop_words`) leaves no exchange at all: replayed, such answers taught a small model to answer every
+  later turn from memory. Tool-less answers about anything else (a greeting, an off-topic question) stay history.
 * An answer that only repeats the owner's question (a small model does so after a tool result, and the echo then
-  taught the next turns, through the history, to answer by copying) is sent back once with `ECHO`; the round is not
+  taught the next turns, through the history, to answer by copying) is sent back once with `ECHO` (and the notes of
+  the turn's tool results, such as "nothing is on order": it echoed after empty results); the round is not
   part of the exchange, and a second echo is delivered as it is (it holds no figure).
 * `Limits.look_up` (off in the app: measured worse, bench/RESULTS.md): a final answer with a number no figure
   holds, from a run that called no tool, is sent back once with `LOOK_UP`; not part of the exchange.
@@ -56,9 +63,10 @@ import asyncio
 import dataclasses
 import json
 import logging
+import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -67,7 +75,7 @@ import pydantic
 from worker.figures import Figure, check, render_report
 from worker.models.base import Message, Model, ModelTurn, ToolCall
 from worker.money import ShopFormat
-from worker.text_calls import looks_like_tool_call, text_calls
+from worker.text_calls import looks_like_tool_call, result_shapes, text_calls
 from worker.tools.registry import ToolError, ToolRegistry, typed_result
 
 log = logging.getLogger("shopbot.agent")
@@ -88,8 +96,12 @@ NOTICE_CONTEXT_WINDOW = ("This conversation is too long for the model's context 
                          "/forget starts the conversation afresh.")
 CORRECTION = ("Your last reply looked like a tool call written as text, and it could not be read. Either call one of "
               "the offered tools with a proper tool call, or answer the owner in plain words.")
-LOOK_UP = ("Your answer has numbers, but no tool was called for this question, so they would be blanked out. Call "
-           "the tool that has them now, then answer.")
+# when the unreadable reply names exactly one offered tool: asked for that call only (offered a way out in words, a
+# small model answered from memory instead, and its numbers were blanked)
+CORRECTION_CALL = ("Your last reply looked like a call of {tool} written as text, and it could not be read. Call "
+                   "{tool} again with a proper tool call.")
+LOOK_UP = ("No tool was called for this question, so your answer is not from the shop's records. Call the tool "
+           "that has the answer now, then answer from its result.")
 ECHO = ("Your reply only repeated the question. Answer it in plain words from the tool results above, or call the "
         "tool that has the answer.")
 IGNORED = "ignored"   # the journaled arguments' key for the ones the tool does not take
@@ -238,6 +250,7 @@ async def run_agent(
     fmt: ShopFormat | None = None,
     context_figures: Sequence[Figure] = (),
     turn_head: str = "",
+    shop_words: Collection[str] = (),
 ) -> AgentResult:
     fmt = fmt or ShopFormat()
     run = _Run(registry, journal, context, fmt)
@@ -250,6 +263,12 @@ async def run_agent(
     model_calls = tool_calls = input_tokens = output_tokens = cached_tokens = 0
     corrected = looked_up = echoed = False
 
+    def unbacked(answer: str) -> bool:
+        """An answer about the shop that no tool result of this turn backs: numbers C13 would blank, or a shop item
+        named."""
+        return not run.results and (bool(check(answer, [*context_figures, *run.figures], fmt).blanked)
+                                    or _names_any(answer, shop_words))
+
     def finish(prose: str, reason: StopReason, final: str = "") -> AgentResult:
         partial = reason in ("model_calls", "tool_calls", "seconds")
         if partial and run.figures:
@@ -258,6 +277,8 @@ async def run_agent(
         kept = [m for i, m in enumerate(messages[first:], start=first) if i not in skipped]
         if final:
             kept.append(Message(role="assistant", text=final))
+        if reason == "answered" and unbacked(final):
+            kept = []   # the shop from memory: replayed, it teaches the next turns to answer without a tool
         return AgentResult(
             text=render_report(prose, figures, question=user_text, fmt=fmt, show_all=partial),
             prose=prose,
@@ -291,7 +312,7 @@ async def run_agent(
         cached_tokens += turn.cached_tokens
 
         if not turn.tool_calls and turn.stop not in _STOPS:
-            written = text_calls(turn.text)
+            written = text_calls(turn.text, registry.names(), result_shapes(messages))
             if written:                     # a call written as text: run it as a call
                 log.info("model wrote %d tool call(s) as text; running them as calls", len(written))
                 turn = dataclasses.replace(turn, text="", tool_calls=written)
@@ -301,7 +322,8 @@ async def run_agent(
                 corrected = True
                 log.warning("model reply looks like a tool call that cannot be read; asking once more")
                 skipped.update((len(messages), len(messages) + 1))
-                messages += [Message(role="assistant", text=turn.text), Message(role="user", text=CORRECTION)]
+                messages += [Message(role="assistant", text=turn.text),
+                             Message(role="user", text=_correction(turn.text, registry.names()))]
                 continue
 
         if (not turn.tool_calls and turn.stop not in _STOPS and not echoed and model_calls < limits.max_model_calls
@@ -309,12 +331,11 @@ async def run_agent(
             echoed = True
             log.info("model answered by repeating the question; asking once more")
             skipped.update((len(messages), len(messages) + 1))
-            messages += [Message(role="assistant", text=turn.text), Message(role="user", text=ECHO)]
+            messages += [Message(role="assistant", text=turn.text), Message(role="user", text=_echo(run.results))]
             continue
 
         if (limits.look_up and not turn.tool_calls and turn.stop not in _STOPS and not looked_up and tool_calls == 0
-                and model_calls < limits.max_model_calls
-                and check(turn.text, [*context_figures, *run.figures], fmt).blanked):
+                and model_calls < limits.max_model_calls and unbacked(turn.text)):
             # a small model answers a follow-up from the history instead of a tool: its numbers would all be blanked
             looked_up = True
             skipped.update((len(messages), len(messages) + 1))
@@ -347,6 +368,24 @@ async def run_agent(
                 return finish(NOTICE_SECONDS, "seconds")
             tool_calls += 1
             messages.append(await run.execute(call))
+
+
+def _correction(text: str, names: Sequence[str]) -> str:
+    """The correction for an unreadable call-looking reply: for the one offered tool it names, else the general one."""
+    named = [name for name in names if re.search(rf"\b{re.escape(name)}\b", text)]
+    return CORRECTION_CALL.format(tool=named[0]) if len(named) == 1 else CORRECTION
+
+
+def _echo(results: Sequence[ToolResult]) -> str:
+    """`ECHO`, with the top-level notes of the turn's tool results (a small model echoed the question after an empty
+    result, "nothing is on order for cones", twice: it did not see that nothing is an answer)."""
+    notes = [r.result["note"] for r in results if r.ok and isinstance(r.result.get("note"), str)]
+    return f"{ECHO} The tools said: {'; '.join(notes)}." if notes else ECHO
+
+
+def _names_any(text: str, words: Collection[str]) -> bool:
+    lowered = text.lower()
+    return any(re.search(rf"\b{re.escape(word.lower())}", lowered) for word in words if word)
 
 
 def _words(text: str) -> str:

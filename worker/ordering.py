@@ -26,11 +26,13 @@ censored: they say what there was, not what was wanted) and the suggestion says 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from statistics import NormalDist, fmean, pstdev
 from typing import Any
+
+from store import SalesDay
 
 MIN_DAYS = 14
 _EPSILON = 1e-9          # 12.000000000001 from float arithmetic is 12, not 13
@@ -104,13 +106,12 @@ class Suggestion:
         return any(new is not None and abs(new - old) >= 1 and abs(new - old) >= 0.1 * old for new, old in pairs)
 
 
-def suggest(item: str, records: Iterable[Mapping[str, Any]], *, lead_days: int, current_reorder_point: int,
+def suggest(item: str, records: Iterable[SalesDay], *, lead_days: int, current_reorder_point: int,
             current_target: int, settings: OrderingSettings = OrderingSettings()) -> Suggestion:
-    """One item's suggestion from its day records in the window (dicts with `quantity`, None without a record,
-    and `out_of_stock`; store `sales_days`)."""
+    """One item's suggestion from its day records in the window (store `sales_days`)."""
     rows = list(records)
-    out = sum(1 for r in rows if r["out_of_stock"])
-    sold = [int(r["quantity"]) for r in rows if r["quantity"] is not None and not r["out_of_stock"]]
+    out = sum(1 for r in rows if r.out_of_stock)
+    sold = [r.quantity for r in rows if r.quantity is not None and not r.out_of_stock]
     left_out = f"; {out} day(s) out of stock left out" if out else ""
 
     def none(reason: str, d: float | None = None, sd: float | None = None) -> Suggestion:

@@ -61,7 +61,8 @@ def system_text(shop: ShopContext, items: Iterable[ShopItem]) -> str:
         "Which tool: one item's stock, price or orders get_item; every item list_stock; what is low or needs "
         "ordering reorder_need; how long stock lasts days_of_cover; sales sales_rate; what is on order on_order; "
         "proposals waiting open_proposals; to order propose_order.",
-        "Answer in one or two short sentences with what was asked, in the owner's language; then stop.",
+        "Answer in one or two short sentences that give the facts the tools found (or that they found nothing), in "
+        "the owner's language; never repeat the question; then stop.",
     ]
     return "\n".join(lines)
 
@@ -92,9 +93,14 @@ def now_block(now: datetime, fmt: ShopFormat) -> tuple[str, list[Figure]]:
     return text, [Figure("today", local.date()), Figure("now", local)]
 
 
+# Repeated at the head of every question, after the history: a small model follows the last lines it read, and the
+# system prompt's rule alone did not stop it answering follow-ups from the history (bench/RESULTS.md).
+TOOL_FIRST = "Stock, prices, orders and sales: call a tool for them in this turn."
+
+
 def build_system(shop: ShopContext, items: Sequence[ShopItem],
                  now: datetime) -> tuple[str, str, list[Figure]]:
     """The stable system prompt, the turn's head (today's date and time, for the latest user message) and the
     figures of the context (today, now, opening hours, daily schedules)."""
     head, figures = now_block(now, shop.fmt)
-    return system_text(shop, items), f"[{head}]", [*figures, *_hours_figures(shop)]
+    return system_text(shop, items), f"[{head} {TOOL_FIRST}]", [*figures, *_hours_figures(shop)]

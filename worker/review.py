@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from statistics import fmean
-from typing import Any
 
-from store import ShopItem, ShopRecords, Transaction, asks, units
+from store import SalesDay, ShopItem, ShopRecords, Transaction, asks, units
 from worker.money import ShopFormat
 from worker.ordering import OrderingSettings, Suggestion, money_lost_per_day
 from worker.review_chart import sales_chart
@@ -41,35 +40,35 @@ class _Week:
     out_days: int
 
 
-def _sum(rows: Sequence[dict[str, Any]]) -> int | None:
-    recorded = [r["quantity"] for r in rows if r["quantity"] is not None]
+def _sum(rows: Sequence[SalesDay]) -> int | None:
+    recorded = [r.quantity for r in rows if r.quantity is not None]
     return sum(recorded) if recorded else None
 
 
-def _weeks(items: Sequence[ShopItem], by_day: dict[tuple[str, str], dict[str, Any]], today: date) -> list[_Week]:
+def _weeks(items: Sequence[ShopItem], by_day: dict[tuple[str, date], SalesDay], today: date) -> list[_Week]:
     out = []
     for item in items:
-        def rows(start: int, end: int, name: str = item.item) -> list[dict[str, Any]]:
-            days = [(today - timedelta(days=n)).isoformat() for n in range(start, end + 1)]
+        def rows(start: int, end: int, name: str = item.item) -> list[SalesDay]:
+            days = [today - timedelta(days=n) for n in range(start, end + 1)]
             return [by_day[(name, d)] for d in days if (name, d) in by_day]
         last, before = rows(1, 7), rows(8, 14)
         out.append(_Week(item.item, item.unit, _sum(last), _sum(before),
-                         sum(1 for r in last if r["out_of_stock"])))
+                         sum(1 for r in last if r.out_of_stock)))
     return out
 
 
-def _demand(suggestion: Suggestion | None, week: list[dict[str, Any]]) -> float | None:
+def _demand(suggestion: Suggestion | None, week: list[SalesDay]) -> float | None:
     """Daily demand: the suggestion's mean over its counted days, else the last 7 days' counted days."""
     if suggestion is not None and suggestion.daily_mean:
         return suggestion.daily_mean
-    counted = [r["quantity"] for r in week if r["quantity"] is not None and not r["out_of_stock"]]
+    counted = [r.quantity for r in week if r.quantity is not None and not r.out_of_stock]
     return fmean(counted) if counted and any(counted) else None
 
 
-def compose(items: Sequence[ShopItem], records: Sequence[dict[str, Any]], found: Sequence[Suggestion], *,
+def compose(items: Sequence[ShopItem], records: Sequence[SalesDay], found: Sequence[Suggestion], *,
             today: date, lead_days: int, fmt: ShopFormat) -> Review:
     """The review from its records (pure): the text, the chart, its caption and the suggestions offered."""
-    by_day = {(r["item"], r["day"]): r for r in records}
+    by_day = {(r.item, r.day): r for r in records}
     first, last = today - timedelta(days=CHART_DAYS), today - timedelta(days=1)
     lines = [f"Weekly review for the week to {fmt.date_words(last)} (every figure is from the records).", "",
              "Sold in the last 7 days (the 7 days before):"]
@@ -83,8 +82,8 @@ def compose(items: Sequence[ShopItem], records: Sequence[dict[str, Any]], found:
     by_item = {s.item: s for s in found}
     risks = []
     for item in items:
-        week = [by_day[(item.item, (today - timedelta(days=n)).isoformat())] for n in range(1, 8)
-                if (item.item, (today - timedelta(days=n)).isoformat()) in by_day]
+        week = [by_day[(item.item, today - timedelta(days=n))] for n in range(1, 8)
+                if (item.item, today - timedelta(days=n)) in by_day]
         demand = _demand(by_item.get(item.item), week)
         if demand is None:
             continue
@@ -109,8 +108,8 @@ def compose(items: Sequence[ShopItem], records: Sequence[dict[str, Any]], found:
     if offers:
         lines.append("Apply makes them the item's values (in place of the shop file's); Keep leaves them.")
     days = [first + timedelta(days=n) for n in range(CHART_DAYS)]
-    series = {i.item: [by_day.get((i.item, d.isoformat()), {}).get("quantity") for d in days] for i in items}
-    gone = {i.item: [bool(by_day.get((i.item, d.isoformat()), {}).get("out_of_stock")) for d in days]
+    series = {i.item: [getattr(by_day.get((i.item, d)), "quantity", None) for d in days] for i in items}
+    gone = {i.item: [getattr(by_day.get((i.item, d)), "out_of_stock", False) for d in days]
             for i in items}
     caption = f"Daily sales per item, {fmt.date_words(first)} to {fmt.date_words(last)}"
     chart = sales_chart(days, series, gone, f"Units sold a day, {first:%d %b} to {last:%d %b}")

@@ -3,10 +3,9 @@ the `reorder_suggestions` tool, `shopbot reorder-suggestions` and the weekly rev
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any
 from zoneinfo import ZoneInfo
 
-from store import ShopRecords
+from store import SalesDay, ShopRecords
 from worker.ordering import OrderingSettings, Suggestion, suggest, window
 
 
@@ -20,9 +19,9 @@ async def suggestions(store: ShopRecords, *, now: datetime, timezone: str, lead_
     against its current (applied, else the shop file's) reorder point and target."""
     first, last = window(shop_today(now, timezone), settings.history_days)
     records = await store.sales_days(first, last, timezone, item)
-    by_item: dict[str, list[dict[str, Any]]] = {}
+    by_item: dict[str, list[SalesDay]] = {}
     for row in records:
-        by_item.setdefault(row["item"], []).append(row)
+        by_item.setdefault(row.item, []).append(row)
     items = await store.shop_items()
     return [suggest(i.item, by_item.get(i.item, []), lead_days=lead_days,
                     current_reorder_point=i.reorder_point, current_target=i.target, settings=settings)

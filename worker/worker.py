@@ -33,7 +33,8 @@ from store import (
     WorkKind,
     asks,
     faults,
-    from_text,
+    from_db,
+    from_db_or_none,
     retry_delay,
     telegram_chat,
     to_text,
@@ -398,7 +399,7 @@ class Worker:
                 result = await run_agent(model=self.model, registry=self.registry, system=system, history=history,
                                          user_text=user_text, journal=_StoreJournal(self.store, ctx), context=ctx,
                                          limits=self.settings.limits, fmt=fmt, context_figures=context_figures,
-                                         turn_head=head)
+                                         turn_head=head, shop_words=[i.item for i in items])
         except UnusableAnswer as exc:
             log.warning("model answer unusable run_id=%s: %s", claim.run_id, exc)
             await self.store.fail(claim, ReportDraft(
@@ -462,7 +463,7 @@ class Worker:
             open_ones = [p for p in found if p["state"] == "proposed"]
             for proposal in open_ones:
                 nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
-                                      from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+                                      from_db_or_none(proposal["expires_at"]))
                 subject = f"#{proposal['proposal_id']}" if len(open_ones) > 1 else ""
                 rows.append(asks.answers("proposal", nonce, subject))
             mine = {str(p["proposal_id"]) for p in found}
@@ -488,7 +489,7 @@ class Worker:
                 text, buttons = proposal_message(proposal, self.settings.fmt())
                 if proposal["state"] == "awaiting_approval":
                     nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
-                                             from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+                                             from_db_or_none(proposal["expires_at"]))
                     buttons = [asks.answers("proposal", nonce)]
                 tx.admit_answered(
                     Occurrence(f"notice:proposal:{proposal['proposal_id']}", "notice:proposal", text, WorkKind.NOTICE,
@@ -536,14 +537,14 @@ def offered_buttons(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id:
             if order is None or order["state"] != "on_order":
                 continue
             nonce = tx.create_prompt("order", target, chat_id)
-            late = from_text(order["due_at"]) <= tx.at
+            late = from_db(order["due_at"]) <= tx.at
             rows.append(asks.answers("order", nonce, f"#{target}", verbs=None if late else ("received",)))
         elif kind == "proposal":
             proposal = tx.proposal(int(target))
             if proposal is None or proposal["state"] != "awaiting_approval":
                 continue
             nonce = tx.create_prompt("proposal", target, chat_id,
-                                     from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+                                     from_db_or_none(proposal["expires_at"]))
             rows.append(asks.answers("proposal", nonce, f"#{target}"))
         elif kind == "unknown" and tx.unknown_prompt_open(target):
             nonce = tx.create_prompt("unknown", target, chat_id)

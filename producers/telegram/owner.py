@@ -22,7 +22,8 @@ from store import (
     UnknownTarget,
     WorkKind,
     asks,
-    from_text,
+    from_db,
+    from_db_or_none,
     units,
 )
 
@@ -132,7 +133,7 @@ def proposal_buttons(tx: Transaction, proposal: dict[str, Any], chat_id: int, su
                      ) -> list[list[tuple[str, str]]]:
     """Approve / Reject for a proposal awaiting approval: a fresh nonce that expires with the proposal."""
     nonce = tx.create_prompt("proposal", str(proposal["proposal_id"]), chat_id,
-                              from_text(proposal["expires_at"]) if proposal["expires_at"] else None)
+                              from_db_or_none(proposal["expires_at"]))
     return [asks.answers("proposal", nonce, subject)]
 
 
@@ -172,7 +173,7 @@ def pending_reply(tx: Transaction, chat_id: int, rules: ApprovalRules | None = N
     if orders:
         lines.append("Orders on order, awaiting Received:")
         for o in orders[:PENDING_LIMIT]:
-            late = from_text(o["due_at"]) <= tx.at
+            late = from_db(o["due_at"]) <= tx.at
             lines.append(f"- #{o['proposal_id']} {o['item']}: {units.count(o['quantity'], o['unit'])}, {o['status']}, "
                          + (f"was due by {o['due_at'][:10]}" if late else f"due by {o['due_at'][:10]}"))
             [order_row] = order_buttons(tx, o["proposal_id"], chat_id, not_arrived=late)

@@ -1,6 +1,8 @@
 -- The current schema of the shopbot store on PostgreSQL, for reading: the numbered migrations of
 -- store/postgres/migrations in order (the same version numbers as SQLite's), which is how databases are built.
--- Text columns compare in byte order (COLLATE "C"), so the fixed-width UTC text times order as on SQLite; ids come
+-- Every time is a `timestamptz` here, written in place in the tables below: migration 0021 converted the ones that
+-- were SQLite's fixed-width UTC text until then (and the back-fills of 0007, for rows a fresh database does not
+-- have, are written for the new type). Text columns compare in byte order (COLLATE "C"), as SQLite's; ids come
 -- from identity sequences; the triggers are PL/pgSQL with the same names and `Cn:` messages as SQLite's.
 
 -- ==== 0001_core.sql ====
@@ -17,11 +19,11 @@ CREATE TABLE work (
     state       text COLLATE "C" NOT NULL DEFAULT 'pending'
                 CHECK (state IN ('pending', 'running', 'finished', 'failed')),
     attempts    bigint NOT NULL DEFAULT 0 CHECK (attempts >= 0),
-    admitted_at text COLLATE "C" NOT NULL,
-    not_before  text COLLATE "C",                      -- backoff after a release (C5: a session waits with its oldest item)
+    admitted_at timestamptz NOT NULL,
+    not_before  timestamptz,                           -- backoff after a release (C5: a session waits with its oldest item)
     run_id      text COLLATE "C",                      -- the run that holds or last held the item
     worker_id   text COLLATE "C",
-    ended_at    text COLLATE "C"                       -- when it became finished or failed
+    ended_at    timestamptz                            -- when it became finished or failed
 );
 -- Open items are few and scanned by claim and capacity; history rows never are (partial indexes).
 CREATE INDEX work_open ON work (session, work_id) WHERE state IN ('pending', 'running');
@@ -81,7 +83,7 @@ CREATE TRIGGER work_claim_recorded BEFORE UPDATE OF state ON work FOR EACH ROW E
 CREATE TABLE sessions (
     session      text COLLATE "C" PRIMARY KEY,
     epoch        bigint NOT NULL DEFAULT 0,
-    forgotten_at text COLLATE "C",
+    forgotten_at timestamptz,
     forgotten_by text COLLATE "C",
     turns        bigint NOT NULL DEFAULT 0,
     last_report  text COLLATE "C"
@@ -93,7 +95,7 @@ CREATE TABLE history (
     role       text COLLATE "C" NOT NULL CHECK (role IN ('user', 'assistant')),
     text       text COLLATE "C" NOT NULL,
     report_id  text COLLATE "C",
-    created_at text COLLATE "C" NOT NULL,
+    created_at timestamptz NOT NULL,
     messages   text COLLATE "C"           -- C17: the exchange as the model saw it (JSON), on an answer's row
 );
 CREATE INDEX history_session ON history (session, entry_id);
@@ -106,8 +108,8 @@ CREATE TABLE runs (
     anchor        bigint NOT NULL REFERENCES work (work_id),
     attempt       bigint NOT NULL,
     session_epoch bigint NOT NULL,
-    started_at    text COLLATE "C" NOT NULL,
-    ended_at      text COLLATE "C",
+    started_at    timestamptz NOT NULL,
+    ended_at      timestamptz,
     outcome       text COLLATE "C" CHECK (outcome IN ('finished', 'released', 'failed', 'discarded', 'recovered')),
     stop_reason   text COLLATE "C",
     model_calls   bigint NOT NULL DEFAULT 0,
@@ -130,8 +132,8 @@ CREATE TABLE operations (
     acted_outside bigint NOT NULL DEFAULT 0 CHECK (acted_outside IN (0, 1)),  -- C10: changed the world outside the store
     status        text COLLATE "C" NOT NULL DEFAULT 'started' CHECK (status IN ('started', 'done', 'failed')),
     result        text COLLATE "C",
-    started_at    text COLLATE "C" NOT NULL,
-    finished_at   text COLLATE "C",
+    started_at    timestamptz NOT NULL,
+    finished_at   timestamptz,
     report_id     text COLLATE "C",    -- references reports (the constraint follows the reports table)
     UNIQUE (run_id, call_id)
 );
@@ -146,7 +148,7 @@ CREATE TABLE reports (
     destination text COLLATE "C",
     buttons     text COLLATE "C",                                         -- JSON rows of [label, callback data] under the last part
     run_id      text COLLATE "C",
-    created_at  text COLLATE "C" NOT NULL,
+    created_at  timestamptz NOT NULL,
     UNIQUE (anchor, generation),
     CHECK (report_id = 'r' || anchor || '.' || generation)
 );
@@ -183,13 +185,13 @@ CREATE TABLE deliveries (
     text        text COLLATE "C" NOT NULL,
     state       text COLLATE "C" NOT NULL DEFAULT 'pending'
                 CHECK (state IN ('pending', 'sending', 'confirmed', 'unknown', 'failed', 'denied')),
-    not_before  text COLLATE "C",                    -- 429 retry_after and per-chat pacing
+    not_before  timestamptz,                         -- 429 retry_after and per-chat pacing
     attempts    bigint NOT NULL DEFAULT 0,
     receipt     text COLLATE "C",                    -- Telegram's message id, required for confirmed-by-receipt
     reason      text COLLATE "C",
     resends     bigint NOT NULL DEFAULT 0,
-    created_at  text COLLATE "C" NOT NULL,
-    updated_at  text COLLATE "C" NOT NULL,
+    created_at  timestamptz NOT NULL,
+    updated_at  timestamptz NOT NULL,
     UNIQUE (report_id, part),
     CHECK (part >= 1 AND part <= parts)
 );
@@ -276,7 +278,7 @@ CREATE TABLE resolutions (
     delivery_id   bigint NOT NULL REFERENCES deliveries (delivery_id),
     decision      text COLLATE "C" NOT NULL CHECK (decision IN ('resend', 'delivered')),
     decided_by    text COLLATE "C" NOT NULL,
-    decided_at    text COLLATE "C" NOT NULL
+    decided_at    timestamptz NOT NULL
 );
 CREATE INDEX resolutions_delivery ON resolutions (delivery_id);
 
@@ -286,9 +288,9 @@ CREATE TABLE prompts (
     kind       text COLLATE "C" NOT NULL,          -- unknown | proposal | forget
     target     text COLLATE "C" NOT NULL,          -- a report id, a proposal id or a session
     chat_id    bigint NOT NULL,       -- a press counts only from this chat
-    created_at text COLLATE "C" NOT NULL,
-    expires_at text COLLATE "C",
-    decided_at text COLLATE "C",
+    created_at timestamptz NOT NULL,
+    expires_at timestamptz,
+    decided_at timestamptz,
     decision   text COLLATE "C",
     decided_by text COLLATE "C"
 );
@@ -316,7 +318,7 @@ CREATE TABLE items (
     target          bigint NOT NULL CHECK (target >= 0),
     unit_cost_cents bigint NOT NULL CHECK (unit_cost_cents >= 0),
     max_order       bigint CHECK (max_order IS NULL OR max_order > 0),
-    updated_at      text COLLATE "C" NOT NULL
+    updated_at      timestamptz NOT NULL
 );
 
 -- Every change of stock on hand, with where it came from (seed, till count, explicit sync).
@@ -328,7 +330,7 @@ CREATE TABLE stock_events (
     new_on_hand bigint NOT NULL,
     source      text COLLATE "C",                    -- e.g. till:1:req-7
     work_id     bigint REFERENCES work (work_id),
-    created_at  text COLLATE "C" NOT NULL
+    created_at  timestamptz NOT NULL
 );
 CREATE INDEX stock_events_item ON stock_events (item, event_id);
 
@@ -345,7 +347,7 @@ CREATE TABLE drafts (
     quantity        bigint NOT NULL CHECK (quantity > 0),
     unit_cost_cents bigint NOT NULL,
     cost_cents      bigint NOT NULL,
-    created_at      text COLLATE "C" NOT NULL
+    created_at      timestamptz NOT NULL
 );
 
 -- propose_order (effect external, C11): a typed proposal, never a contact with anyone. It is 'proposed' (void)
@@ -362,8 +364,8 @@ CREATE TABLE proposals (
     total_cents     bigint NOT NULL,
     state           text COLLATE "C" NOT NULL CHECK (state IN ('proposed', 'awaiting_approval', 'rejected_by_policy', 'void')),
     reason          text COLLATE "C",
-    created_at      text COLLATE "C" NOT NULL,
-    updated_at      text COLLATE "C" NOT NULL
+    created_at      timestamptz NOT NULL,
+    updated_at      timestamptz NOT NULL
 );
 -- C11: at most one open proposal per item.
 CREATE UNIQUE INDEX proposals_one_open_per_item ON proposals (item) WHERE state IN ('proposed', 'awaiting_approval');
@@ -376,9 +378,9 @@ CREATE UNIQUE INDEX proposals_one_open_per_item ON proposals (item) WHERE state 
 -- cursor just before it, so it is tried again until its grace ends.
 CREATE TABLE schedule_cursors (
     schedule    text COLLATE "C" PRIMARY KEY,
-    cursor      text COLLATE "C" NOT NULL,             -- UTC text
+    cursor      timestamptz NOT NULL,
     refused_key text COLLATE "C",                      -- the occurrence last refused for capacity, still being retried
-    updated_at  text COLLATE "C" NOT NULL
+    updated_at  timestamptz NOT NULL
 );
 
 -- Occurrences of a schedule that were not admitted: never work states, shown by `shopbot status`.
@@ -387,8 +389,8 @@ CREATE TABLE missed_occurrences (
     schedule    text COLLATE "C" NOT NULL,
     key         text COLLATE "C" NOT NULL,             -- the occurrence key; '<from>/<to>' for an outage summary
     reason      text COLLATE "C" NOT NULL CHECK (reason IN ('late', 'superseded', 'capacity', 'conflict', 'outage')),
-    fire_time   text COLLATE "C",                      -- UTC text; NULL for an outage summary
-    recorded_at text COLLATE "C" NOT NULL,
+    fire_time   timestamptz,                           -- NULL for an outage summary
+    recorded_at timestamptz NOT NULL,
     PRIMARY KEY (schedule, key)
 );
 CREATE INDEX missed_recorded ON missed_occurrences (recorded_at);
@@ -399,7 +401,7 @@ CREATE TABLE stock_watch (
     item       text COLLATE "C" PRIMARY KEY REFERENCES items (item),
     armed      bigint NOT NULL CHECK (armed IN (0, 1)),
     episode    bigint NOT NULL CHECK (episode >= 1),
-    updated_at text COLLATE "C" NOT NULL
+    updated_at timestamptz NOT NULL
 );
 
 -- How far a producer has read an append-only table (count notices read stock_events by event_id).
@@ -420,8 +422,8 @@ ALTER TABLE proposals
     DROP CONSTRAINT proposals_state_check,
     ADD CONSTRAINT proposals_state_check CHECK (state IN ('proposed', 'awaiting_approval', 'rejected_by_policy',
                                                           'void', 'approved', 'rejected', 'expired')),
-    ADD COLUMN expires_at text COLLATE "C",
-    ADD COLUMN decided_at text COLLATE "C",
+    ADD COLUMN expires_at timestamptz,
+    ADD COLUMN decided_at timestamptz,
     ADD COLUMN decided_by text COLLATE "C";
 
 -- C11: a decided proposal never changes again.
@@ -446,11 +448,11 @@ CREATE TABLE actions (
     state           text COLLATE "C" NOT NULL DEFAULT 'pending'
                     CHECK (state IN ('pending', 'sending', 'delivered', 'failed', 'unknown', 'quarantined', 'voided')),
     attempts        bigint NOT NULL DEFAULT 0,
-    not_before      text COLLATE "C",
+    not_before      timestamptz,
     receipt         text COLLATE "C",                     -- the supplier's order id
     reason          text COLLATE "C",
-    created_at      text COLLATE "C" NOT NULL,
-    updated_at      text COLLATE "C" NOT NULL
+    created_at      timestamptz NOT NULL,
+    updated_at      timestamptz NOT NULL
 );
 CREATE INDEX actions_open ON actions (action_id) WHERE state IN ('pending', 'sending', 'unknown', 'quarantined');
 
@@ -515,7 +517,7 @@ CREATE TABLE action_decisions (
                                                   'release', 'void')),
     detail      text COLLATE "C",
     decided_by  text COLLATE "C" NOT NULL,
-    decided_at  text COLLATE "C" NOT NULL
+    decided_at  timestamptz NOT NULL
 );
 CREATE INDEX action_decisions_action ON action_decisions (action_id);
 
@@ -525,7 +527,7 @@ CREATE TABLE spending (
     day         text COLLATE "C" NOT NULL,                -- the shop's local date
     cents       bigint NOT NULL CHECK (cents >= 0),
     state       text COLLATE "C" NOT NULL CHECK (state IN ('reserved', 'released')),
-    updated_at  text COLLATE "C" NOT NULL
+    updated_at  timestamptz NOT NULL
 );
 CREATE INDEX spending_day ON spending (day) WHERE state = 'reserved';
 
@@ -575,14 +577,14 @@ CREATE TABLE orders (
     quantity    bigint NOT NULL CHECK (quantity > 0),
     state       text COLLATE "C" NOT NULL DEFAULT 'on_order'
                 CHECK (state IN ('on_order', 'received', 'not_arrived', 'cancelled')),
-    approved_at text COLLATE "C" NOT NULL,
-    due_at      text COLLATE "C" NOT NULL,
-    settled_at  text COLLATE "C",
+    approved_at timestamptz NOT NULL,
+    due_at      timestamptz NOT NULL,
+    settled_at  timestamptz,
     settled_by  text COLLATE "C",
     event_id    bigint REFERENCES stock_events (event_id),
     card_chat   bigint,
     card_message bigint,
-    updated_at  text COLLATE "C" NOT NULL
+    updated_at  timestamptz NOT NULL
 );
 CREATE UNIQUE INDEX orders_one_open_per_item ON orders (item) WHERE state = 'on_order';
 CREATE INDEX orders_due ON orders (due_at) WHERE state = 'on_order';
@@ -615,8 +617,7 @@ INSERT INTO orders (proposal_id, item, quantity, state, approved_at, due_at, set
                                         AND b.state NOT IN ('failed', 'voided'))
                 THEN 'on_order' ELSE 'received' END,
            coalesce(p.decided_at, p.updated_at),
-           to_char((coalesce(p.decided_at, p.updated_at)::timestamptz + interval '3 days') AT TIME ZONE 'UTC',
-                   'YYYY-MM-DD"T"HH24:MI:SS".000000Z"'),
+           coalesce(p.decided_at, p.updated_at) + interval '3 days',
            CASE WHEN p.proposal_id = (SELECT max(q.proposal_id) FROM proposals q JOIN actions b USING (proposal_id)
                                       WHERE q.item = p.item AND q.state = 'approved'
                                         AND b.state NOT IN ('failed', 'voided'))
@@ -640,11 +641,11 @@ INSERT INTO orders (proposal_id, item, quantity, state, approved_at, due_at, set
 -- the payload's SHA-256 is kept, so a retried till post is still a duplicate and a conflict still a conflict (C1).
 -- The immutability triggers allow exactly this move and nothing else, and only on ended rows.
 
-ALTER TABLE work ADD COLUMN pruned_at text COLLATE "C";
+ALTER TABLE work ADD COLUMN pruned_at timestamptz;
 ALTER TABLE work ADD COLUMN payload_sha256 text COLLATE "C";
-ALTER TABLE reports ADD COLUMN pruned_at text COLLATE "C";
+ALTER TABLE reports ADD COLUMN pruned_at timestamptz;
 ALTER TABLE reports ADD COLUMN body_sha256 text COLLATE "C";
-ALTER TABLE deliveries ADD COLUMN pruned_at text COLLATE "C";
+ALTER TABLE deliveries ADD COLUMN pruned_at timestamptz;
 
 CREATE INDEX runs_ended ON runs (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX history_created ON history (created_at);
@@ -744,7 +745,7 @@ CREATE TRIGGER delivery_terminal_fixed BEFORE UPDATE ON deliveries FOR EACH ROW 
 -- /healthz: one row the write probe commits to at most every few seconds (a commit that cannot land is a fault).
 CREATE TABLE health_probe (
     id        bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY CHECK (id = 1),
-    probed_at text COLLATE "C" NOT NULL
+    probed_at timestamptz NOT NULL
 );
 
 -- ==== 0012_run_leases.sql ====
@@ -838,10 +839,10 @@ CREATE TABLE receipts (
     emoji       text COLLATE "C" NOT NULL CHECK (emoji != ''),
     state       text COLLATE "C" NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'set', 'failed')),
     attempts    bigint NOT NULL DEFAULT 0,
-    not_before  text COLLATE "C",
+    not_before  timestamptz,
     reason      text COLLATE "C",
-    created_at  text COLLATE "C" NOT NULL,
-    updated_at  text COLLATE "C" NOT NULL,
+    created_at  timestamptz NOT NULL,
+    updated_at  timestamptz NOT NULL,
     UNIQUE (chat_id, message_id)
 );
 CREATE INDEX receipts_pending ON receipts (receipt_id) WHERE state = 'pending';
@@ -877,7 +878,7 @@ CREATE TABLE sales_days (
     day         text COLLATE "C" NOT NULL CHECK (length(day) = 10),
     quantity    bigint NOT NULL CHECK (quantity >= 0),
     source      text COLLATE "C" NOT NULL,
-    imported_at text COLLATE "C" NOT NULL,
+    imported_at timestamptz NOT NULL,
     PRIMARY KEY (item, day)
 );
 CREATE OR REPLACE FUNCTION sales_day_fixed() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -892,7 +893,7 @@ CREATE TABLE item_settings (
     reorder_point bigint NOT NULL CHECK (reorder_point >= 0),
     target        bigint NOT NULL CHECK (target >= reorder_point),
     decided_by    text COLLATE "C" NOT NULL,
-    decided_at    text COLLATE "C" NOT NULL,
+    decided_at    timestamptz NOT NULL,
     prompt        text COLLATE "C"
 );
 
@@ -950,3 +951,7 @@ CREATE TRIGGER open_agent_deleted AFTER DELETE ON work FOR EACH ROW
 ALTER TABLE proposals ADD COLUMN refusal text COLLATE "C" CHECK (refusal IS NULL OR refusal IN ('order_limit', 'day_limit'));
 ALTER TABLE proposals ADD COLUMN refusal_limit_cents bigint CHECK (refusal_limit_cents IS NULL OR refusal_limit_cents >= 0);
 ALTER TABLE proposals ADD COLUMN refusal_spent_cents bigint CHECK (refusal_spent_cents IS NULL OR refusal_spent_cents >= 0);
+
+-- ==== 0021_timestamptz.sql ====
+-- 0021: every time column a timestamptz (written in place above); the counters' minute buckets and the shop's local
+-- dates (spending.day, sales_days.day) stay text: they are labels, not instants.

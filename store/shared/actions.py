@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import secrets
+from datetime import datetime
 from typing import Any
 
 from .. import redaction
+from ..clock import from_db, from_db_or_none, from_text
 from ..errors import IllegalTransition, UnknownTarget
 from ..records import Action, Decision, DecisionKind
 from . import orders
@@ -46,7 +48,7 @@ def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day
     p, what, refused = _awaiting(conn, proposal_id)
     if refused is not None:
         return refused
-    if p["expires_at"] is not None and p["expires_at"] <= now:
+    if p["expires_at"] is not None and from_db(p["expires_at"]) <= from_text(now):
         _decide(conn, proposal_id, "expired", "system:expiry", now)
         return Decision(DecisionKind.EXPIRED, proposal_id, **what)
     reserved = reserved_on(conn, day) if day_max_cents is not None else 0
@@ -116,9 +118,9 @@ def unknown(conn: Connection) -> list[Action]:
     return [_action(r) for r in conn.execute("SELECT * FROM actions WHERE state = 'unknown' ORDER BY action_id")]
 
 
-def next_wake(conn: Connection) -> str | None:
-    return conn.execute("SELECT min(not_before) FROM actions WHERE state = 'pending' AND not_before IS NOT NULL"
-                        ).fetchone()[0]
+def next_wake(conn: Connection) -> datetime | None:
+    return from_db_or_none(conn.execute(
+        "SELECT min(not_before) FROM actions WHERE state = 'pending' AND not_before IS NOT NULL").fetchone()[0])
 
 
 def _move(conn: Connection, action_id: int, expect: str, new: str, now: str, **columns: object) -> None:

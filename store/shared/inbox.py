@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from .. import faults, redaction
-from ..clock import from_text
+from ..clock import from_db, from_db_or_none
 from ..errors import NotClaimed
 from ..records import (
     Admission,
@@ -113,7 +114,7 @@ def admit_answered(conn: Connection, occurrence: Occurrence, now: str,
 
 def work_item(row: Row) -> WorkItem:
     return WorkItem(row["work_id"], row["source"], row["session"], WorkKind(row["kind"]), row["payload"],
-                    row["destination"], WorkState(row["state"]), row["attempts"], from_text(row["admitted_at"]))
+                    row["destination"], WorkState(row["state"]), row["attempts"], from_db(row["admitted_at"]))
 
 
 def session_epoch(conn: Connection, session: str) -> int:
@@ -178,9 +179,9 @@ def start_run(conn: Any, rows: Sequence[Any], worker_id: str, run_id: str, sessi
     return Claim(run_id, worker_id, session, items, attempt, epoch)
 
 
-def waiting_sessions(conn: Connection) -> list[tuple[str, str | None, str | None]]:
+def waiting_sessions(conn: Connection) -> list[tuple[datetime, datetime | None, datetime | None]]:
     """(admitted_at, not_before, released_at) of the oldest item of every session whose turn is not running."""
-    return [tuple(r) for r in conn.execute(
+    return [(from_db(r[0]), from_db_or_none(r[1]), from_db_or_none(r[2])) for r in conn.execute(
         "SELECT w.admitted_at, w.not_before, (SELECT r.ended_at FROM runs r WHERE r.run_id = w.run_id) "
         "FROM work w WHERE w.state = 'pending' AND w.kind = 'agent' "
         "AND w.work_id = (SELECT min(x.work_id) FROM work x WHERE x.session = w.session "

@@ -37,8 +37,8 @@ ORDER BY i.item
 def sales(conn: Connection, since: str, until: str, item: str | None = None) -> list[ItemSales]:
     """Per item (one, or every item): units sold and restocked in (since, until], the number of stock records in
     it, and the item's first stock record at or before `until` (None when it has none): a window that starts before
-    the item's first record is measured from that record. Times are the store's UTC text (lexical order is time
-    order)."""
+    the item's first record is measured from that record. `since` and `until` are the store's UTC text; the first
+    record's time is as the store reads it (store/clock.py `from_db`)."""
     rows = conn.execute(_SALES, {"since": since, "until": until, "item": item}).fetchall()
     return [ItemSales(r["item"], r["unit"], int(r["on_hand"]), int(r["sold"]), int(r["restocked"]), int(r["records"]),
                       from_db_or_none(r["first_record_at"])) for r in rows]

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..clock import from_db, from_text, to_text
+from ..clock import from_db, to_text
 from ..records import DeliveryCounts, MetricsSnapshot, Stats, UnknownPart, WorkCounts
 from ..shop_records import ActionState, EndedRun, OpenAction, OpsView, RunOutcome, SeriesPoint, StateTallies, Tally
 from .connection import Connection
@@ -89,7 +89,7 @@ def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, talli
         work=work,
         deliveries=DeliveryCounts.of(deliveries),
         actions=actions,
-        oldest_pending_seconds=max(0.0, (now - from_text(oldest)).total_seconds()) if oldest else 0.0,
+        oldest_pending_seconds=max(0.0, (now - from_db(oldest)).total_seconds()) if oldest else 0.0,
         counted_last_minute=counted,
         db_bytes=sizes.db_bytes,
         db_free_bytes=sizes.free_bytes,

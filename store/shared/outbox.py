@@ -8,9 +8,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from .. import redaction
+from ..clock import from_db_or_none
 from ..errors import IllegalTransition, UnknownTarget
 from ..records import Delivery, DeliveryState, ReportDraft, Taken
 from .connection import Connection, Row
@@ -181,10 +183,10 @@ def due_deliveries(conn: Connection, sql: DialectSQL, now: str, limit: int,
     return [_delivery(r) for r in rows]
 
 
-def next_wake(conn: Connection) -> str | None:
+def next_wake(conn: Connection) -> datetime | None:
     """The earliest not-before time among pending deliveries (for the relay's timed wake-up)."""
-    return conn.execute("SELECT min(not_before) FROM deliveries WHERE state = 'pending' AND not_before IS NOT NULL"
-                        ).fetchone()[0]
+    return from_db_or_none(conn.execute(
+        "SELECT min(not_before) FROM deliveries WHERE state = 'pending' AND not_before IS NOT NULL").fetchone()[0])
 
 
 def _move(conn: Connection, delivery_id: int, expect: str, new: str, now: str, **columns: object) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..clock import from_db, from_db_or_none, from_text, to_text
+from ..clock import from_db, from_db_or_none, to_text
 from ..records import Missed, MissedReason, WorkState
 from ..shop_records import StockLevel, TillCount, WorkReport, WorkWithReport
 from .connection import Connection, Row
@@ -120,7 +120,7 @@ class ProducerState:
     def get_cursor(self, schedule: str) -> tuple[datetime | None, str | None]:
         """The schedule's cursor (the last fire time dealt with) and the key refused for capacity at it, if any."""
         cursor, refused = get_cursor(self._conn, schedule)
-        return (from_text(cursor) if cursor else None), refused
+        return from_db_or_none(cursor), refused
 
     def set_cursor(self, schedule: str, cursor: datetime, refused_key: str | None) -> None:
         set_cursor(self._conn, schedule, to_text(cursor), refused_key, self._now)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
-from ..clock import from_text, to_text
+from ..clock import from_db_or_none, to_text
 from ..records import Prompt
 from .connection import Connection
 
@@ -23,8 +23,8 @@ def get(conn: Connection, nonce: str) -> Prompt | None:
                        "WHERE nonce = ?", (nonce,)).fetchone()
     if row is None:
         return None
-    return Prompt(row[0], row[1], row[2], row[3], from_text(row[4]) if row[4] else None,
-                  from_text(row[5]) if row[5] else None, row[6])
+    return Prompt(row[0], row[1], row[2], row[3], from_db_or_none(row[4]),
+                  from_db_or_none(row[5]), row[6])
 
 
 def decide(conn: Connection, nonce: str, decision: str, by: str, now: str) -> bool:

@@ -7,6 +7,9 @@ there is no `sending` state and nothing to recover at start.
 """
 from __future__ import annotations
 
+from datetime import datetime
+
+from ..clock import from_db_or_none
 from ..records import Receipt
 from .connection import Connection, Row
 from .moves import move
@@ -32,9 +35,8 @@ def due(conn: Connection, now: str, limit: int) -> list[Receipt]:
         "ORDER BY receipt_id LIMIT ?", (now, limit)).fetchall()]
 
 
-def next_wake(conn: Connection) -> str | None:
-    row = conn.execute("SELECT min(not_before) FROM receipts WHERE state = 'pending'").fetchone()
-    return row[0] if row else None
+def next_wake(conn: Connection) -> datetime | None:
+    return from_db_or_none(conn.execute("SELECT min(not_before) FROM receipts WHERE state = 'pending'").fetchone()[0])
 
 
 def listed(conn: Connection, chat_id: int | None, limit: int) -> list[Receipt]:

@@ -10,7 +10,7 @@ A day's record comes from one of two places, never both:
 A day is out of stock when the item stood at 0 on hand at any moment of it (it started at 0, or a record set it to 0):
 its sales say how much there was, not how much was wanted, so suggestions leave it out.
 
-Days are shop-local dates (the caller gives the shop's time zone); times in the store are UTC text.
+Days are shop-local dates (the caller gives the shop's time zone); times are instants (store/clock.py).
 """
 from __future__ import annotations
 
@@ -19,20 +19,21 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ..clock import from_text, to_text
+from ..clock import from_db, to_text
 from ..errors import UnknownTarget
 from ..records import SaleLine, SalesImport
+from ..shop_records import SalesDay, SaleSource
 from .connection import Connection, Row
 
 _TILL_KINDS = ("count", "restock")       # the till's counts (a restock is a count that received an order)
 
 
-def _utc_start(day: date, zone: ZoneInfo) -> str:
-    return to_text(datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC))
+def _utc_start(day: date, zone: ZoneInfo) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC)
 
 
 def days(conn: Connection, first: date, last: date, timezone: str,
-         item: str | None = None) -> list[dict[str, Any]]:
+         item: str | None = None) -> list[SalesDay]:
     """Every (item, day) in [first, last] that has a record or was out of stock, ordered by item and day:
     item, day (ISO), quantity (None without a record), source ('import', 'till' or None), out_of_stock."""
     zone = ZoneInfo(timezone)
@@ -48,17 +49,16 @@ def days(conn: Connection, first: date, last: date, timezone: str,
         "SELECT e.item, e.kind, e.new_on_hand, e.created_at, e.event_id FROM stock_events e "
         "WHERE e.created_at < :end AND (:item IS NULL OR e.item = :item) AND (e.created_at >= :start OR "
         "e.event_id = (SELECT max(b.event_id) FROM stock_events b WHERE b.item = e.item AND b.created_at < :start)) "
-        "ORDER BY e.item, e.event_id", {"start": start, "end": end, "item": item}).fetchall()
-    by_item: dict[str, list[Row]] = {}
+        "ORDER BY e.item, e.event_id", {"start": to_text(start), "end": to_text(end), "item": item}).fetchall()
+    by_item: dict[str, list[tuple[datetime, Row]]] = {}
     for row in rows:
-        by_item.setdefault(row["item"], []).append(row)
+        by_item.setdefault(row["item"], []).append((from_db(row["created_at"]), row))
     for name, events in by_item.items():
         sold: dict[str, int] = {}
         counted: set[str] = set()
         prev: int | None = None
-        for event in events:
-            moment = from_text(event["created_at"])
-            if event["created_at"] < start:
+        for moment, event in events:
+            if moment < start:
                 prev = event["new_on_hand"]
                 continue
             day = moment.astimezone(zone).date().isoformat()
@@ -73,17 +73,17 @@ def days(conn: Connection, first: date, last: date, timezone: str,
             record = entry(name, day)
             record["quantity"], record["source"] = sold.get(day, 0), "till"
         # A day with no record of its own starts where the last record left the stock: at 0, it stood at 0.
-        on_hand = next((e["new_on_hand"] for e in events if e["created_at"] < start), None)
+        on_hand = next((e["new_on_hand"] for moment, e in events if moment < start), None)
         day_cursor = first
-        window_events = [e for e in events if e["created_at"] >= start]
+        window_events = [(moment, e) for moment, e in events if moment >= start]
         index = 0
         while day_cursor <= last:
             text = day_cursor.isoformat()
             if on_hand == 0:
                 entry(name, text)["out_of_stock"] = True
             boundary = _utc_start(day_cursor + timedelta(days=1), zone)
-            while index < len(window_events) and window_events[index]["created_at"] < boundary:
-                on_hand = window_events[index]["new_on_hand"]
+            while index < len(window_events) and window_events[index][0] < boundary:
+                on_hand = window_events[index][1]["new_on_hand"]
                 index += 1
             day_cursor += timedelta(days=1)
     # Imports take the day's place.
@@ -92,7 +92,9 @@ def days(conn: Connection, first: date, last: date, timezone: str,
                             (first.isoformat(), last.isoformat(), item, item)).fetchall():
         record = entry(row["item"], row["day"])
         record["quantity"], record["source"] = row["quantity"], "import"
-    return [found[key] for key in sorted(found)]
+    return [SalesDay(f["item"], date.fromisoformat(f["day"]), f["quantity"],
+                     None if f["source"] is None else SaleSource(f["source"]), f["out_of_stock"])
+            for f in (found[key] for key in sorted(found))]
 
 
 def import_lines(conn: Connection, lines: Sequence[SaleLine], timezone: str, source: str,
@@ -103,13 +105,13 @@ def import_lines(conn: Connection, lines: Sequence[SaleLine], timezone: str, sou
     known = {r[0] for r in conn.execute("SELECT item FROM items").fetchall()}
     new: list[SaleLine] = []
     unchanged = 0
-    recorded: dict[tuple[str, str], tuple[int, str]] = {}
+    recorded: dict[tuple[str, str], tuple[int, SaleSource]] = {}
     if lines:
         first = min(date.fromisoformat(x.day) for x in lines)
         last = max(date.fromisoformat(x.day) for x in lines)
         for row in days(conn, first, last, timezone):
-            if row["source"] is not None:
-                recorded[(row["item"], row["day"])] = (row["quantity"], row["source"])
+            if row.source is not None and row.quantity is not None:
+                recorded[(row.item, row.day.isoformat())] = (row.quantity, row.source)
     for line in lines:
         if line.item not in known:
             problems.append((line.line, f"unknown item {line.item!r}"))
@@ -120,7 +122,7 @@ def import_lines(conn: Connection, lines: Sequence[SaleLine], timezone: str, sou
         elif have[0] == line.quantity:
             unchanged += 1
         else:
-            where = "imported before" if have[1] == "import" else "counted by the till"
+            where = "imported before" if have[1] is SaleSource.IMPORT else "counted by the till"
             problems.append((line.line, f"conflict: {line.item} on {line.day} is already recorded as {have[0]} "
                                         f"({where}), not {line.quantity}"))
     if problems:

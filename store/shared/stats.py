@@ -1,7 +1,7 @@
 """C14: arrival rate, mean time in system and mean open items of agent work over a window (Little's law)."""
 from __future__ import annotations
 
-from ..clock import from_text
+from ..clock import from_db, from_text
 from ..records import Stats
 from .connection import Connection
 
@@ -19,9 +19,9 @@ def window(conn: Connection, start: str, end: str) -> Stats:
     area = 0.0
     arrivals = 0
     time_in_system = 0.0
-    for admitted_text, ended_text in rows:
-        admitted = from_text(admitted_text)
-        ended = from_text(ended_text) if ended_text else t1
+    for admitted_at, ended_at in rows:
+        admitted = from_db(admitted_at)
+        ended = from_db(ended_at) if ended_at else t1
         ended = min(ended, t1)
         area += max(0.0, (ended - max(admitted, t0)).total_seconds())
         if admitted >= t0:

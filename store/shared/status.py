@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..clock import from_text
+from ..clock import from_db
 from ..records import (
     AppliedSetting,
     DeliveryCounts,
@@ -23,13 +23,13 @@ from . import inbox, producer_state, sales
 from .connection import Connection
 
 
-def pending_age(now: datetime, oldest: str | None) -> tuple[float | None, float | None]:
+def pending_age(now: datetime, oldest: str | datetime | None) -> tuple[float | None, float | None]:
     """The oldest pending item's age, and how far ahead of `now` its stamp is. An item stamped after `now` was
     admitted before a backward step of the wall clock: its age cannot be told from the wall clock, so it is not shown
     as zero or negative but as unknown (None), with how far ahead of this clock its stamp is."""
     if oldest is None:
         return None, None
-    age = (now - from_text(oldest)).total_seconds()
+    age = (now - from_db(oldest)).total_seconds()
     if age < 0:
         return None, -age
     return age, None
@@ -55,7 +55,7 @@ def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
     deliveries = dict(conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state").fetchall())
     oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
     unknown = tuple(UnknownPart(r["report_id"], r["part"], r["parts"], r["chat_id"], r["reason"],
-                                from_text(r["updated_at"])) for r in conn.execute(
+                                from_db(r["updated_at"])) for r in conn.execute(
         "SELECT report_id, part, parts, chat_id, reason, updated_at FROM deliveries WHERE state = 'unknown' "
         "ORDER BY delivery_id"))
     action_states = {state: n for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state")}
@@ -67,7 +67,7 @@ def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
         "SELECT kind, sum(count) FROM counters GROUP BY kind ORDER BY kind")}
     missed = tuple(producer_state.missed_occurrences(conn))
     applied = tuple(AppliedSetting(r["item"], r["reorder_point"], r["target"], r["file_reorder_point"],
-                                   r["file_target"], r["decided_by"], from_text(r["decided_at"]))
+                                   r["file_target"], r["decided_by"], from_db(r["decided_at"]))
                     for r in sales.applied(conn))
     oldest_age, ahead = pending_age(now, oldest)
     return Status(
@@ -91,6 +91,6 @@ def read_reports(conn: Connection, limit: int) -> list[ReportView]:
             (row["report_id"],)))
         result.append(ReportView(report=row["report_id"], work=tuple(r[0] for r in items),
                                  sources=tuple(r[1] for r in items), is_error=bool(row["is_error"]),
-                                 destination=row["destination"], created_at=from_text(row["created_at"]),
+                                 destination=row["destination"], created_at=from_db(row["created_at"]),
                                  deliveries=parts, body=row["body"]))
     return result

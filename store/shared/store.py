@@ -18,7 +18,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from .. import redaction
-from ..clock import Clock, from_text, to_text
+from ..clock import Clock, to_text
 from ..errors import StoreError
 from ..records import (
     Action,
@@ -54,6 +54,7 @@ from ..shop_records import (
     ItemSales,
     OnOrder,
     OpsView,
+    SalesDay,
     SeriesPoint,
     ShopItem,
     StateTallies,
@@ -339,10 +340,9 @@ class BaseStore(abc.ABC):
         now = self.clock.now()
         rows = await self.db.read(inbox.waiting_sessions)
 
-        def due(admitted_text: str, not_before: str | None, released: str | None) -> datetime:
-            admitted = from_text(admitted_text)
+        def due(admitted: datetime, not_before: datetime | None, released: datetime | None) -> datetime:
             debounced = now if admitted > now else admitted + self.debounce
-            held = from_text(not_before) if not_before and not (released and from_text(released) > now) else None
+            held = not_before if not_before and not (released and released > now) else None
             return max(debounced, held) if held else debounced
         times = [due(*row) for row in rows]
         return min(times) if times else None
@@ -463,8 +463,7 @@ class BaseStore(abc.ABC):
         return await self.db.read(outbox.due_deliveries, self._sql, now, limit, skip_chats)
 
     async def next_delivery_time(self) -> datetime | None:
-        text = await self.db.read(outbox.next_wake)
-        return from_text(text) if text else None
+        return await self.db.read(outbox.next_wake)
 
     async def mark_sending(self, delivery_id: int, confirm: tuple[int, str] | None = None, *,
                            fence: Fence | None = None) -> None:
@@ -543,8 +542,7 @@ class BaseStore(abc.ABC):
         return await self.db.read(receipts.due, now, limit)
 
     async def next_receipt_time(self) -> datetime | None:
-        text = await self.db.read(receipts.next_wake)
-        return from_text(text) if text else None
+        return await self.db.read(receipts.next_wake)
 
     async def receipt_set(self, receipt_id: int) -> None:
         now = self.now()
@@ -686,7 +684,7 @@ class BaseStore(abc.ABC):
 
     # ---- the sales history and applied settings (store/shared/sales.py) -------------------------------------------
     async def sales_days(self, first: date, last: date, timezone: str,
-                         item: str | None = None) -> list[dict[str, Any]]:
+                         item: str | None = None) -> list[SalesDay]:
         return await self.db.read(sales.days, first, last, timezone, item)
 
     async def import_sales(self, lines: Sequence[SaleLine], timezone: str, source: str) -> SalesImport:
@@ -713,8 +711,7 @@ class BaseStore(abc.ABC):
         return await self.db.read(actions.unknown)
 
     async def next_action_time(self) -> datetime | None:
-        text = await self.db.read(actions.next_wake)
-        return from_text(text) if text else None
+        return await self.db.read(actions.next_wake)
 
     async def action_move(self, move: ActionMove, action_id: int, *args: Any, fence: Fence | None = None) -> None:
         """One relay move (store/records.py `ActionMove`) in its own transaction; with `fence` (the action relay's

@@ -12,7 +12,7 @@ from worker.history import estimate_tokens
 from worker.models.base import Message, ModelTurn, ToolCall
 from worker.models.scripted import ScriptedModel
 from worker.money import ShopFormat
-from worker.prompts import ShopContext, build_system, system_text
+from worker.prompts import TOOL_FIRST, ShopContext, build_system, system_text
 from worker.tools.registry import ToolRegistry
 from worker.worker import Worker, WorkerSettings
 
@@ -39,7 +39,7 @@ def test_today_heads_the_user_message_in_the_shops_time_zone_and_the_system_prom
     system, head, figures = build_system(shop, ITEMS, now)
     assert system == system_text(shop, ITEMS)
     assert head == ("[Today is Sunday 6 December 2026 (2026-12-06); the time in the shop is 12:30 "
-                    "(Pacific/Auckland).]")
+                    f"(Pacific/Auckland). {TOOL_FIRST}]")
     later, later_head, _ = build_system(shop, ITEMS, datetime(2026, 12, 9, 8, 0, tzinfo=UTC))
     assert later == system and later_head != head             # the system prompt never changes with the time
     assert [(f.label, f.value) for f in figures][:1] == [("today", datetime(2026, 12, 6).date())]

@@ -19,6 +19,7 @@ from tests.support.fake_model_servers import (
 )
 from worker.agent_loop import NOTICE_SECONDS, Limits
 from worker.models import load_model
+from worker.prompts import TOOL_FIRST
 from worker.worker import Worker, WorkerSettings
 
 NOW = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
@@ -147,14 +148,14 @@ async def test_a_reply_still_looking_like_a_call_is_never_delivered_and_fails_af
 async def test_a_correction_that_works_answers_and_the_correction_round_is_not_history(shop_store, raw):
     await shop_store.admit(ask(1))
     broken = '```json\n{"name": "get_item", "arguments": {"item": "vanilla"\n```'
-    script = [openai_text(broken), openai_text("Vanilla is fine."), openai_text("Still fine.")]
+    script = [openai_text(broken), openai_text("All is fine."), openai_text("Still fine.")]
     async with FakeModelServer(script) as server:
         await drain(shop_store, server)
         await shop_store.admit(ask(2, "And now?"))
         await drain(shop_store, server)
-    assert report(raw, "tg:1:1")[0] == "Vanilla is fine."
+    assert report(raw, "tg:1:1")[0] == "All is fine."
     history = [m["content"] for m in server.requests[2].body["messages"][1:]]
-    assert history[1:] == ["Vanilla is fine.", history[-1]] and not any("could not be read" in h for h in history)
+    assert history[1:] == ["All is fine.", history[-1]] and not any("could not be read" in h for h in history)
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -207,7 +208,7 @@ async def test_system_message_and_tools_are_identical_across_turns_an_hour_apart
     assert bodies[0]["tools"] == bodies[1]["tools"] == bodies[2]["tools"]
     assert json.dumps(bodies[0]["messages"][0]) == json.dumps(bodies[2]["messages"][0])   # byte-identical
     heads = [b["messages"][-1]["content"].split("\n")[0] for b in bodies]
-    assert heads[0].endswith("the time in the shop is 09:00 (Europe/London).]") and "10:01" in heads[2]
+    assert heads[0].endswith(f"the time in the shop is 09:00 (Europe/London). {TOOL_FIRST}]") and "10:01" in heads[2]
     # turn 3's prefix (system, tools, turn 1 and 2 as sent) is turn 2's request plus its answer
     assert bodies[2]["messages"][:4] == bodies[1]["messages"] and bodies[2]["messages"][4]["content"] == "Two."
 

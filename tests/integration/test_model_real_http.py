@@ -25,6 +25,7 @@ from worker.agent_loop import NOTICE_CONTENT_FILTER, NOTICE_CONTEXT_WINDOW, NOTI
 from worker.figures import DASH
 from worker.models import load_model
 from worker.models.openai_chat import OpenAIChatModel
+from worker.prompts import TOOL_FIRST
 from worker.worker import Worker, WorkerSettings
 
 NOW = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)          # already 2 March on Kiritimati (UTC+14)
@@ -94,7 +95,7 @@ async def test_a_reply_keeps_on_hand_reorder_point_and_price_and_blanks_an_inven
     # C18: the date and time head the latest user message, never the system prompt
     assert "2027" not in system_text and "02:00" not in system_text
     assert user.startswith("[Today is Tuesday 2 March 2027 (2027-03-02); the time in the shop is 02:00 "
-                           "(Pacific/Kiritimati).]") and user.endswith("How is vanilla?")
+                           f"(Pacific/Kiritimati). {TOOL_FIRST}]") and user.endswith("How is vanilla?")
     assert "2027-03-01" not in system_text                        # the shop's date, not UTC's
     assert "Lucy's Ice Cream" in system_text and "vanilla (tubs)" in system_text and "GBP" not in system_text
     assert "USD (US$)" in system_text and "Reorder point:" in system_text

@@ -42,7 +42,7 @@ def recorded(tmp_path: Path) -> list[tuple]:
         store = await SqliteStore.open(tmp_path / "shop.sqlite3", SystemClock())
         try:
             rows = await store.sales_days(TODAY - timedelta(days=60), TODAY, "Europe/London")
-            return [(r["item"], r["day"], r["quantity"], r["source"]) for r in rows]
+            return [(r.item, r.day.isoformat(), r.quantity, r.source) for r in rows]
         finally:
             await store.close()
     return asyncio.run(read())

@@ -2,15 +2,17 @@
 the supplier's pack, minimum order and limit. z for 95 % is 1.6449 (tables: 1.645), √3 = 1.7321, √10 = 3.1623."""
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 import pytest
 
+from store import SalesDay, SaleSource
 from worker.ordering import OrderingSettings, fit_order, money_lost_per_day, suggest, window, z_value
 
 
-def days(*quantities: int | None, out: tuple[int, ...] = ()) -> list[dict]:
-    return [{"quantity": q, "out_of_stock": i in out} for i, q in enumerate(quantities)]
+def days(*quantities: int | None, out: tuple[int, ...] = ()) -> list[SalesDay]:
+    return [SalesDay("vanilla", date(2027, 3, 1) + timedelta(days=i), q, None if q is None else SaleSource.TILL,
+                     i in out) for i, q in enumerate(quantities)]
 
 
 def test_z_from_the_service_level():

@@ -1,9 +1,12 @@
 """Tool calls written as text (C17): the forms read, the delivery check, and the agent loop's handling of both."""
+import dataclasses
+import json
+
 import pytest
 
 from tests.support.fake_model_servers import FakeShop, RecordingJournal
-from worker.agent_loop import CORRECTION, UnusableAnswer, run_agent
-from worker.models.base import ModelTurn
+from worker.agent_loop import CORRECTION, CORRECTION_CALL, UnusableAnswer, run_agent
+from worker.models.base import ModelTurn, ToolCall
 from worker.models.scripted import ScriptedModel
 from worker.text_calls import looks_like_tool_call, text_calls
 
@@ -61,11 +64,69 @@ async def test_the_loop_runs_a_text_call_and_keeps_the_call_not_its_text_in_the_
 
 
 async def test_a_broken_call_gets_one_correction_and_a_second_one_is_unusable():
-    broken = '<tool_call>{"name": "get_item"'
+    broken = '<tool_call>{"name": "get_it'
     model = ScriptedModel([ModelTurn(broken, ()), ModelTurn(broken, ())])
     with pytest.raises(UnusableAnswer):
         await run(model, FakeShop())
     assert model.calls[1].messages[-1].text == CORRECTION
+
+
+@pytest.mark.parametrize(("broken", "correction"), [
+    ('<tool_call>{"name": "get_item", "arguments": {"item": ', CORRECTION_CALL.format(tool="get_item")),
+    # negative controls: two offered tools named, or a name that is only part of a word, get the general correction
+    ('<tool_call>{"name": "get_item"} or {"name": "list_stock"', CORRECTION),
+    ('<tool_call>{"name": "get_items"', CORRECTION),
+])
+async def test_a_broken_call_naming_one_offered_tool_is_asked_for_that_call_only(broken, correction):
+    model = ScriptedModel([ModelTurn(broken, ()), ModelTurn("Vanilla: no answer.", ())])
+    await run(model, FakeShop())
+    assert model.calls[1].messages[-1].text == correction
+
+
+def test_a_made_up_tool_result_named_by_an_offered_tool_is_read_as_its_call():
+    text = '<tool_response>\n{"get_item": {"item": "vanilla", "on_hand": 15}}\n</tool_response>'   # seen live
+    [call] = text_calls(text, ("get_item", "list_stock"))
+    assert (call.name, call.arguments) == ("get_item", '{"item": "vanilla", "on_hand": 15}')
+    # negative controls: no offered names, a name not offered, more than one key, a value that is not an object
+    assert text_calls(text) == () and text_calls(text, ("list_stock",)) == ()
+    assert text_calls('{"get_item": {"item": "a"}, "x": 1}', ("get_item",)) == ()
+    assert text_calls('{"get_item": "vanilla"}', ("get_item",)) == ()
+
+
+async def test_the_loop_runs_a_made_up_tool_result_as_the_call_and_ignores_its_made_up_values():
+    shop = FakeShop()
+    model = ScriptedModel([ModelTurn('<tool_response>{"get_item": {"item": "vanilla", "on_hand": 15}}</tool_response>',
+                                     ()), ModelTurn("Vanilla: 2 tubs.", ())])
+    result = await run(model, shop)
+    [ran] = result.tool_results
+    assert ran.tool == "get_item" and ran.arguments == {"item": "vanilla", "ignored": {"on_hand": 15}}
+    assert result.text.startswith("Vanilla: 2 tubs.")
+
+
+async def test_a_blanked_answer_no_tool_backed_leaves_no_history():
+    from worker.models.base import ToolCall
+    shop = FakeShop()
+    invented = await run(ScriptedModel([ModelTurn("Vanilla: 9 tubs.", ())]), shop)
+    assert invented.text.startswith("Vanilla: — tubs.") and invented.exchange == ()
+    # negative controls: a tool-backed answer and an answer with no number are history as before
+    backed = await run(ScriptedModel([ModelTurn("", (ToolCall("c1", "get_item", VANILLA),)),
+                                      ModelTurn("Vanilla: 2 tubs.", ())]), shop)
+    assert backed.exchange[-1].text == "Vanilla: 2 tubs." and len(backed.exchange) == 4
+    polite = await run(ScriptedModel([ModelTurn("I can only help with the shop.", ())]), shop)
+    assert [m.text for m in polite.exchange] == ["how much vanilla", "I can only help with the shop."]
+
+
+async def test_a_tool_less_answer_naming_a_shop_item_leaves_no_history_and_other_tool_less_answers_do():
+    shop = FakeShop()
+
+    async def answer(text: str) -> tuple:
+        result = await run_agent(model=ScriptedModel([ModelTurn(text, ())]), registry=shop.registry(), system="s",
+                                 history=(), user_text="which are low?", journal=RecordingJournal(shop.events),
+                                 context=None, shop_words=("vanilla", "chocolate"))
+        return result.exchange
+
+    assert await answer("Chocolate and strawberry are low.") == ()
+    assert [m.text for m in await answer("Paris is the capital of France.")][-1] == "Paris is the capital of France."
 
 
 async def test_a_call_looking_text_under_a_provider_stop_is_not_delivered_either():
@@ -122,3 +183,61 @@ async def test_an_answer_that_repeats_the_question_is_sent_back_once_and_is_not_
     await run_agent(model=plain, registry=shop.registry(), system="s", history=(),
                     user_text="How much vanilla do we have?", journal=RecordingJournal(shop.events), context=None)
     assert len(plain.calls) == 1
+
+
+def _history_with(tool: str, result: dict) -> list:
+    from worker.models.base import Message, ToolCall
+    return [Message("user", "how much strawberry"), Message("assistant", "", (ToolCall("h1", tool, "{}"),)),
+            Message("tool", json.dumps(result), tool_call_id="h1"), Message("assistant", "We have 4 tubs.")]
+
+
+def test_a_made_up_result_shaped_like_an_earlier_one_is_read_as_that_tools_call():
+    from worker.text_calls import result_shapes
+    earlier = {"item": "strawberry", "on_hand": 4, "unit": "tubs"}
+    shapes = result_shapes(_history_with("get_item", earlier))
+    made_up = '<tool_response> {"item": "chocolate", "on_hand": 10, "unit": "tubs"} </tool_response>'   # seen live
+    [call] = text_calls(made_up, (), shapes)
+    assert call.name == "get_item" and json.loads(call.arguments)["item"] == "chocolate"
+    # negative controls: another key set, no shapes, and a key set two tools returned (ambiguous)
+    assert text_calls('<tool_response>{"item": "chocolate", "on_hand": 10}</tool_response>', (), shapes) == ()
+    assert text_calls(made_up) == ()
+    both = [*_history_with("get_item", earlier), *_history_with("list_stock", earlier)]
+    both[5] = dataclasses.replace(both[5], tool_calls=(ToolCall("h2", "list_stock", "{}"),))
+    both[6] = dataclasses.replace(both[6], tool_call_id="h2")
+    assert result_shapes(both) == {}
+
+
+async def test_the_loop_answers_a_made_up_result_with_the_real_one():
+    shop = FakeShop()
+    made_up = '<tool_response>\n' + json.dumps({**shop._item("vanilla"), "on_hand": 99}) + '\n</tool_response>'
+    model = ScriptedModel([ModelTurn(made_up, ()), ModelTurn("Vanilla: 2 tubs.", ())])
+    result = await run_agent(model=model, registry=shop.registry(), system="s",
+                             history=_history_with("get_item", shop._item("vanilla")), user_text="and vanilla?",
+                             journal=RecordingJournal(shop.events), context=None)
+    [ran] = result.tool_results
+    assert ran.tool == "get_item" and ran.arguments["item"] == "vanilla" and result.text.startswith("Vanilla: 2 tubs.")
+
+
+
+def test_the_echo_round_quotes_the_notes_of_the_turns_results():
+    from worker.agent_loop import ECHO, ToolResult, _echo
+    empty = ToolResult("c1", "on_order", {"item": "cones"}, {"orders": [], "note": "nothing is on order"}, True, "read")
+    found = ToolResult("c2", "get_item", {"item": "a"}, {"item": "a", "on_hand": 2}, True, "read")
+    failed = ToolResult("c3", "get_item", {"item": "b"}, {"error": "unknown item", "note": "x"}, False, "read")
+    assert _echo([empty, found]) == f"{ECHO} The tools said: nothing is on order."
+    assert _echo([found, failed]) == ECHO and _echo([]) == ECHO     # negative controls: no note of a result that ran
+
+
+async def test_the_look_up_round_also_takes_an_answer_naming_a_shop_item_without_a_tool():
+    from worker.agent_loop import LOOK_UP, Limits
+    shop = FakeShop()
+
+    async def first_reply_sent_back(text: str) -> bool:
+        model = ScriptedModel([ModelTurn(text, ()), ModelTurn("Fine.", ())])
+        await run_agent(model=model, registry=shop.registry(), system="s", history=(), user_text="any vanilla?",
+                        journal=RecordingJournal(shop.events), context=None, limits=Limits(look_up=True),
+                        shop_words=("vanilla",))
+        return len(model.calls) == 2 and model.calls[1].messages[-1].text == LOOK_UP
+
+    assert await first_reply_sent_back("No vanilla is on order.")
+    assert not await first_reply_sent_back("Paris is the capital of France.")     # negative control

@@ -86,7 +86,7 @@ def _migrate(conn: PgConnection, where: str, now_text: str, up_to: int | None) -
                 conn.execute("ROLLBACK")
                 continue
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version bigint PRIMARY KEY, "
-                         "name text COLLATE \"C\" NOT NULL, applied_at text COLLATE \"C\" NOT NULL)")
+                         "name text COLLATE \"C\" NOT NULL, applied_at timestamptz NOT NULL)")
             conn.raw.execute(sql.encode())        # the whole file: PostgreSQL parses it (functions hold `;`)
             conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                          (number, name, now_text))

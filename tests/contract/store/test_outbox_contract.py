@@ -9,6 +9,7 @@ import pytest
 
 from store import (
     ActionMove,
+    DecisionKind,
     DeliveryState,
     IllegalTransition,
     ItemSpec,
@@ -21,6 +22,7 @@ from store import (
     Taken,
     Transaction,
     WorkKind,
+    to_text,
 )
 
 from .conftest import opened
@@ -155,7 +157,8 @@ async def test_shop_records_seed_once_and_sync_keeps_counted_stock(store: Store)
     assert vanilla is not None and vanilla.on_hand == 2 and vanilla.reorder_point == 9
 
 
-async def proposed(store: Store, quantity: int = 6, item: str = "vanilla") -> tuple[int, str]:
+async def proposed(store: Store, quantity: int = 6, item: str = "vanilla",
+                   expires_at: str | None = None) -> tuple[int, str]:
     """A turn that proposes an order and finishes (its proposal becomes approvable)."""
     await store.seed_shop(SHOP, "shop.toml")
     await store.admit(Occurrence(f"tg:1:{item}", "tg:1", f"order {item}", WorkKind.AGENT, "tg:1"))
@@ -163,10 +166,21 @@ async def proposed(store: Store, quantity: int = 6, item: str = "vanilla") -> tu
     assert claim is not None
     await store.op_started(claim.run_id, "c1", "propose_order", {"item": item, "quantity": quantity}, "external")
     result = await store.record_proposal(claim.run_id, "c1", "Dairy Direct", item, quantity,
-                                         Policy("Dairy Direct", order_max_cents=5000, day_max_cents=5000))
+                                         Policy("Dairy Direct", order_max_cents=5000, day_max_cents=5000,
+                                                expires_at=expires_at))
     assert result["state"] == "awaiting_approval", result
     report_id = (await store.finish(claim, ReportDraft("proposed", destination="tg:1"))).report_id
     return int(result["proposal_id"]), report_id
+
+
+@pytest.mark.parametrize(("minutes", "outcome"), [(-1, DecisionKind.EXPIRED), (1, DecisionKind.APPROVED)])
+async def test_an_approval_after_the_proposals_expiry_expires_it(store: Store, clock, minutes, outcome):
+    """The expiry is compared as a time on both stores (a timestamptz on PostgreSQL); the approval a minute before it
+    is the negative control."""
+    proposal_id, _ = await proposed(store, expires_at=to_text(clock.now() + timedelta(minutes=minutes)))
+    decision = await store.atomic(lambda tx: tx.approve_proposal(proposal_id, "owner 1", day="2027-03-01",
+                                                                 day_max_cents=5000, destination="supplier:dairy"))
+    assert decision.kind is outcome
 
 
 async def test_an_approval_commits_one_action_with_a_random_key(store: Store):

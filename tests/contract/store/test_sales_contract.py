@@ -6,7 +6,7 @@ from datetime import date, timedelta
 
 import pytest
 
-from store import ItemSpec, ManualClock, Occurrence, SaleLine, Store, Transaction, WorkKind
+from store import ItemSpec, ManualClock, Occurrence, SaleLine, SalesDay, SaleSource, Store, Transaction, WorkKind
 
 SHOP = [ItemSpec("vanilla", "tubs", 20, 8, 12, 300, max_order=40), ItemSpec("chocolate", "tubs", 12, 6, 12, 250)]
 DAY = 86400
@@ -26,8 +26,11 @@ def day(n: int) -> str:
     return (D0 + timedelta(days=n)).isoformat()
 
 
-def rows(found: list[dict]) -> list[tuple]:
-    return [(r["item"], r["day"], r["quantity"], r["source"], r["out_of_stock"]) for r in found]
+def rows(found: list[SalesDay]) -> list[tuple]:
+    """The days as plain values, each checked for its types on the way (a date, a SaleSource member or None)."""
+    assert all(isinstance(r, SalesDay) and isinstance(r.day, date) and (r.source is None or type(r.source) is
+                                                                           SaleSource) for r in found)
+    return [(r.item, r.day.isoformat(), r.quantity, r.source, r.out_of_stock) for r in found]
 
 
 async def test_till_days_are_decreases_between_counts_and_restocks_are_never_negative(store: Store,

@@ -105,6 +105,21 @@ async def test_postgresql_schema_sql_builds_the_same_catalog_as_the_migrations(p
     migrated = postgres_schema(pg_url)
     assert built[0] == {t: c for t, c in migrated[0].items() if t != "schema_migrations"}
     assert built[2] == migrated[2]
+    assert column_types(pg_empty_url) == {c: t for c, t in column_types(pg_url).items() if c[0] != "schema_migrations"}
+
+
+def column_types(url: str) -> dict[tuple[str, str], str]:
+    with psycopg.connect(url) as conn:
+        return {(t, c): d for t, c, d in conn.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = 'public'")}
+
+
+def test_every_time_column_on_postgresql_is_a_timestamptz(pg_url):
+    """Times are instants on PostgreSQL (0021); text is left for labels (a minute bucket, the shop's local dates)."""
+    types = column_types(pg_url)
+    times = {c for c in types if c[1].endswith(("_at", "not_before")) or c[1] in ("cursor", "fire_time")}
+    assert len(times) > 50 and {c: types[c] for c in times} == dict.fromkeys(times, "timestamp with time zone")
+    assert types[("counters", "minute")] == types[("spending", "day")] == types[("sales_days", "day")] == "text"
 
 
 def test_two_processes_migrating_one_empty_database_at_once_apply_each_migration_once(pg_empty_url):

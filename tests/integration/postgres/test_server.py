@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from store import Occurrence, SystemClock, WorkKind, from_text, open_store
+from store import Occurrence, SystemClock, WorkKind, open_store
 
 
 class SkewedClock(SystemClock):
@@ -21,7 +21,7 @@ async def test_a_process_with_a_fast_clock_stamps_the_database_time(pg_url):
         await store.admit(Occurrence("tg:1:1", "tg:1", "hi", WorkKind.AGENT, "tg:1"))
         server = await store.database_now()
         rows = await store.db.read(lambda conn: conn.execute("SELECT admitted_at FROM work").fetchall())
-        assert abs(from_text(rows[0][0]) - server) < timedelta(seconds=2)
+        assert abs(rows[0][0] - server) < timedelta(seconds=2)
         assert abs(SkewedClock().now() - server) > timedelta(minutes=9)       # the process's own clock is off
         assert await store.claim("w") is not None                          # and debounce is judged on one clock
     finally:

@@ -1,0 +1,3 @@
+-- 0021: nothing on SQLite. PostgreSQL's 0021 makes every time column a `timestamptz`; SQLite keeps its fixed-width
+-- UTC text ('2027-03-01T09:00:00.000000Z'), whose text order is time order (store/clock.py).
+-- The file keeps the version numbers of both dialects aligned.
