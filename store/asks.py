@@ -62,6 +62,11 @@ def offered(kind: str, verbs: Sequence[str] | None = None) -> tuple[str, ...]:
     return tuple(sorted(verbs, key=order.index))
 
 
+def order_verbs(late: bool) -> tuple[str, ...] | None:
+    """An order on order is answered Received; once its lead time passed (`late`), Not arrived too (None: all)."""
+    return None if late else ("received",)
+
+
 def press_data(verb: str, nonce: str) -> str:
     return f"{verb}:{nonce}"
 

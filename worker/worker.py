@@ -36,6 +36,7 @@ from store import (
     StoreError,
     Transaction,
     WorkKind,
+    asks,
     faults,
     retry_delay,
     telegram_chat,
@@ -532,7 +533,7 @@ def offered_asks(tx: Transaction, offers: Sequence[tuple[str, str]], chat_id: in
             if order is None or order.state is not OrderState.ON_ORDER:
                 continue
             late = order.due_at <= tx.at
-            found.append(tx.ask("order", target, chat_id, verbs=None if late else ("received",), named=True))
+            found.append(tx.ask("order", target, chat_id, verbs=asks.order_verbs(late), named=True))
         elif kind == "proposal":
             proposal = tx.proposal(int(target))
             if proposal is None or proposal.state is not ProposalState.AWAITING_APPROVAL:

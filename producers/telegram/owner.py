@@ -188,7 +188,7 @@ def admit_reply(tx: Transaction, source: str, chat_id: int, payload: str, reply:
 
 def ask_order(tx: Transaction, proposal_id: int, chat_id: int, *, late: bool = False, named: bool = False) -> Ask:
     """Received for an order on order; once its lead time passed (`late`), Not arrived too."""
-    return tx.ask("order", str(proposal_id), chat_id, verbs=None if late else ("received",), named=named)
+    return tx.ask("order", str(proposal_id), chat_id, verbs=asks.order_verbs(late), named=named)
 
 
 VERBS = asks.VERBS      # the questions and their answers are one grammar (store/asks.py)
