@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 
 POINTS = {
     "K1": "after a Telegram batch is fetched (or a webhook call read), before its admission commits",
@@ -64,6 +65,14 @@ def armed() -> frozenset[str]:
     return frozenset(_armed)
 
 
+def _to_this_thread(sig: signal.Signals) -> None:
+    """SIGKILL or SIGSTOP (both end or freeze the whole process) sent to the calling thread, so that it is this
+    thread that takes it on its way back from the call: sent to the process, the kernel may wake another thread to
+    take it, and a point reached in a database thread (inside a transaction) would run on for a statement or two,
+    even past its COMMIT, before the stop reached it."""
+    signal.pthread_kill(threading.get_ident(), sig)
+
+
 def reached(point: str) -> None:
     action = _armed.get(point)
     if action == "raise":
@@ -71,10 +80,10 @@ def reached(point: str) -> None:
     if action == "kill":
         sys.stderr.write(f"fault point {point} reached: killing process {os.getpid()}\n")
         sys.stderr.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
+        _to_this_thread(signal.SIGKILL)
     if action == "stop":
         # once: after SIGCONT the process goes on as a paused one would, and reaching the point again runs on
         del _armed[point]
         sys.stderr.write(f"fault point {point} reached: stopping process {os.getpid()}\n")
         sys.stderr.flush()
-        os.kill(os.getpid(), signal.SIGSTOP)
+        _to_this_thread(signal.SIGSTOP)
