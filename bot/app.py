@@ -39,7 +39,7 @@ from bot.relays.supplier_client import SupplierAdapter
 from bot.relays.telegram import Relay, RelaySettings
 from bot.relays.typing import TypingIndicator
 from bot.shop_file import ShopSpec, load_shop
-from bot.supervision import side_by_side, supervise
+from bot.supervision import at_start, side_by_side, supervise
 from bot.telegram_setup import initialize
 from bot.till_openapi import openapi_route
 from producers.clock import ClockProducer
@@ -110,19 +110,22 @@ class App:
             self._stack.enter_context(InstanceLock(cfg.db.resolve()))
         shop = load_shop(cfg.shop_file)
         clock = parse_clock(cfg.clock, test_mode=cfg.test_mode)
-        store = await open_store(cfg.db, clock, capacity=cfg.capacity, debounce_ms=cfg.debounce_ms,
-                                 attempt_cap=cfg.attempt_cap, max_pages=cfg.db_max_pages, secrets=cfg.secrets(),
-                                 lease_s=cfg.lease_s)
+        # each database step of the start may be repeated: one whose connection the server ended is run again
+        stopping = self._stopping
+        store = await at_start("opening the database", lambda: open_store(
+            cfg.db, clock, capacity=cfg.capacity, debounce_ms=cfg.debounce_ms, attempt_cap=cfg.attempt_cap,
+            max_pages=cfg.db_max_pages, secrets=cfg.secrets(), lease_s=cfg.lease_s), stopping)
         self._stack.push_async_callback(store.close)
-        log.info("database %s (schema %d)", store.location, await store.schema_version())
-        if await store.seed_shop(shop.items, str(cfg.shop_file)):
+        log.info("database %s (schema %d)", store.location,
+                 await at_start("reading the schema version", store.schema_version, stopping))
+        if await at_start("seeding the shop", lambda: store.seed_shop(shop.items, str(cfg.shop_file)), stopping):
             log.info("shop seeded from %s: %d items", cfg.shop_file, len(shop.items))
         if store.lease_s is None:
             # one process owns the database (the instance lock): everything left running is this database's past
-            summary = await store.recover()
+            summary = await at_start("recovering", store.recover, stopping)
         else:
             # several processes may share it (C15): only what expired is recovered, never a live process's turn
-            summary = await sweep(store, at_start=True)
+            summary = await at_start("recovering", lambda: sweep(store, at_start=True), stopping)
         log.info("recovery: %d released, %d failed, %d deliveries now unknown", len(summary.released),
                  len(summary.failed), len(summary.unknown_deliveries))
         await store.listen()      # PostgreSQL: other processes' commits wake this one's parts at once (a hint)

@@ -13,6 +13,8 @@ EVENTS: dict[str, tuple[str, str]] = {
     "app.database_opened": ("shopbot.app", "database %s (schema %d)"),
     "app.shop_seeded": ("shopbot.app", "shop seeded from %s: %d items"),
     "app.recovered": ("shopbot.app", "recovery: %d released, %d failed, %d deliveries now unknown"),
+    "app.database_lost_at_start": ("shopbot.app",
+                                   "database connection lost while %s (%s); trying again in %.1f s (%d of %d)"),
     "app.supplier_unset": ("shopbot.app",
                            "SHOPBOT_SUPPLIER_URL is not set: approved orders wait in the action outbox, none is sent"),
     "app.telegram_unreachable_at_start": ("shopbot.app",

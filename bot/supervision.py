@@ -6,15 +6,44 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.http import Health
+from store import CommitUnknown, ConnectionLost
+
+T = TypeVar("T")
 
 log = logging.getLogger("shopbot.app")
 
 
 class StartAborted(Exception):
     """SIGINT/SIGTERM arrived while the bot was still starting."""
+
+
+START_TRIES = 5            # a start-up step whose connection the database server ended is run this often at most
+
+
+async def at_start(what: str, step: Callable[[], Awaitable[T]], stopping: asyncio.Event, *,
+                   tries: int = START_TRIES, first_delay: float = 0.2) -> T:
+    """A database step of the start (opening the store, seeding the shop, the recovery sweep), each one safe to
+    repeat. When the server ends its connection (`ConnectionLost`: a restart, `pg_terminate_backend`, a network
+    drop; nothing was written), or ends it after COMMIT was sent (`CommitUnknown`: running the step again settles
+    it), it is said in one line and run again on a fresh connection, with backoff, up to `tries` times; then the
+    error stands (one line from the CLI, exit 1). SIGINT/SIGTERM meanwhile stop the start cleanly."""
+    delay = first_delay
+    for attempt in range(1, tries + 1):
+        try:
+            return await step()
+        except (ConnectionLost, CommitUnknown) as exc:
+            if attempt == tries:
+                raise
+            log.warning("database connection lost while %s (%s); trying again in %.1f s (%d of %d)", what, exc,
+                        delay, attempt, tries - 1)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), delay)
+            raise StartAborted(f"stopped while {what}")
+        delay = min(5.0, delay * 2)
+    raise AssertionError("unreachable")
 
 
 async def side_by_side(*bodies: Coroutine[Any, Any, None] | None) -> None:

@@ -9,6 +9,7 @@ from .clock import Clock, ManualClock, SystemClock, from_db, from_db_or_none, fr
 from .destination import Destination, telegram_chat
 from .errors import (
     CommitUnknown,
+    ConnectionLost,
     IllegalTransition,
     InstanceLocked,
     LeaseLost,
@@ -178,7 +179,7 @@ __all__ = [
     "Clock", "ManualClock", "SystemClock", "from_db", "from_db_or_none", "from_text", "parse_clock", "to_text",
     "telegram_chat",
     # errors
-    "ShopbotError", "CommitUnknown", "IllegalTransition", "InstanceLocked", "LeaseLost", "NotClaimed",
+    "ShopbotError", "CommitUnknown", "ConnectionLost", "IllegalTransition", "InstanceLocked", "LeaseLost", "NotClaimed",
     "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
     "StoreUnavailable", "UnknownTarget", "retry_delay",
     # records

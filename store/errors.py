@@ -95,6 +95,12 @@ class StoreUnavailable(StoreError):
     """The database cannot be written (disk full, read-only, I/O error, missing file)."""
 
 
+class ConnectionLost(StoreUnavailable):
+    """The database server ended the connection before the transaction committed (a server restart,
+    `pg_terminate_backend`, an idle timeout, a network drop before COMMIT was sent): nothing of it was written, so
+    running it again on a fresh connection is safe for a caller whose step may simply be repeated (start-up)."""
+
+
 class CommitUnknown(StoreUnavailable):
     """The connection was lost after COMMIT was sent (K16): the transaction may or may not have committed. The
     store reads the outcome back from the records on a fresh connection where it can (a finish, a `sending` mark);

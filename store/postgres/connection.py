@@ -26,7 +26,15 @@ from psycopg import errors as pgerrors
 from psycopg.adapt import Loader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import CommitUnknown, IllegalTransition, StoreBusy, StoreError, StoreUnavailable, trigger_table
+from ..errors import (
+    CommitUnknown,
+    ConnectionLost,
+    IllegalTransition,
+    StoreBusy,
+    StoreError,
+    StoreUnavailable,
+    trigger_table,
+)
 from ..locations import redact
 
 T = TypeVar("T")
@@ -135,6 +143,16 @@ class _IdleConnectionLost(Exception):
     """A pooled connection was found dead at BEGIN, before anything of the transaction ran."""
 
 
+def _lost(exc: BaseException) -> ConnectionLost:
+    """A connection the server ended before COMMIT was sent, said with the server's own reason (a ROLLBACK tried on
+    the dead connection fails with "the connection is closed": the first error is the one that says why)."""
+    while isinstance(exc.__context__, psycopg.Error):
+        exc = exc.__context__
+    text = str(exc).strip().splitlines()
+    return ConnectionLost(f"the database server ended the connection before the transaction committed (nothing "
+                          f"was written): {text[0] if text else type(exc).__name__}")
+
+
 class Database:
     """A pool of connections. `write` runs a function inside one READ COMMITTED transaction and commits it; `read`
     runs it inside a REPEATABLE READ, READ ONLY transaction (one snapshot for several queries)."""
@@ -183,9 +201,11 @@ class Database:
             with self._pool.connection() as raw:
                 try:
                     raw.execute(begin)
-                except psycopg.OperationalError:
-                    if retry and raw.broken:
-                        raise _IdleConnectionLost() from None   # the pool discards the broken connection
+                except psycopg.OperationalError as exc:
+                    if raw.broken:
+                        if retry:
+                            raise _IdleConnectionLost() from None   # the pool discards the broken connection
+                        raise _lost(exc) from exc
                     raise
                 # the in-memory counts ride along with a write while there are any, as on SQLite
                 hooked = commit and self.hooks is not None and bool(self.hooks)
@@ -193,10 +213,14 @@ class Database:
                     result = fn(PgConnection(raw), *args)
                     if hooked:
                         self.hooks.before_commit(PgConnection(raw))
-                except BaseException:
-                    raw.execute("ROLLBACK")
+                except BaseException as exc:
                     if hooked:
                         self.hooks.rolled_back()
+                    if raw.broken:
+                        # the server ended the connection inside the transaction, so it rolled it back: a ROLLBACK
+                        # here would only fail again ("the connection is closed") and hide why
+                        raise _lost(exc) from exc
+                    raw.execute("ROLLBACK")
                     raise
                 if not commit:
                     raw.execute("ROLLBACK")
@@ -235,7 +259,12 @@ class Database:
         def call() -> T:
             try:
                 with self._pool.connection() as raw:
-                    return fn(PgConnection(raw))
+                    try:
+                        return fn(PgConnection(raw))
+                    except psycopg.Error as exc:
+                        if raw.broken:      # ended by the server: its open transaction, if any, was rolled back
+                            raise _lost(exc) from exc
+                        raise
             except psycopg.Error as exc:
                 raise translate(exc) from exc
         return await asyncio.to_thread(call)

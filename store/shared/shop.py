@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import units
+from .. import faults, units
 from ..clock import from_db, from_db_or_none
 from ..errors import UnknownTarget
 from ..order_records import Draft
@@ -60,6 +60,7 @@ def seed(conn: Connection, specs: Sequence[ItemSpec], source: str, now: str) -> 
         conn.execute("INSERT INTO stock_events (item, kind, new_on_hand, source, created_at) "
                      "VALUES (?, 'seed', ?, ?, ?)",
                      (spec.item, spec.on_hand, source, now))
+    faults.reached("seed")
     conn.execute("INSERT INTO shop_meta (key, value) VALUES ('seeded_from', ?)", (source,))
     return True
 
