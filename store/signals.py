@@ -14,11 +14,12 @@ class Pulse:
         self._event.set()
 
     async def wait(self, timeout: float | None = None) -> bool:
+        """True when notified (the mark is cleared), False when `timeout` passed first. A cancellation always ends
+        the wait: `asyncio.timeout`, not `asyncio.wait_for`, which on Python 3.11 returns the result instead when the
+        cancellation and a notify arrive together, so a relay's loop cancelled by its demotion ran on for good."""
         try:
-            if timeout is None:
+            async with asyncio.timeout(timeout):
                 await self._event.wait()
-            else:
-                await asyncio.wait_for(self._event.wait(), timeout)
         except TimeoutError:
             return False
         self._event.clear()

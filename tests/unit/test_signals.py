@@ -1,0 +1,63 @@
+"""The in-process wake-up (store/signals.py `Pulse`): level-triggered, and a cancellation always ends a wait.
+
+Found with the leader frozen inside its relay's look (tests/acceptance/test_leader_kill_points.py): when it woke, its
+listener's scan notified the receipt relay in the same moment as its lapsed lease's demotion cancelled it;
+`asyncio.wait_for` (Python 3.11) then returned the notify and dropped the cancellation, so the receipt relay's loop
+ran on, the demotion waited for it forever and SIGTERM could not stop the process."""
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from store.signals import Pulse
+
+
+async def cancelled_as_notified(wait: Callable[[], Awaitable[object]], pulse: Pulse) -> str:
+    """A loop that waits on `wait()` over and over (a relay's), cancelled in the same moment as `pulse` is
+    notified: how it ended."""
+    async def loop() -> None:
+        while True:
+            await wait()
+    task = asyncio.create_task(loop())
+    await asyncio.sleep(0.01)                 # it is waiting
+    pulse.notify()
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=2)
+    if not done:
+        task.cancel()                         # the dropped cancellation, asked again so the test ends
+        await asyncio.gather(task, return_exceptions=True)
+        return "ran on"
+    return "cancelled" if task.cancelled() else f"ended: {task.exception()!r}"
+
+
+async def test_a_wait_cancelled_as_it_is_notified_ends_cancelled():
+    pulse = Pulse()
+    assert await cancelled_as_notified(lambda: pulse.wait(5), pulse) == "cancelled"
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="asyncio.wait_for keeps a cancellation from Python 3.12 on")
+async def test_negative_control_the_former_wait_for_drops_that_cancellation():
+    """Pulse.wait as it was (`asyncio.wait_for` around the event): the loop runs on after its cancellation, which
+    the test above would catch."""
+    pulse = Pulse()
+    event = pulse._event
+
+    async def former_wait() -> None:
+        try:
+            await asyncio.wait_for(event.wait(), 5)
+        except TimeoutError:
+            return
+        event.clear()
+    assert await cancelled_as_notified(former_wait, pulse) == "ran on"
+
+
+async def test_a_notify_before_the_wait_is_kept_and_a_timeout_is_false():
+    pulse = Pulse()
+    pulse.notify()
+    assert await pulse.wait(0) is True          # level-triggered: notified before the wait
+    assert await pulse.wait(0.01) is False      # cleared by that wait; nothing since
+    pulse.notify()
+    assert await pulse.wait() is True
