@@ -65,8 +65,11 @@ class Product:
         assert self.proc is not None
         if self.proc.returncode is None:
             self.proc.send_signal(signal.SIGTERM)
-        rc = await asyncio.wait_for(self.proc.wait(), timeout)
-        return rc
+        try:
+            return await asyncio.wait_for(self.proc.wait(), timeout)
+        except TimeoutError:
+            await self.kill()       # a process that ignored SIGTERM never outlives its test (its database is dropped)
+            raise AssertionError(f"{self.cwd.name}: still running {timeout:g} s after SIGTERM; killed") from None
 
     async def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
