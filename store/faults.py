@@ -29,6 +29,7 @@ POINTS = {
     "K20": "after Telegram accepted a photo part, before `confirmed` commits",
     "finish-writes": "inside the finish transaction, after the items are finished, before the report is written",
     "clock-cursor": "inside a clock catch-up, after its admissions, before its cursor moves",
+    "take-due": "inside the relay's every look (`take_due`), after its lease fence, before the due read",
     "seed": "inside the start's seeding of the shop from its file, after its items, before its seeded mark",
 }
 ACTIONS = ("kill", "stop", "raise")

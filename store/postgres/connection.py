@@ -119,7 +119,8 @@ def translate(exc: psycopg.Error) -> StoreError:
         return IllegalTransition(text, table=trigger_table(text))
     if isinstance(exc, (pgerrors.LockNotAvailable, pgerrors.SerializationFailure, pgerrors.DeadlockDetected,
                         pgerrors.QueryCanceled)):
-        return StoreBusy(f"the database stayed locked by another transaction for over {LOCK_TIMEOUT_MS} ms: {text}")
+        return StoreBusy(f"the database stayed locked by another transaction longer than the statement waits for a "
+                         f"lock (at most {LOCK_TIMEOUT_MS} ms): {text}")
     if isinstance(exc, (psycopg.OperationalError, pgerrors.DiskFull, pgerrors.ReadOnlySqlTransaction,
                         pgerrors.AdminShutdown, pgerrors.InsufficientPrivilege)):
         return StoreUnavailable(f"the database cannot be written: {text}")

@@ -3,6 +3,13 @@ database clock, `clock_timestamp()`, so processes whose own clocks disagree can 
 
 The fence takes the lease row FOR SHARE inside the singleton's own write transaction: a takeover (which updates the
 row) waits until that transaction has committed, so a fenced write and a takeover never interleave.
+
+A process frozen (SIGSTOP, a VM pause) inside such a transaction, or inside its renewal, keeps that row lock for as
+long as it is frozen, so no standby could take the lease over however long ago it lapsed. Every statement that locks
+a lease row therefore also sets, for its own transaction only, `idle_in_transaction_session_timeout`: a lease
+transaction whose client has been silent for `FROZEN_MS` is ended by the server (rolled back, its connection closed;
+the frozen process finds out when it wakes: a lost connection, or a commit read back, K16). A standby's acquire
+waits for the row's lock no longer than its caller waits for the answer (a third of the lease).
 """
 from __future__ import annotations
 
@@ -13,9 +20,13 @@ from ..clock import from_db, to_text
 from ..errors import LeaseLost
 from ..records import Fence, LeaderView, ProcessView
 from ..shared.outbox import UNKNOWN_REASON
-from .connection import PgConnection
+from .connection import LOCK_TIMEOUT_MS, PgConnection
 
 _SPAN = "clock_timestamp() + make_interval(secs => ?)"
+# A lease transaction whose client has been silent this long is a frozen process's, and the server ends it: as long as
+# any transaction may wait for a lock (the pool's lock_timeout), so it ends no transaction a live process would not.
+FROZEN_MS = LOCK_TIMEOUT_MS
+_BOUNDED = f"set_config('idle_in_transaction_session_timeout', '{FROZEN_MS}', true)"
 
 
 def acquire(conn: PgConnection, name: str, holder: str, lease_s: float, now: Any = None) -> int | None:
@@ -23,6 +34,9 @@ def acquire(conn: PgConnection, name: str, holder: str, lease_s: float, now: Any
     # ends: a standby frozen (SIGSTOP, a VM pause) before its COMMIT would keep a live lease's row locked, its
     # leader's renewals waiting. So the row is only proposed when no unexpired lease is visible (a plain read takes
     # no lock); the WHERE still decides a race with a renewal committed meanwhile.
+    # the row may be locked by the lapsed leader's last fenced write or renewal (ended by the server after
+    # FROZEN_MS if that leader froze): waited for no longer than the Leader waits for this answer
+    conn.execute("SELECT set_config('lock_timeout', ?, true)", (f"{max(50, int(lease_s * 1000 / 3))}ms",))
     row = conn.execute(
         "INSERT INTO leader_leases (name, holder, generation, expires_at, acquired_at, renewed_at) "
         f"SELECT ?, ?, 1, {_SPAN}, clock_timestamp(), clock_timestamp() WHERE NOT EXISTS ("
@@ -30,7 +44,7 @@ def acquire(conn: PgConnection, name: str, holder: str, lease_s: float, now: Any
         "ON CONFLICT (name) DO UPDATE SET "
         "holder = excluded.holder, generation = leader_leases.generation + 1, expires_at = excluded.expires_at, "
         "acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at "
-        "WHERE leader_leases.expires_at <= clock_timestamp() RETURNING generation",
+        f"WHERE leader_leases.expires_at <= clock_timestamp() RETURNING generation, {_BOUNDED}",
         (name, holder, float(lease_s), name)).fetchone()
     return int(row[0]) if row else None
 
@@ -38,18 +52,18 @@ def acquire(conn: PgConnection, name: str, holder: str, lease_s: float, now: Any
 def renew(conn: PgConnection, name: str, holder: str, generation: int, lease_s: float, now: Any = None) -> bool:
     return bool(conn.execute(
         f"UPDATE leader_leases SET expires_at = {_SPAN}, renewed_at = clock_timestamp() WHERE name = ? AND holder = ? "
-        "AND generation = ? AND expires_at > clock_timestamp()",
+        f"AND generation = ? AND expires_at > clock_timestamp() RETURNING {_BOUNDED}",
         (float(lease_s), name, holder, generation)).rowcount == 1)
 
 
 def resign(conn: PgConnection, name: str, holder: str, generation: int, now: Any = None) -> bool:
     return bool(conn.execute(
         "UPDATE leader_leases SET expires_at = clock_timestamp() WHERE name = ? AND holder = ? AND generation = ? "
-        "AND expires_at > clock_timestamp()", (name, holder, generation)).rowcount == 1)
+        f"AND expires_at > clock_timestamp() RETURNING {_BOUNDED}", (name, holder, generation)).rowcount == 1)
 
 
 def fence(conn: PgConnection, held: Fence, now: Any = None) -> None:
-    if conn.execute("SELECT 1 FROM leader_leases WHERE name = ? AND holder = ? AND generation = ? "
+    if conn.execute(f"SELECT {_BOUNDED} FROM leader_leases WHERE name = ? AND holder = ? AND generation = ? "
                     "AND expires_at > clock_timestamp() FOR SHARE",
                     (held.name, held.holder, held.generation)).fetchone() is None:
         raise LeaseLost(held.name, held.holder, held.generation)

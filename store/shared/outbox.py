@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from .. import asks, redaction
+from .. import asks, faults, redaction
 from ..clock import from_db, from_db_or_none
 from ..destination import telegram_chat
 from ..errors import IllegalTransition, UnknownTarget
@@ -196,6 +196,7 @@ def take_due(conn: Connection, sql: DialectSQL, now: str, skip_chats: Sequence[i
              refuse: Callable[[int], bool] | None, sender: str | None) -> Taken:
     """The oldest due part (as `due_deliveries` orders them) moved to `sending` in this transaction; a due part whose
     chat `refuse` names is denied on the way (C3 at send time, its later parts with it)."""
+    faults.reached("take-due")
     denied: list[Delivery] = []
     while due := due_deliveries(conn, sql, now, 1, skip_chats):
         part = due[0]

@@ -151,6 +151,34 @@ async def test_k14_a_poller_paused_past_its_lease_has_its_admission_refused(tmp_
     await audit(a, owner_messages=1)
 
 
+async def test_a_leader_frozen_inside_its_relays_fenced_look_loses_the_relay_to_the_standby(tmp_path, api,
+                                                                                             pg_fresh_url):
+    """K14's flake made exact. Every look of the relay is a fenced write (`take_due`: the lease row FOR SHARE), so a
+    leader frozen at a random moment (K14 freezes it at K1) is often frozen inside one; the standby then waited for
+    that row lock on every acquire, and no reply went out until the frozen process was continued. Here the leader
+    freezes inside its relay's first look (`take-due:stop`): the server ends that transaction after FROZEN_MS
+    (store/postgres/leadership.py), the standby takes the relay over and answers; the resumed leader sends
+    nothing."""
+    a = product(tmp_path, api, pg_fresh_url, "a", SHOPBOT_FAULT="take-due:stop")
+    b = product(tmp_path, api, pg_fresh_url, "b")
+    await a.start()
+    try:
+        await until(lambda: stopped(a), "a frozen inside its relay's fenced look", 30, a)
+        assert leases(a)["relay"][0] == holder_of(a)
+        await b.start()
+        api.post_message(OWNER, OWNER, "how much vanilla")
+        await until(lambda: leads(b, "relay"), "b to take the relay lease over while a stays frozen", 30, b)
+        await api.wait_for(lambda: len(owner_texts(api)) == 1, timeout=20)
+        a.proc.send_signal(signal.SIGCONT)   # type: ignore[union-attr]
+        await until(lambda: "leader demoted name=relay" in a.log.read_text(), "a's relay to stop")
+    finally:
+        codes = await stop_all(a, b)
+    assert codes == [0, 0]
+    assert len(owner_texts(api)) == 1 and "vanilla" in owner_texts(api)[0]
+    assert calls(api, "a", "sendMessage") == []
+    await audit(a, owner_messages=1)
+
+
 async def test_k15_a_relay_paused_after_sending_is_left_alone_until_its_lease_lapsed_then_unknown(
         tmp_path, api, pg_fresh_url):
     a, b = await leader_and_standby(tmp_path, api, pg_fresh_url, "K7:stop")
