@@ -400,7 +400,8 @@ class Outbox(Protocol):
         out), read in the same transaction: it is `sending` when returned, committed before the HTTP call; None when
         none is due (`confirm` and `fence` act as in `mark_sending`, whether a part is taken or not). A due part
         whose chat `refuse(chat_id)` names is moved to denied on the way, as `mark_denied` would (C3), and listed in
-        `Taken.denied`."""
+        `Taken.denied`. When none is due, `Taken.next_wake` is what `next_delivery_time` would say, read in the same
+        transaction."""
 
     async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
         """sending -> confirmed with Telegram's message id (a receipt is required)."""
@@ -432,8 +433,10 @@ class Receipts(Protocol):
     async def next_receipt_time(self) -> datetime | None:
         """The earliest not-before time of a pending receipt, or None."""
 
-    async def receipt_set(self, receipt_id: int) -> None:
-        """pending -> set: Telegram answered True."""
+    async def receipt_set(self, receipt_id: int, *, then: int = 0) -> list[Receipt]:
+        """pending -> set: Telegram answered True. With `then`, the receipts due next (up to `then`, as
+        `due_receipts` lists them) read in the same transaction, so the relay's next look costs no read of its own;
+        else []."""
 
     async def receipt_retry(self, receipt_id: int, reason: str, retry_after: float) -> None:
         """Stays pending, due again `retry_after` seconds from now (not sent, 429, or an unknown outcome)."""

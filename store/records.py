@@ -150,9 +150,12 @@ class FinishOutcome:
 
 @dataclass(frozen=True)
 class Taken:
-    """`Outbox.take_due`'s answer: the part now `sending` (None when none is due) and the parts denied on the way."""
+    """`Outbox.take_due`'s answer: the part now `sending` (None when none is due) and the parts denied on the way;
+    when none is due, `next_wake` is the earliest not-before time of a pending part (None: none waits for one), read
+    in the same transaction, so the relay needs no read of its own before it sleeps."""
     delivery: Delivery | None
     denied: tuple[Delivery, ...] = ()
+    next_wake: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ class ReceiptRelay:
         self.batch = batch
         self._stop = asyncio.Event()
         self.set = 0
+        self.nothing_due = False   # the last look (a read, or the due ones read with a set) found none due
+        self.next_due: list[Receipt] | None = None    # the due ones read with the last set (None: not read)
 
     def stop(self) -> None:
         self._stop.set()
@@ -50,7 +52,7 @@ class ReceiptRelay:
             try:
                 handled = await self.set_due()
                 failures = 0
-                if handled:
+                if handled and not self.nothing_due:
                     continue
                 timeout = 1.0
                 wake = await self.store.next_receipt_time()
@@ -70,14 +72,27 @@ class ReceiptRelay:
         return total
 
     async def set_due(self) -> int:
+        """Set the receipts due now, one by one; the last one set of what was read carries the next due ones in
+        its own transaction (`receipt_set(then=)`), so a receipt costs one read (the look that woke) and one write.
+        Returns how many were tried."""
         due = await self.store.due_receipts(self.batch)
-        for receipt in due:
-            if self._stop.is_set():
-                break
-            await self.set_one(receipt)
-        return len(due)
+        self.nothing_due = not due
+        handled = 0
+        while due and not self._stop.is_set():
+            receipt, rest = due[0], due[1:]
+            self.next_due = None
+            await self.set_one(receipt, then=0 if rest else self.batch)
+            handled += 1
+            if rest:
+                due = rest
+            else:                      # read with the set: [] means none is due; None (not set) means look again
+                due = self.next_due or []
+                self.nothing_due = self.next_due == []
+        return handled
 
-    async def set_one(self, receipt: Receipt) -> OutcomeKind | None:
+    async def set_one(self, receipt: Receipt, *, then: int = 0) -> OutcomeKind | None:
+        """Set one receipt and record the outcome; with `then`, a receipt set reads the next due ones in the same
+        transaction (kept in `next_due`)."""
         ident = f"chat={receipt.chat_id} message_id={receipt.message_id}"
         if not self.allowed(receipt.chat_id):          # C3 at send time, as for replies
             await self.store.receipt_failed(receipt.receipt_id, "the chat is no longer allow-listed (C3)")
@@ -86,7 +101,7 @@ class ReceiptRelay:
         outcome = await self.sender.react(receipt.chat_id, receipt.message_id, receipt.emoji)
         kind = outcome.kind
         if kind is OutcomeKind.CONFIRMED:
-            await self.store.receipt_set(receipt.receipt_id)
+            self.next_due = await self.store.receipt_set(receipt.receipt_id, then=then)
             self.set += 1
             log.info("receipt set %s", ident)
         elif kind is OutcomeKind.FAILED:

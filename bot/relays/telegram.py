@@ -26,7 +26,7 @@ from bot.relays.notices import announce_unknowns
 from bot.relays.pacing import Pacer, PacingSettings
 from bot.relays.render import render_part
 from bot.relays.sender import OutcomeKind, SendOutcome
-from store import Ask, Delivery, Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults, retry_delay
+from store import Ask, Delivery, Fence, Lease, LeaseLost, PartStopped, Store, StoreError, Taken, faults, retry_delay
 
 log = logging.getLogger("shopbot.relay")
 
@@ -68,6 +68,7 @@ class Relay:
         s = self.settings
         self.pacer = Pacer(PacingSettings(s.chat_pace_s, s.chat_burst, s.global_per_s, s.global_burst))
         self._carry: tuple[int, str] | None = None     # a receipt not yet committed
+        self._empty: Taken | None = None                # the last look's answer when it found nothing due
         self._stop = asyncio.Event()
         self.sent = 0
 
@@ -109,7 +110,9 @@ class Relay:
             if await self.deliver_due(loop.time) >= self.settings.batch:
                 continue               # a full batch: more may be due at once
             timeout = 1.0
-            wake = await self.store.next_delivery_time()
+            # the look that found nothing due says when the next held part is (read in its transaction); a round
+            # ended by pacing instead waits for pacing, which no held part can go before
+            wake = self._empty.next_wake if self._empty is not None else None
             if wake is not None:
                 timeout = min(timeout, max(0.0, (wake - self.store.clock.now()).total_seconds()))
             paced = self.pace_delay(loop.time())
@@ -137,6 +140,7 @@ class Relay:
         which also commits the previous part's receipt (one commit per message); the last receipt rides in the look
         that finds nothing more due, or is committed alone when pacing holds the rest."""
         handled = 0
+        self._empty = None
         while handled < self.settings.batch and not self._stop.is_set() and self.pacer.global_wait(monotonic()) <= 0:
             delivery = await self._take(monotonic)
             if delivery is None:
@@ -158,6 +162,8 @@ class Relay:
             raise
         for denied in taken.denied:
             log.warning("delivery denied report_id=%s chat=%s", denied.report_id, denied.chat_id)
+        if taken.delivery is None:
+            self._empty = taken
         return taken.delivery
 
     async def _flush(self) -> None:

@@ -17,6 +17,7 @@ clock, which is what its waits use. Any other clock (ManualClock in the tests) i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -265,6 +266,8 @@ class PostgresStore(BaseStore):
             "the sending mark of delivery (the next due one)", lambda: self.db.write(body),
             lambda conn: readback.take_outcome(conn, self._sql, now, confirm, sender),
             lambda why: StoreError(f"no delivery was marked sending: {why}"))
+        if result.next_wake is not None:         # a wake-up time on the process's clock, as next_delivery_time's
+            result = dataclasses.replace(result, next_wake=result.next_wake - self._offset)
         return result
 
     # ---- schema, change hints ---------------------------------------------------------------------------------

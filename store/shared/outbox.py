@@ -206,7 +206,7 @@ def take_due(conn: Connection, sql: DialectSQL, now: str, skip_chats: Sequence[i
             continue
         mark_sending(conn, part.delivery_id, now, sender)
         return Taken(dataclasses.replace(part, state=DeliveryState.SENDING, attempts=part.attempts + 1), tuple(denied))
-    return Taken(None, tuple(denied))
+    return Taken(None, tuple(denied), next_wake(conn))
 
 
 def taken_at(conn: Connection, sql: DialectSQL, now: str, sender: str | None) -> Delivery | None:

@@ -308,15 +308,19 @@ class BaseStore(abc.ABC):
         `fence` (a singleton's leader lease) the transaction first checks the lease is still held (C16)."""
         now_dt = self.now_dt()
         now = to_text(now_dt)
+        ran: list[Transaction] = []          # the run that committed is the last (a lost idle connection runs it again)
 
         def body(conn: Connection) -> Any:
             if fence is not None:
                 self._leases.fence(conn, fence, now_dt)
-            return fn(Transaction(conn, now, self))
+            ran.append(Transaction(conn, now, self))
+            return fn(ran[-1])
         result = await self.db.write(body)
         self.signals.work.notify()
-        self.signals.deliveries.notify()
-        self.signals.receipts.notify()
+        if ran[-1].wrote_deliveries:         # else the relay's look would find nothing new (Transaction's note)
+            self.signals.deliveries.notify()
+        if ran[-1].wrote_receipts:
+            self.signals.receipts.notify()
         return result
 
     # ---- the worker (C5, C6, C9) ---------------------------------------------------------------------------
@@ -547,9 +551,13 @@ class BaseStore(abc.ABC):
     async def next_receipt_time(self) -> datetime | None:
         return await self.db.read(receipts.next_wake)
 
-    async def receipt_set(self, receipt_id: int) -> None:
+    async def receipt_set(self, receipt_id: int, *, then: int = 0) -> list[Receipt]:
         now = self.now()
-        await self.db.write(lambda conn: receipts.mark_set(conn, receipt_id, now))
+
+        def body(conn: Connection) -> list[Receipt]:
+            receipts.mark_set(conn, receipt_id, now)
+            return receipts.due(conn, now, then) if then else []
+        return await self.db.write(body)
 
     async def receipt_retry(self, receipt_id: int, reason: str, retry_after: float) -> None:
         now_dt = self.now_dt()

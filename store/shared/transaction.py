@@ -30,6 +30,11 @@ class Transaction:
         self.at = from_text(now)             # the transaction's time, for callers (aware UTC)
         self._store = store
         self._open_count: list[int] = []     # open agent work, counted once per transaction
+        # what `Store.atomic` wakes after the commit: the report relay only when a delivery may have become due (a
+        # control item's report, a resend), the receipt relay only when a receipt was stored; an owner's plain
+        # message admits work and its receipt and wakes neither relay's look for nothing
+        self.wrote_deliveries = False
+        self.wrote_receipts = False
 
     def isolated(self, fn: Callable[[], object]) -> BaseException | None:
         """Run `fn` in a savepoint. A bug or bad input inside it (any exception but a database error) undoes only
@@ -64,10 +69,14 @@ class Transaction:
 
     def admit_answered(self, occurrence: Occurrence,
                        answer: Callable[[Transaction, int], ReportDraft]) -> AdmitResult:
-        return self._store._admit_answered(self._conn, occurrence, self._now, lambda work_id: answer(self, work_id))
+        result = self._store._admit_answered(self._conn, occurrence, self._now, lambda work_id: answer(self, work_id))
+        self.wrote_deliveries |= result.report_id is not None
+        return result
 
     def add_receipt(self, chat_id: int, message_id: int, emoji: str) -> bool:
-        return receipts.add(self._conn, chat_id, message_id, emoji, self._now)
+        added = receipts.add(self._conn, chat_id, message_id, emoji, self._now)
+        self.wrote_receipts |= added
+        return added
 
     def unknown_reports(self) -> list[UnknownReport]:
         """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice
@@ -115,9 +124,11 @@ class Transaction:
     def resolve(self, report_id: str, decision: str, by: str) -> list[int]:
         moved = self._store._resolve(self._conn, report_id, decision, by, self._now)
         prompts.close_for_target(self._conn, "unknown", report_id, decision, by, self._now)
+        self.wrote_deliveries |= bool(moved)           # a resend puts its parts back to pending
         return moved
 
     def forget(self, session: str, by: str) -> tuple[int, int]:
+        self.wrote_deliveries = True                   # as `Store.forget` does
         return self._store._forget(self._conn, session, by, self._now)
 
     def delivery_states(self, report_id: str) -> list[str]:

@@ -131,6 +131,51 @@ async def test_take_due_reads_and_marks_sending_in_one_transaction_with_the_rece
     assert await store.check() == []
 
 
+async def test_take_dues_empty_answer_carries_the_next_not_before_time(store: Store, clock: ManualClock):
+    """Issue 31: the look that finds nothing due says, from its own transaction, when the next held part is due
+    (what `next_delivery_time` says), so the relay sleeps on it without a read of its own; a look that takes a part
+    needs none."""
+    await finished_report(store)
+    taken = await store.take_due()
+    assert taken.delivery is not None and taken.next_wake is None
+    await store.mark_not_sent(taken.delivery.delivery_id, "429", retry_after=7)
+    empty = await store.take_due()
+    assert empty.delivery is None and empty.next_wake is not None
+    assert empty.next_wake == await store.next_delivery_time()
+    assert round((empty.next_wake - clock.now()).total_seconds()) == 7
+    clock.advance(7)
+    again = await store.take_due()
+    assert again.delivery is not None and again.delivery.delivery_id == taken.delivery.delivery_id
+    await store.mark_confirmed(again.delivery.delivery_id, "9")
+    assert await store.take_due() == Taken(None, (), None)           # nothing held: no wake-up time
+
+
+async def test_atomic_wakes_the_relays_only_for_what_it_wrote_for_them(store: Store):
+    """Issue 31: an owner's plain message (its work and its receipt) wakes the worker and the receipt relay, not
+    the report relay, whose look would find nothing new; a control item's report (and a resend) wakes it."""
+    def drain() -> None:
+        for pulse in (store.signals.work, store.signals.deliveries, store.signals.receipts):
+            pulse._event.clear()
+
+    def woken() -> set[str]:
+        return {name for name in ("work", "deliveries", "receipts")
+                if getattr(store.signals, name)._event.is_set()}
+
+    def plain(tx: Transaction) -> None:
+        tx.admit(Occurrence("tg:1:5", "tg:1", "stock", WorkKind.AGENT, "tg:1"))
+        tx.add_receipt(1, 5, "👀")
+    drain()
+    await store.atomic(plain)
+    assert woken() == {"work", "receipts"}
+
+    def control(tx: Transaction) -> None:
+        tx.admit_answered(Occurrence("cb:1:6", "tg:1", "/pending", WorkKind.CONTROL, "tg:1"),
+                          lambda tx, work_id: ReportDraft("nothing waits", destination="tg:1"))
+    drain()
+    await store.atomic(control)
+    assert woken() == {"work", "deliveries"}                          # negative control: a report wakes it
+
+
 async def test_button_nonces_are_random_and_decided_once(store: Store):
     def make(tx: Transaction) -> list[str]:
         return [tx.ask("unknown", "r1.1", 1).nonce for _ in range(20)]

@@ -27,6 +27,18 @@ async def test_a_receipt_is_written_once_per_message_and_set_once(store: Store):
         await store.receipt_retry(done.receipt_id, "again", 1.0)
 
 
+async def test_a_set_reads_the_receipts_due_next_in_its_own_transaction(store: Store):
+    """Issue 31: the receipt relay's next look rides in the set it makes (`then`), so a receipt costs the read that
+    woke the relay and one write; without `then` nothing is read."""
+    for message_id in (20, 21, 22):
+        await store.atomic(admit_with_receipt(2, message_id))
+    first, second, third = await store.due_receipts()
+    assert await store.receipt_set(first.receipt_id) == []
+    assert [r.message_id for r in await store.receipt_set(second.receipt_id, then=5)] == [22]
+    assert await store.receipt_set(third.receipt_id, then=5) == []
+    assert [r.state for r in await store.receipts(2)] == ["set", "set", "set"]
+
+
 async def test_an_unknown_outcome_stays_pending_and_is_due_after_its_wait(store: Store, clock: ManualClock):
     await store.atomic(admit_with_receipt(1, 8))
     [receipt] = await store.due_receipts()
