@@ -1,6 +1,6 @@
 """The agent loop: one hand-written loop over a provider-neutral Model and a ToolRegistry.
 
-Rules (each one is tested in tests/test_agent_loop.py):
+Rules (each one is tested in tests/unit/test_agent_loop.py):
 
 * Tools run sequentially, in the order the model gave them; several calls in one response are allowed and
   run one by one, so the journal order is the execution order.

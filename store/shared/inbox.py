@@ -66,7 +66,7 @@ def admit(conn: Connection, occurrence: Occurrence, now: str, capacity: int,
     counts its own inserts: BEGIN IMMEDIATE holds the write lock, so nothing else changes it meanwhile)."""
     existing = conn.execute("SELECT work_id, session, payload, pruned_at, payload_sha256 FROM work WHERE source = ?",
                             (occurrence.source,)).fetchone()
-    if existing is not None:       # a retention tombstone compares by its kept hash (store/retention.py)
+    if existing is not None:       # a retention tombstone compares by its kept hash (store/shared/retention.py)
         same = existing["session"] == occurrence.session and retention.payload_matches(existing, occurrence.payload)
         return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, existing["work_id"])
     if occurrence.kind is WorkKind.AGENT:

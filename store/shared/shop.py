@@ -1,7 +1,7 @@
 """The shop's records: items and stock, stock events, drafts and proposals (the agent's tools read and write these).
 
-Every item read here carries `on_order` (what approved orders will bring, store/orders.py) and `position` (on hand
-plus on order): the stock position is what reorder decisions look at."""
+Every item read here carries `on_order` (what approved orders will bring, store/shared/orders.py) and `position` (on
+hand plus on order): the stock position is what reorder decisions look at."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -122,7 +122,7 @@ def set_on_hand(conn: Connection, item: str, on_hand: int, kind: str, source: st
 def apply_counts(conn: Connection, counts: Mapping[str, int], source: str, work_id: int,
                  now: str) -> list[tuple[str, int, int]]:
     """A till count: stock set to the counted values, each recorded as a 'count' event, or as a 'restock' that
-    receives the item's open order when the stock rose by at least its quantity (store/orders.py). Returns
+    receives the item's open order when the stock rose by at least its quantity (store/shared/orders.py). Returns
     (item, old, new)."""
     applied = []
     for item, value in sorted(counts.items()):

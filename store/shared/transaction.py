@@ -1,6 +1,7 @@
 """The store's moves inside one open write transaction (`Store.atomic`, `admit_answered`, `finish(apply=, after=)`).
 
-Sync on purpose: nothing inside a transaction may await a network call or a model (store/connection.py).
+Sync on purpose: nothing inside a transaction may await a network call or a model (store/shared/connection.py
+`Database`: each transaction one synchronous function run whole in the driver's thread).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ moved to `running` under a recorded run (work_state_machine, work_claim_recorded
 report linked to it (reports, report_items), exactly the moves of admit -> claim -> finish, only many rows per
 statement (executemany) and many items per transaction. A report to a Telegram chat gets its delivery part, which
 is moved pending -> sending -> confirmed with a receipt (delivery_state_machine, delivery_receipt_required), or left
-pending. The result passes `store.invariants.check` (tests/test_bulk.py).
+pending. The result passes `store.shared.invariants.check` (tests/integration/sqlite/test_bulk.py).
 
 The product never calls this; it exists so that a benchmark can stand on 1,000,000 finished items without taking
 1,000,000 single commits. Its own speed is not a product figure.

@@ -95,7 +95,7 @@ class Database:
         self._conn = conn
         self.path = path
         # The last write that could not commit for the lock or the disk (never a refused move): (monotonic time,
-        # error). /healthz reports it until a later write probe commits (store/health.py).
+        # error). /healthz reports it until a later write probe commits (store/sqlite/health.py).
         self.last_write_failure: tuple[float, StoreError] | None = None
         self.commits = 0          # write transactions that changed the database (each a durable, fsynced commit)
         self.hooks: CommitHooks | None = None
@@ -140,7 +140,7 @@ class Database:
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(raw, *args)` inside BEGIN IMMEDIATE ... COMMIT. When it changed anything, `hooks.before_commit` adds
-        its own writes to the same commit (the in-memory counters ride along: store/api.py `tally`)."""
+        its own writes to the same commit (the in-memory counters ride along: store/shared/store.py `tally`)."""
         def transaction(raw: sqlite3.Connection) -> T:
             raw.execute("BEGIN IMMEDIATE")
             before = raw.total_changes

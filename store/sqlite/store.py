@@ -89,8 +89,8 @@ class SqliteStore(BaseStore):
         return RecoverySummary((), (), ())
 
     async def metrics(self, window_seconds: float = 3600.0, tallies: StateTallies | None = None) -> MetricsSnapshot:
-        """Operational figures for /metrics (store/metrics.py `snapshot`, plus C14's `stats` over the window) in one
-        read snapshot: never the write lock, no user data. Pass the same `tallies` dict at every call (the caller
+        """Operational figures for /metrics (store/shared/metrics.py `snapshot`, plus C14's `stats` over the window) in
+        one read snapshot: never the write lock, no user data. Pass the same `tallies` dict at every call (the caller
         keeps it): the counts by state then cost only what changed since the last call."""
         now_dt = self.clock.now()
         start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
@@ -108,8 +108,8 @@ class SqliteStore(BaseStore):
 
     async def writable(self, probe_interval_s: float = 5.0) -> str | None:
         """None while writes can commit, else a fixed sentence why not (no path, no data). A write that failed for
-        the lock or the disk counts until a later write probe commits; the probe (store/health.py: the lock, room for
-        new pages, a commit) runs at most every `probe_interval_s` and changes nothing anyone reads."""
+        the lock or the disk counts until a later write probe commits; the probe (store/sqlite/health.py: the lock,
+        room for new pages, a commit) runs at most every `probe_interval_s` and changes nothing anyone reads."""
         last_probe = self._last_probe
         if last_probe is None or time.monotonic() - last_probe[0] >= probe_interval_s:
             now = self.now()
