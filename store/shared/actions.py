@@ -99,7 +99,7 @@ def expire(conn: Connection, now: str) -> list[int]:
 
 def _action(row: Row) -> Action:
     return Action(row["action_id"], row["proposal_id"], row["idempotency_key"], row["destination"], row["payload"],
-                  row["state"], row["attempts"])
+                  ActionState(row["state"]), row["attempts"])
 
 
 def due(conn: Connection, now: str, limit: int = 10) -> list[Action]:

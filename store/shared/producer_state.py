@@ -125,9 +125,11 @@ class ProducerState:
     def set_cursor(self, schedule: str, cursor: datetime, refused_key: str | None) -> None:
         set_cursor(self._conn, schedule, to_text(cursor), refused_key, self._now)
 
-    def record_missed(self, schedule: str, key: str, reason: str, fire_time: datetime | None) -> bool:
-        """Record a missed occurrence once; False when it was recorded before."""
-        return record_missed(self._conn, schedule, key, reason, to_text(fire_time) if fire_time else None, self._now)
+    def record_missed(self, schedule: str, key: str, reason: MissedReason, fire_time: datetime | None) -> bool:
+        """Record a missed occurrence once; False when it was recorded before. A reason outside `MissedReason` is
+        refused (ValueError) before anything is written."""
+        return record_missed(self._conn, schedule, key, MissedReason(reason).value,
+                             to_text(fire_time) if fire_time else None, self._now)
 
     def stock_levels(self) -> list[StockLevel]:
         return stock_levels(self._conn)

@@ -5,12 +5,11 @@ hand plus on order): the stock position is what reorder decisions look at."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from .. import units
-from ..clock import from_db, from_db_or_none
+from ..clock import from_db, from_db_or_none, to_text
 from ..errors import UnknownTarget
-from ..order_records import Draft
+from ..order_records import Draft, ProposalState, RecordedProposal
 from ..records import ItemSpec, LimitKind, Policy, PolicyRefusal
 from ..shop_records import ShopItem, StockEvent, StockEventKind
 from . import orders
@@ -185,7 +184,7 @@ def policy_reason(conn: Connection, spec: ShopItem, supplier: str, quantity: int
 
 
 def record_proposal(conn: Connection, run_id: str, supplier: str, item: str, quantity: int,
-                    now: str, policy: Policy | None = None) -> dict[str, Any]:
+                    now: str, policy: Policy | None = None) -> RecordedProposal:
     """C11: a typed proposal, costs from the catalog; never contacts anyone. Policy code validates it before the owner
     sees it: an invalid one is recorded as rejected by policy with the reason, and never sent."""
     spec = get_item(conn, item)
@@ -195,20 +194,16 @@ def record_proposal(conn: Connection, run_id: str, supplier: str, item: str, qua
     verdict = policy_reason(conn, spec, supplier, quantity, policy)
     refusal = verdict if isinstance(verdict, PolicyRefusal) else None
     reason = verdict if isinstance(verdict, str) else None
-    state = "rejected_by_policy" if verdict else "proposed"
+    state = ProposalState.REJECTED_BY_POLICY if verdict else ProposalState.PROPOSED
+    expires = to_text(policy.expires_at) if policy is not None and policy.expires_at is not None else None
     proposal_id = conn.execute(
         "INSERT INTO proposals (run_id, supplier, item, quantity, unit_cost_cents, total_cents, state, reason, "
         "refusal, refusal_limit_cents, refusal_spent_cents, created_at, updated_at, expires_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING proposal_id",
-        (run_id, supplier, item, quantity, unit_cost, quantity * unit_cost, state, reason,
+        (run_id, supplier, item, quantity, unit_cost, quantity * unit_cost, state.value, reason,
          refusal.kind.value if refusal else None, refusal.limit_cents if refusal else None,
-         refusal.spent_cents if refusal else None, now, now, policy.expires_at if policy else None)).fetchone()[0]
-    result = {"proposal_id": proposal_id, "item": item, "quantity": quantity, "total_cents": quantity * unit_cost,
-              "unit": spec.unit, "state": "rejected" if verdict else "awaiting_approval", "reason": reason}
-    if refusal is not None:         # plain values, as the row keeps them (the result is journaled as JSON)
-        result |= {"refusal": refusal.kind.value, "refusal_limit_cents": refusal.limit_cents,
-                   "refusal_spent_cents": refusal.spent_cents}
-    return result
+         refusal.spent_cents if refusal else None, now, now, expires)).fetchone()[0]
+    return RecordedProposal(proposal_id, item, quantity, quantity * unit_cost, spec.unit, state, reason, refusal)
 
 
 def activate_proposals(conn: Connection, run_id: str, report_id: str, now: str) -> int:

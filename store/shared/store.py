@@ -20,7 +20,16 @@ from typing import Any
 from .. import redaction
 from ..clock import Clock, to_text
 from ..errors import StoreError
-from ..order_records import ActionView, CountRequest, Draft, JsonObject, Order, Proposal, ReceivedOrder
+from ..order_records import (
+    ActionView,
+    CountRequest,
+    Draft,
+    JsonObject,
+    Order,
+    Proposal,
+    ReceivedOrder,
+    RecordedProposal,
+)
 from ..records import (
     Action,
     ActionMove,
@@ -51,6 +60,7 @@ from ..records import (
     WorkKind,
 )
 from ..shop_records import (
+    ActionState,
     EndedRun,
     ItemSales,
     OnOrder,
@@ -646,15 +656,16 @@ class BaseStore(abc.ABC):
         return await self.db.write(body)
 
     async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int,
-                              policy: Policy | None = None) -> dict[str, Any]:
-        """C11: the proposal (validated by policy) and its operation's completion in one transaction."""
+                              policy: Policy | None = None) -> RecordedProposal:
+        """C11: the proposal (validated by policy) and its operation's completion, its result `to_json()`, in one
+        transaction."""
         now = self.now()
 
-        def body(conn: Connection) -> dict[str, Any]:
+        def body(conn: Connection) -> RecordedProposal:
             self._guard_run(conn, run_id)
-            result = shop.record_proposal(conn, run_id, supplier, item, quantity, now, policy)
-            journal.op_finished(conn, run_id, call_id, "done", result, now, guard=self._guard_run)
-            return result
+            recorded = shop.record_proposal(conn, run_id, supplier, item, quantity, now, policy)
+            journal.op_finished(conn, run_id, call_id, "done", recorded.to_json(), now, guard=self._guard_run)
+            return recorded
         return await self.db.write(body)
 
     # ---- on order (store/shared/orders.py) -----------------------------------------------------------------------
@@ -734,12 +745,12 @@ class BaseStore(abc.ABC):
         await self.db.write(body)
 
     async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,
-                            detail: str | None = None) -> str:
+                            detail: str | None = None) -> ActionState:
         now = self.now()
         state = await self.db.write(lambda conn: actions.decide(conn, action_id, decision, by, now, receipt=receipt,
                                                                 detail=detail))
         self.signals.actions.notify()
-        return state
+        return ActionState(state)
 
     async def actions(self, quarantined_only: bool = False) -> list[ActionView]:
         return await self.db.read(actions.listing, quarantined_only)

@@ -13,7 +13,7 @@ from .. import asks
 from ..asks import Ask
 from ..clock import from_text, to_text
 from ..order_records import Order, Proposal, ReceivedOrder, UnknownReport
-from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft, SentMessage, Status
+from ..records import AdmitResult, Decision, DeliveryState, Occurrence, Prompt, ReportDraft, SentMessage, Status
 from . import actions, inbox, orders, outbox, producer_state, prompts, proposals, receipts, sales, stats
 from .connection import Connection
 from .status import read_status
@@ -121,8 +121,8 @@ class Transaction:
     def forget(self, session: str, by: str) -> tuple[int, int]:
         return self._store._forget(self._conn, session, by, self._now)
 
-    def delivery_states(self, report_id: str) -> list[str]:
-        return [r[0] for r in self._conn.execute(
+    def delivery_states(self, report_id: str) -> list[DeliveryState]:
+        return [DeliveryState(r[0]) for r in self._conn.execute(
             "SELECT state FROM deliveries WHERE report_id = ? ORDER BY part", (report_id,)).fetchall()]
 
     # ---- on order (store/shared/orders.py) ------------------------------------------------------------------------

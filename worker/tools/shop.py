@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from store import Order, Policy, PolicyRefusal, ShopItem, Store, UnknownTarget
+from store import Order, Policy, ShopItem, Store, UnknownTarget
 from worker.money import ShopFormat
 from worker.ordering import Fitted, OrderingSettings, fit_order
 from worker.proposals import rejection_reason
@@ -168,14 +168,15 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
     if fitted.quantity <= 0:
         raise ToolError(fitted.note or f"nothing to order: {args.quantity}")
     try:
-        result = await ctx.store.record_proposal(ctx.run_id, ctx.current_call, ctx.supplier, item,
-                                                 fitted.quantity, ctx.policy)
+        recorded = await ctx.store.record_proposal(ctx.run_id, ctx.current_call, ctx.supplier, item,
+                                                   fitted.quantity, ctx.policy)
     except UnknownTarget as exc:
         raise ToolError(str(exc)) from None
     ctx.completed_calls.add(ctx.current_call)
-    if result.get("refusal"):      # a spending limit's typed refusal, worded for the model with the shop's money
-        result = {**result, "reason": rejection_reason(PolicyRefusal.of(result), result.get("reason"),
-                                                         ShopFormat(ctx.currency, ctx.locale, ctx.timezone))}
+    result: dict[str, Any] = recorded.to_json()      # the journaled result's shape (C11)
+    if recorded.refusal is not None:   # a spending limit's typed refusal, worded for the model with the shop's money
+        result["reason"] = rejection_reason(recorded.refusal, recorded.reason,
+                                            ShopFormat(ctx.currency, ctx.locale, ctx.timezone))
     return _noted(result, fitted)
 
 
