@@ -91,3 +91,11 @@ def test_a_refusal_kind_given_as_text_becomes_the_member_and_an_unknown_one_fail
     assert PolicyRefusal("day_limit", 1, 2, 3).kind is LimitKind.DAY_LIMIT
     with pytest.raises(ValueError):
         PolicyRefusal("the total of 1800 cents is over the limit", 1800, 1500)     # type: ignore[arg-type]
+
+
+def test_a_proposal_is_recorded_only_proposed_or_rejected_by_policy():
+    """Negative control of RecordedProposal's check: a state a fresh row never has is refused where it is made."""
+    fields = dict(proposal_id=1, item="vanilla", quantity=6, total_cents=1800, unit="tubs", reason=None, refusal=None)
+    assert RecordedProposal(state=ProposalState.PROPOSED, **fields).to_json()["state"] == "awaiting_approval"
+    with pytest.raises(ValueError, match="awaiting_approval"):
+        RecordedProposal(state=ProposalState.AWAITING_APPROVAL, **fields)
