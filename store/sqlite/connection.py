@@ -10,6 +10,7 @@ so a transaction never fails half-way on a lock upgrade.
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -32,11 +33,17 @@ PRAGMAS = (
 )
 
 
+# SQLite's own integrity failures ("UNIQUE constraint failed: ..."); every other IntegrityError is a trigger's
+# RAISE(ABORT, ...) (schema.sql: `C7: deliveries: ...`, or an order's or a sales day's refusal).
+_CONSTRAINT = re.compile(r"(UNIQUE|NOT NULL|CHECK|FOREIGN KEY|PRIMARY KEY) constraint failed")
+
+
 def translate(exc: sqlite3.Error) -> StoreError:
-    """Driver errors become the store's own; nothing outside store/ sees sqlite3."""
+    """Driver errors become the store's own; nothing outside store/ sees sqlite3. A trigger's refusal is an
+    IllegalTransition, as PostgreSQL's RAISE EXCEPTION is (store/postgres/connection.py); a constraint's failure
+    stays a StoreError."""
     text = str(exc)
-    if isinstance(exc, sqlite3.IntegrityError) and ("C4" in text or "C5" in text or "C6" in text
-                                                   or "C7" in text or "C8" in text or "C1" in text):
+    if isinstance(exc, sqlite3.IntegrityError) and not _CONSTRAINT.match(text):
         return IllegalTransition(text, table=trigger_table(text))
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         return StoreBusy(f"the database stayed locked by another process for over {BUSY_TIMEOUT_MS} ms: {text}")
