@@ -241,8 +241,8 @@ def lock_cursor(conn: Connection, schedule: str) -> None:
 
 
 class ProducerState(producer_state.ProducerState):
-    """SQLite's producer records, with the cursor row locked before it is read (two producers never move a cursor
-    from the same stale reading)."""
+    """The shared producer records (store/shared/producer_state.py), with the cursor row locked before it is read
+    (two producers never move a cursor from the same stale reading)."""
 
     def get_cursor(self, schedule: str) -> Any:
         lock_cursor(self._conn, schedule)

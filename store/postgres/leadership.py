@@ -49,6 +49,8 @@ def resign(conn: PgConnection, name: str, holder: str, generation: int, now: Any
 
 
 def fence(conn: PgConnection, held: Fence, now: Any = None) -> None:
+    """C16 inside a singleton's write transaction: its lease still held and unexpired on the database clock, else
+    `LeaseLost`; the row is held FOR SHARE until this transaction ends, so a takeover waits for its commit."""
     if conn.execute("SELECT 1 FROM leader_leases WHERE name = ? AND holder = ? AND generation = ? "
                     "AND expires_at > clock_timestamp() FOR SHARE",
                     (held.name, held.holder, held.generation)).fetchone() is None:

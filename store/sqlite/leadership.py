@@ -44,7 +44,7 @@ def resign(conn: sqlite3.Connection, name: str, holder: str, generation: int, no
 
 
 def fence(conn: sqlite3.Connection, held: Fence, now: datetime) -> None:
-    """Inside a singleton's write transaction: its lease still held and unexpired, else `LeaseLost`."""
+    """C16 inside a singleton's write transaction: its lease still held and unexpired, else `LeaseLost`."""
     if conn.execute("SELECT 1 FROM leader_leases WHERE name = ? AND holder = ? AND generation = ? AND expires_at > ?",
                     (held.name, held.holder, held.generation, to_text(now))).fetchone() is None:
         raise LeaseLost(held.name, held.holder, held.generation)
