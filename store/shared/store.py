@@ -741,7 +741,7 @@ class BaseStore(abc.ABC):
                 self._leases.fence(conn, fence, now_dt)
             fn(conn, action_id, *args, now)
             if fence is not None and move is ActionMove.MARK_SENDING:
-                conn.execute("UPDATE actions SET sender = ? WHERE action_id = ?", (fence.sender, action_id))
+                conn.execute("UPDATE actions SET sender = $1 WHERE action_id = $2", (fence.sender, action_id))
         await self.db.write(body)
 
     async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,

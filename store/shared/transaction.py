@@ -123,7 +123,7 @@ class Transaction:
 
     def delivery_states(self, report_id: str) -> list[DeliveryState]:
         return [DeliveryState(r[0]) for r in self._conn.execute(
-            "SELECT state FROM deliveries WHERE report_id = ? ORDER BY part", (report_id,)).fetchall()]
+            "SELECT state FROM deliveries WHERE report_id = $1 ORDER BY part", (report_id,)).fetchall()]
 
     # ---- on order (store/shared/orders.py) ------------------------------------------------------------------------
     def order(self, proposal_id: int) -> Order | None:

@@ -22,7 +22,7 @@ from ..shared import stats
 from ..shared.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, DEFAULT_LEASE_S, BaseStore
 from ..shop_records import StateTallies
 from . import health, leadership, migrations
-from .connection import BUSY_TIMEOUT_MS, Database
+from .connection import BUSY_TIMEOUT_MS, Database, SqliteConnection
 from .dialect import SQLITE
 
 __all__ = ["DEFAULT_ATTEMPT_CAP", "DEFAULT_CAPACITY", "DEFAULT_DEBOUNCE_MS", "DEFAULT_LEASE_S", "SqliteStore"]
@@ -82,7 +82,7 @@ class SqliteStore(BaseStore):
     async def renew(self, claim: Claim) -> bool:
         """No expiry on SQLite (one process owns the file under the instance lock): True while the run is open."""
         return await self.db.read(lambda conn: conn.execute(
-            "SELECT 1 FROM runs WHERE run_id = ? AND ended_at IS NULL", (claim.run_id,)).fetchone() is not None)
+            "SELECT 1 FROM runs WHERE run_id = $1 AND ended_at IS NULL", (claim.run_id,)).fetchone() is not None)
 
     async def sweep_expired(self, *, sending: bool = True) -> RecoverySummary:
         """No leases on SQLite: nothing ever expires (start-up `recover` under the instance lock is its recovery)."""
@@ -95,12 +95,12 @@ class SqliteStore(BaseStore):
         now_dt = self.clock.now()
         start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
 
-        def read(conn: sqlite3.Connection) -> MetricsSnapshot:
+        def read(conn: SqliteConnection) -> MetricsSnapshot:
             return metric_reads.snapshot(conn, now_dt, self._sizes(conn), stats.window(conn, start, end), tallies,
                                          self._sql.oldest_open)
         return await self.db.read(read)
 
-    def _sizes(self, conn: sqlite3.Connection) -> metric_reads.Sizes:
+    def _sizes(self, conn: SqliteConnection) -> metric_reads.Sizes:
         page_size, page_count, free = (conn.execute(f"PRAGMA {p}").fetchone()[0]
                                        for p in ("page_size", "page_count", "freelist_count"))
         wal = Path(f"{self.path}-wal")

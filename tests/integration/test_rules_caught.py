@@ -43,7 +43,7 @@ async def test_every_part_that_reaches_telegram_holds_at_most_4000_characters():
             lambda tx, work_id: ReportDraft(body, destination=f"tg:{OWNER_ID}"))
         report_id = result.report_id
         parts = await store.db.read(lambda conn: conn.execute(
-            "SELECT count(*) FROM deliveries WHERE report_id = ?", (report_id,)).fetchone()[0])
+            "SELECT count(*) FROM deliveries WHERE report_id = $1", (report_id,)).fetchone()[0])
 
         def sent_parts() -> list[str]:
             return [m.text for m in run.owner_messages() if m.text.rsplit("\n", 1)[-1].startswith(report_id)]
@@ -99,7 +99,7 @@ async def approved_key(store: Store, item: str, n: int) -> tuple[int, str]:
                                                                  destination="supplier:Dairy Direct"))
     assert decision.ok, decision
     row = await store.db.read(lambda conn: conn.execute(
-        "SELECT action_id, idempotency_key FROM actions WHERE action_id = ?", (decision.action_id,)).fetchone())
+        "SELECT action_id, idempotency_key FROM actions WHERE action_id = $1", (decision.action_id,)).fetchone())
     return row[0], row[1]
 
 
