@@ -28,3 +28,21 @@ async def test_a_wrong_number_is_counted_wrong():
     async with FakeModelServer([openai_text("We have 7 tubs of vanilla.")]) as server:
         results = await real_model.run_bench(server.openai_base_url, "fake", limit=1, out=io.StringIO())
     assert not results[0].right and results[0].prose.count("—") == 1
+
+
+def _conversation_turn(item):
+    return [openai_text(f'{{"name": "get_item", "arguments": {{"item": "{item}"}}}}'), openai_text("Here it is.")]
+
+
+async def test_the_bench_says_how_many_exchanges_each_turn_saw_and_which_turns_compacted():
+    script = [r for item in ("strawberry", "chocolate", "vanilla") for r in _conversation_turn(item)]
+    rows = {}
+    for budget in (2000, 1):
+        async with FakeModelServer(list(script)) as server:
+            results = await real_model.run_bench(server.openai_base_url, "fake", limit=3, conversation_first=True,
+                                                 history_tokens=budget, out=io.StringIO())
+        rows[budget] = [(r.seen, r.stored, r.compacted) for r in results]
+    # within the budget every earlier exchange is seen and nothing compacts
+    assert rows[2000] == [(0, 0, False), (1, 1, False), (2, 2, False)]
+    # over it, the cut moves: a turn whose cut moved is a compacted one (its prompt's prefix changed)
+    assert rows[1] == [(0, 0, False), (0, 1, True), (0, 2, True)]
