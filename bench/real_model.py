@@ -7,8 +7,9 @@ the product's own agent loop, prompt, history (C17) and adapter (`openai:<model>
 at a time. The questions and their checker are bench/real_model_questions.py: 13 single questions, each in a chat of
 its own, then one conversation of 10 turns in one chat. Per question this prints the time, the model calls, the tools
 called, whether the answer is right (checked against the shop's records), the blanks ("—") in the reply, the prompt
-tokens and of those the cached ones, whether the turn compacted the history (C17: its cut moved, so the prompt's
-prefix changed; SHOPBOT_HISTORY_TOKENS) and how many earlier exchanges the model saw of those stored ("seen" 1/3).
+tokens and of those the cached ones, whether the turn compacted the history (C17: it dropped an exchange the last
+turn saw, so the prompt's prefix changed; SHOPBOT_HISTORY_TOKENS), and how many earlier exchanges the model saw of
+those stored ("seen" 1/3) with their estimated tokens.
 Totals: right, tool-call texts delivered to the owner (the target is 0), the cached share of the prompt tokens on the
 conversation's follow-ups (turns that compacted reported apart), and whether turn 10 is right.
 
@@ -75,7 +76,7 @@ class Result:
     reply: str
     prose: str
     right: bool
-    compacted: bool                # the history's cut moved at this turn (C17): the prefix changed
+    compacted: bool                # this turn dropped an exchange the last one saw (C17): the prompt's prefix changed
     follow_up: bool
     seen: int = 0                  # earlier exchanges the model saw (those within SHOPBOT_HISTORY_TOKENS)
     stored: int = 0                # earlier exchanges stored (C17: an answer no tool backed leaves an empty one)
@@ -131,13 +132,16 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
         worker = Worker(store, model, settings)
         import sqlite3
         raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        cuts: dict[str, int] = {}      # per chat, how many of the oldest exchanges its last turn did not see
+        cuts: dict[str, tuple[int, int]] = {}   # per chat, its last turn's cut and the exchanges stored then
         try:
             for n, (session, question) in enumerate(plan, start=1):
                 stored = conversation.exchanges(await store.exchanges(session, settings.history_limit))
                 follow_up = bool(stored)
                 cut = conversation.cut(stored, history_tokens)
-                compacted, cuts[session] = cut != cuts.get(session, 0), cut
+                last_cut, last_stored = cuts.get(session, (0, 0))
+                # the prefix changed when this turn dropped an exchange the last turn saw (not only its own)
+                compacted = any(stored[last_cut:min(cut, last_stored)])
+                cuts[session] = cut, len(stored)
                 before_calls = len(model.calls)
                 proposals_before = {p.proposal_id for p in await store.open_proposals()}
                 source = f"bench:{n}"

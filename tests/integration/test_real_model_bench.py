@@ -36,13 +36,17 @@ def _conversation_turn(item):
 
 async def test_the_bench_says_how_many_exchanges_each_turn_saw_and_which_turns_compacted():
     script = [r for item in ("strawberry", "chocolate", "vanilla") for r in _conversation_turn(item)]
-    rows = {}
-    for budget in (2000, 1):
+
+    async def run(budget):
         async with FakeModelServer(list(script)) as server:
-            results = await real_model.run_bench(server.openai_base_url, "fake", limit=3, conversation_first=True,
-                                                 history_tokens=budget, out=io.StringIO())
-        rows[budget] = [(r.seen, r.stored, r.compacted) for r in results]
-    # within the budget every earlier exchange is seen and nothing compacts
-    assert rows[2000] == [(0, 0, False), (1, 1, False), (2, 2, False)]
-    # over it, the cut moves: a turn whose cut moved is a compacted one (its prompt's prefix changed)
-    assert rows[1] == [(0, 0, False), (0, 1, True), (0, 2, True)]
+            return await real_model.run_bench(server.openai_base_url, "fake", limit=3, conversation_first=True,
+                                              history_tokens=budget, out=io.StringIO())
+
+    whole = await run(2000)     # within the budget every earlier exchange is seen and nothing compacts
+    assert [(r.seen, r.stored, r.compacted) for r in whole] == [(0, 0, False), (1, 1, False), (2, 2, False)]
+    assert 0 < whole[1].seen_tokens < whole[2].seen_tokens
+    # a budget two exchanges pass: turn 3 drops turn 1's exchange, which turn 2 saw: its prefix changed
+    third = (await run(whole[2].seen_tokens - 1))[2]
+    assert third.seen < 2 and third.compacted
+    # a budget of 0 drops every exchange before any turn sees it: the prefix (system, tools) never changes
+    assert [(r.seen, r.compacted) for r in await run(0)] == [(0, False)] * 3
