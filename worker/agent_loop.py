@@ -51,7 +51,8 @@ Rules (each one is tested in tests/test_agent_loop.py):
 * An answer that only repeats the owner's question (a small model does so after a tool result, and the echo then
   taught the next turns, through the history, to answer by copying) is sent back once with `ECHO` (and the notes of
   the turn's tool results, such as "nothing is on order": it echoed after empty results); the round is not
-  part of the exchange, and a second echo is delivered as it is (it holds no figure).
+  part of the exchange, and a second echo is delivered as it is (it holds no figure) and leaves no exchange: once
+  replayed, a 1.5B model answered every later turn with its question (bench/RESULTS.md, fourth pass).
 * `Limits.look_up` (off in the app: measured worse, bench/RESULTS.md): a final answer with a number no figure
   holds, from a run that called no tool, is sent back once with `LOOK_UP`; not part of the exchange.
 * C18: the system prompt carries nothing that changes in a day; `turn_head` (today's date and time) heads the
@@ -277,8 +278,10 @@ async def run_agent(
         kept = [m for i, m in enumerate(messages[first:], start=first) if i not in skipped]
         if final:
             kept.append(Message(role="assistant", text=final))
-        if reason == "answered" and unbacked(final):
-            kept = []   # the shop from memory: replayed, it teaches the next turns to answer without a tool
+        if reason == "answered" and (unbacked(final) or _echoes(final, user_text)):
+            # the shop from memory, or the question again (the echo round did not help): replayed, the one taught a
+            # small model to answer the next turns without a tool, the other to answer them with their question
+            kept = []
         return AgentResult(
             text=render_report(prose, figures, question=user_text, fmt=fmt, show_all=partial),
             prose=prose,

@@ -185,6 +185,24 @@ async def test_an_answer_that_repeats_the_question_is_sent_back_once_and_is_not_
     assert len(plain.calls) == 1
 
 
+async def test_a_second_echo_is_delivered_but_leaves_no_history():
+    from worker.models.base import ToolCall
+    shop = FakeShop()
+
+    async def turn(final: str):
+        model = ScriptedModel([ModelTurn("", (ToolCall("c1", "get_item", VANILLA),)),
+                               ModelTurn("How much vanilla do we have?", ()), ModelTurn(final, ())])
+        return await run_agent(model=model, registry=shop.registry(), system="s", history=(),
+                               user_text="How much vanilla do we have?", journal=RecordingJournal(shop.events),
+                               context=None)
+
+    echoed = await turn("How much vanilla do we have?")   # seen live: replayed, it taught every later turn to echo
+    assert echoed.prose == "How much vanilla do we have?" and echoed.exchange == ()
+    # negative control: an answer after the echo round is the exchange, its tool call and result included
+    answered = await turn("We have 2 tubs.")
+    assert answered.exchange[-1].text == "We have 2 tubs." and answered.exchange[1].tool_calls
+
+
 def _history_with(tool: str, result: dict) -> list:
     from worker.models.base import Message, ToolCall
     return [Message("user", "how much strawberry"), Message("assistant", "", (ToolCall("h1", tool, "{}"),)),
