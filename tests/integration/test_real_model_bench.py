@@ -50,3 +50,15 @@ async def test_the_bench_says_how_many_exchanges_each_turn_saw_and_which_turns_c
     assert third.seen < 2 and third.compacted
     # a budget of 0 drops every exchange before any turn sees it: the prefix (system, tools) never changes
     assert [(r.seen, r.compacted) for r in await run(0)] == [(0, False)] * 3
+
+
+def test_the_proposals_question_follows_the_records_when_none_is_open():
+    from types import SimpleNamespace
+
+    from bench.real_model_questions import Facts, proposals
+
+    none = Facts(items={}, rates={}, cover={}, on_order=[], proposals=[])
+    assert proposals("There are no proposals waiting for your approval.", none, ())
+    assert not proposals("Chocolate: — tubs are waiting.", none, ())    # negative control: a blank is no answer
+    one = Facts(items={}, rates={}, cover={}, on_order=[], proposals=[SimpleNamespace(item="chocolate", quantity=3)])
+    assert proposals("Chocolate, 3 tubs.", one, ()) and not proposals("There are no proposals.", one, ())
