@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.agent_eval import SHOP_FILE, seed
 from bench.real_model_questions import CONVERSATION, SINGLE, Facts, Question, read_facts
-from bot.shop_file import load_shop
+from bot.shop_file import ShopSpec, load_shop
 from store import Occurrence, SqliteStore, SystemClock
 from worker import history as conversation
 from worker.agent_loop import Limits
@@ -103,6 +103,23 @@ def _one(raw: Any, sql: str, *args: Any) -> Any:
     return raw.execute(sql, args).fetchone()
 
 
+async def seeded_shop(tmp: str) -> tuple[Path, ShopSpec, SqliteStore]:
+    """bench/agent_eval.py's shop seeded in a fresh SQLite file under `tmp`, its spec, and a store open on it."""
+    db, shop_path = Path(tmp) / "bench.sqlite3", Path(tmp) / "shop.toml"
+    shop_path.write_text(SHOP_FILE, encoding="utf-8")
+    await seed(db, shop_path, datetime.now(UTC))
+    return db, load_shop(shop_path), await SqliteStore.open(db, SystemClock(), debounce_ms=0)
+
+
+def worker_settings(shop: ShopSpec, history_tokens: int, limits: Limits) -> WorkerSettings:
+    """The worker's settings from the shop file, as the app builds them, with no backoff between tries."""
+    return WorkerSettings(
+        supplier=shop.supplier, currency=shop.currency, locale=shop.locale, shop_name=shop.name,
+        hours=shop.hours, schedules=tuple((s.name, s.cron) for s in shop.schedules),
+        shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents, day_max_cents=shop.day_max_cents,
+        history_tokens=history_tokens, limits=limits, backoff=(0.0,))
+
+
 async def run_bench(base_url: str, model_name: str, *, limit: int | None = None, history_tokens: int = 2000,
                     turn_timeout_s: float = 600.0, model_timeout_s: float = 600.0, max_tokens: int = 1024,
                     verbose: bool = False, out: Any = sys.stdout, conversation_first: bool = False,
@@ -117,18 +134,10 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
         plan = plan[:limit]
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="shopbot-real-model-") as tmp:
-        db, shop_path = Path(tmp) / "bench.sqlite3", Path(tmp) / "shop.toml"
-        shop_path.write_text(SHOP_FILE, encoding="utf-8")
-        await seed(db, shop_path, datetime.now(UTC))
-        shop = load_shop(shop_path)
-        store = await SqliteStore.open(db, SystemClock(), debounce_ms=0)
+        db, shop, store = await seeded_shop(tmp)
         model = RecordingModel(load_model(f"openai:{model_name}", base_url=base_url, timeout=model_timeout_s,
                                           max_tokens=max_tokens))
-        settings = WorkerSettings(
-            supplier=shop.supplier, currency=shop.currency, locale=shop.locale, shop_name=shop.name,
-            hours=shop.hours, schedules=tuple((s.name, s.cron) for s in shop.schedules),
-            shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents, day_max_cents=shop.day_max_cents,
-            history_tokens=history_tokens, limits=Limits(max_seconds=turn_timeout_s, look_up=look_up), backoff=(0.0,))
+        settings = worker_settings(shop, history_tokens, Limits(max_seconds=turn_timeout_s, look_up=look_up))
         worker = Worker(store, model, settings)
         import sqlite3
         raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

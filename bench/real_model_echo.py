@@ -24,17 +24,14 @@ import dataclasses
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from pathlib import Path
 
-from bench.agent_eval import SHOP_FILE, seed
+from bench.real_model import seeded_shop, worker_settings
 from bench.real_model_turn2 import Scripted
-from bot.shop_file import load_shop
-from store import Occurrence, SqliteStore, SystemClock
+from store import Occurrence
 from worker.agent_loop import ECHO, Limits
 from worker.models.base import Message, ModelTurn, ToolCall, ToolSpec
 from worker.models.openai_chat import OpenAIChatModel
-from worker.worker import Worker, WorkerSettings
+from worker.worker import Worker
 
 CASES = [("How much strawberry do we have?", "get_item", '{"item": "strawberry"}'),
          ("Is any vanilla on order?", "on_order", '{"item": "vanilla"}'),
@@ -50,21 +47,12 @@ Request = tuple[str, tuple[Message, ...], tuple[ToolSpec, ...]]
 async def requests_for(question: str, tool: str, arguments: str) -> list[Request]:
     """The turn's requests with a scripted model: the call, then an echo (the second request is after the result)."""
     with tempfile.TemporaryDirectory(prefix="shopbot-echo-") as tmp:
-        db, shop_path = Path(tmp) / "bench.sqlite3", Path(tmp) / "shop.toml"
-        shop_path.write_text(SHOP_FILE, encoding="utf-8")
-        await seed(db, shop_path, datetime.now(UTC))
-        shop = load_shop(shop_path)
-        store = await SqliteStore.open(db, SystemClock(), debounce_ms=0)
+        _, shop, store = await seeded_shop(tmp)
         try:
             model = Scripted([ModelTurn("", (ToolCall("call_1", tool, arguments),)), ModelTurn(question, ()),
                               ModelTurn(question, ())])
-            settings = WorkerSettings(
-                supplier=shop.supplier, currency=shop.currency, locale=shop.locale, shop_name=shop.name,
-                hours=shop.hours, schedules=tuple((s.name, s.cron) for s in shop.schedules),
-                shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents, day_max_cents=shop.day_max_cents,
-                history_tokens=0, limits=Limits(max_seconds=600.0), backoff=(0.0,))
             await store.admit(Occurrence("echo:1", "tg:7000", question, destination="tg:7000"))
-            await Worker(store, model, settings).drain()
+            await Worker(store, model, worker_settings(shop, 0, Limits(max_seconds=600.0))).drain()
         finally:
             await store.close()
     return model.requests
