@@ -83,8 +83,3 @@ def cut(found: Sequence[Sequence[Message]], budget_tokens: int) -> int:
 def fit(found: Sequence[Sequence[Message]], budget_tokens: int) -> list[Message]:
     """The exchanges the next turn sees, flattened, oldest first."""
     return [m for exchange in found[cut(found, budget_tokens):] for m in exchange]
-
-
-def compacted(found: Sequence[Sequence[Message]], budget_tokens: int) -> bool:
-    """Whether `fit` dropped anything (the benchmark reports such turns apart)."""
-    return cut(found, budget_tokens) > 0

@@ -62,3 +62,18 @@ def test_the_proposals_question_follows_the_records_when_none_is_open():
     assert not proposals("Chocolate: — tubs are waiting.", none, ())    # negative control: a blank is no answer
     one = Facts(items={}, rates={}, cover={}, on_order=[], proposals=[SimpleNamespace(item="chocolate", quantity=3)])
     assert proposals("Chocolate, 3 tubs.", one, ()) and not proposals("There are no proposals.", one, ())
+
+
+async def test_the_echo_probe_builds_the_turn_after_the_real_result_and_its_variants():
+    import json
+
+    from bench.real_model_echo import requests_for, variants
+    from worker.agent_loop import ECHO
+
+    requests = await requests_for("Is any vanilla on order?", "on_order", '{"item": "vanilla"}')
+    system, after, tools = requests[1]
+    assert [m.role for m in after] == ["user", "assistant", "tool"] and system and tools
+    assert json.loads(after[-1].text)["orders"][0]["item"] == "vanilla"            # the tool's real result
+    sent = variants(after, "Is any vanilla on order?")
+    assert sent["V0"] == after and sent["V2"][-1].text == ECHO and sent["V2"][:-1] == after
+    assert [m.role for m in sent["V1"][-2:]] == ["assistant", "user"]               # the old round: the echo back
