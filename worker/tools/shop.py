@@ -108,7 +108,8 @@ def _need(item: ShopItem) -> dict[str, Any]:
     low = item.position < item.reorder_point
     fitted = _fit(item, max(0, item.target - item.position) if low else 0)
     need = {"item": item.item, "on_hand": item.on_hand, "on_order": item.on_order,
-            "position": item.position, "target": item.target, "quantity": fitted.quantity,
+            "position": item.position, "reorder_point": item.reorder_point, "target": item.target,
+            "quantity": fitted.quantity,
             "unit_cost_cents": item.unit_cost_cents, "cost_cents": fitted.quantity * item.unit_cost_cents,
             "below_reorder_point": low, "unit": item.unit}
     if fitted.note:
