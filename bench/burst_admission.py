@@ -42,6 +42,7 @@ from pathlib import Path
 
 from store import Admission, AdmitResult, ManualClock, Occurrence, SqliteStore
 from store.shared import inbox
+from store.sqlite.connection import SqliteConnection
 
 from .common import cleanup, median, print_machine, remove_db, scratch_dir, spread
 
@@ -67,14 +68,14 @@ def occurrences(n: int, chats: int = 100) -> list[Occurrence]:
                        destination=f"tg:{1000 + i % chats}") for i in range(n)]
 
 
-def admit_many_counted(conn: sqlite3.Connection, batch: Sequence[Occurrence], now: str,
+def admit_many_counted(conn: SqliteConnection, batch: Sequence[Occurrence], now: str,
                        capacity: int) -> list[AdmitResult]:
     """E1: inbox.admit's rules (identity first, then capacity, then insert) with the open count taken once."""
-    open_now = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {inbox.OPEN_AGENT} LIMIT ?)",
+    open_now = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {inbox.OPEN_AGENT} LIMIT $1)",
                             (capacity,)).fetchone()[0]
     results = []
     for o in batch:
-        existing = conn.execute("SELECT work_id, session, payload FROM work WHERE source = ?",
+        existing = conn.execute("SELECT work_id, session, payload FROM work WHERE source = $1",
                                 (o.source,)).fetchone()
         if existing is not None:
             same = existing["session"] == o.session and existing["payload"] == o.payload
@@ -85,7 +86,8 @@ def admit_many_counted(conn: sqlite3.Connection, batch: Sequence[Occurrence], no
             results.append(AdmitResult(Admission.REFUSED))
             continue
         work_id = conn.execute(
-            "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO work (source, session, kind, payload, destination, admitted_at) "
+            "VALUES ($1, $2, $3, $4, $5, $6)",
             (o.source, o.session, o.kind.value, o.payload, o.destination, now)).lastrowid
         if o.kind.value == "agent":
             open_now += 1
@@ -151,7 +153,7 @@ async def instrumented(path: Path, items: list[Occurrence], batch: int, capacity
     profiler = cProfile.Profile() if profile else None
     tick = time.perf_counter
 
-    def timed_count(conn: sqlite3.Connection, cap: int | None = None) -> int:
+    def timed_count(conn: SqliteConnection, cap: int | None = None) -> int:
         t = tick()
         try:
             return original(conn, cap)
@@ -165,7 +167,8 @@ async def instrumented(path: Path, items: list[Occurrence], batch: int, capacity
             raw.execute("BEGIN IMMEDIATE")
             t1 = tick()
             try:
-                result = profiler.runcall(fn, raw, *args) if profiler else fn(raw, *args)
+                conn = SqliteConnection(raw)
+                result = profiler.runcall(fn, conn, *args) if profiler else fn(conn, *args)
             except BaseException:
                 raw.execute("ROLLBACK")
                 raise

@@ -13,7 +13,7 @@ runs for an admission, a claim, a finish, the worker's idle probe and one relay 
   debounce 0. A standing backlog of --backlog pending items in their own sessions is admitted first, so every
   claim chooses among several sessions; then each operation: `Store.admit` of a new item (its own session, a
   Telegram destination) -> `Store.claim` (takes the oldest session) -> `Store.finish` (stores the report and
-  queues its delivery); and the read probes the product's loops call (bot/relay.py, worker/worker.py):
+  queues its delivery); and the read probes the product's loops call (bot/relays/telegram.py, worker/worker.py):
   `Store.due_deliveries`, `Store.next_claim_time`, `Store.next_delivery_time`. Latency of each call as the caller
   sees it (through aiosqlite), p50 and p99 per round; the table gives the median over rounds. With the shipped
   schema the probes scan the whole history, so they are timed on every --probe-every-th operation only.
@@ -21,10 +21,10 @@ runs for an admission, a claim, a finish, the worker's idle probe and one relay 
   items per round, nothing against 1,000,000, and the backlog is drained after each round). The full database was
   just written, so its pages are warm in the OS cache: these are not cold-cache figures.
 - The statements are captured with sqlite3's trace callback on the store's own connection while the product
-  runs them (so the SQL is exactly store/inbox.py's and store/outbox.py's), then each is given to
+  runs them (so the SQL is exactly store/shared/inbox.py's and store/shared/outbox.py's), then each is given to
   EXPLAIN QUERY PLAN. A plan line `SCAN <table>` or `SEARCH <table>` with no index reads the whole table.
 - Experiment (NOT product code): the same rounds after adding to both databases those of these indexes that the
-  shipped schema does not have yet (the change proposed for store/schema.sql as a migration, measured here before
+  shipped schema does not have yet (the change proposed for store/sqlite/schema.sql as a migration, measured here before
   anyone makes it; the output lists the ones applied):
     CREATE INDEX bench_work_pending ON work (work_id) WHERE state = 'pending' AND kind = 'agent'
         (skipped when the schema has a work index WHERE state = 'pending': migration 0005's work_pending)

@@ -73,13 +73,13 @@ MUTATIONS: list[Mutation] = [
       "       (OLD.state = 'pending' AND NEW.state IN ('running', 'failed', 'finished'))", ("tests/integration/sqlite/test_inbox.py",),
       "pending work may become finished without running"),
     # C5 claim
-    M("C5", "store/shared/inbox.py", 'DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now)',
-      'DUE = ("(w.admitted_at <= :now OR w.admitted_at > :now)', ("tests/integration/sqlite/test_inbox.py", "tests/integration/test_clock_steps.py"),
+    M("C5", "store/shared/inbox.py", 'DUE = ("(w.admitted_at <= $1 OR w.admitted_at > $2)',
+      'DUE = ("(w.admitted_at <= $2 OR w.admitted_at > $2)', ("tests/integration/sqlite/test_inbox.py", "tests/integration/test_clock_steps.py"),
       "the debounce window is ignored"),
     M("C5", "store/shared/inbox.py", "    if held != len(ids):", "    if held < 0:", ("tests/integration/sqlite/test_inbox.py",),
       "a worker ends work it does not hold"),
-    M("C5", "store/shared/inbox.py", 'DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now)',
-      'DUE = ("(w.admitted_at <= :cutoff)', ("tests/integration/test_clock_steps.py",),
+    M("C5", "store/shared/inbox.py", 'DUE = ("(w.admitted_at <= $1 OR w.admitted_at > $2)',
+      'DUE = ("(w.admitted_at <= $1)', ("tests/integration/test_clock_steps.py",),
       "a backward clock step holds admitted work (issue 21)"),
     # C6 finish and report together
     M("C6", "store/shared/outbox.py", "[(report_id, work_id) for work_id in sorted(set(work_ids))]",
@@ -90,8 +90,8 @@ MUTATIONS: list[Mutation] = [
     M("C7", "store/shared/outbox.py", "PART_LIMIT = 4000 ", "PART_LIMIT = 5000 ",
       ("tests/integration/test_rules_caught.py::test_every_part_that_reaches_telegram_holds_at_most_4000_characters",
        "tests/integration/sqlite/test_outbox.py"), "parts over 4,000 characters"),
-    M("C7", "store/shared/outbox.py", "    rows = conn.execute(\"UPDATE deliveries SET state = 'unknown', updated_at = ?, \"",
-      "    rows = conn.execute(\"UPDATE deliveries SET state = 'pending', updated_at = ?, \"",
+    M("C7", "store/shared/outbox.py", "    rows = conn.execute(\"UPDATE deliveries SET state = 'unknown', updated_at = $1, \"",
+      "    rows = conn.execute(\"UPDATE deliveries SET state = 'pending', updated_at = $1, \"",
       ("tests/integration/sqlite/test_recovery_and_stats.py",), "a delivery found sending at start is resent"),
     # C8 resolving unknowns
     M("C8", "store/sqlite/migrations/0001_core.sql", "WHEN OLD.state = 'unknown' AND NEW.state = 'pending' AND (",
@@ -121,8 +121,8 @@ MUTATIONS: list[Mutation] = [
                                             "proposal_from_another_connection",),
       "the database's unique index of one open proposal per item"),
     # C12 forget
-    M("C12", "store/shared/inbox.py", '    deleted = conn.execute("DELETE FROM history WHERE session = ?", (session,))'
-      '.rowcount', '    deleted = conn.execute("DELETE FROM history WHERE session = ? AND 0", (session,)).rowcount',
+    M("C12", "store/shared/inbox.py", '    deleted = conn.execute("DELETE FROM history WHERE session = $1", (session,))'
+      '.rowcount', '    deleted = conn.execute("DELETE FROM history WHERE session = $1 AND 0", (session,)).rowcount',
       ("tests/integration/sqlite/test_inbox.py", "tests/integration/test_cli.py::test_forget_cancels_waiting_work",
        "tests/integration/test_rules_caught.py::test_forget_deletes_the_history_the_conversation_had"), "history is kept"),
     # C13 numbers from records

@@ -7,9 +7,11 @@ the product's own agent loop, prompt, history (C17) and adapter (`openai:<model>
 at a time. The questions and their checker are bench/real_model_questions.py: 13 single questions, each in a chat of
 its own, then one conversation of 10 turns in one chat. Per question this prints the time, the model calls, the tools
 called, whether the answer is right (checked against the shop's records), the blanks ("—") in the reply, the prompt
-tokens and of those the cached ones, and whether the turn's history was compacted (SHOPBOT_HISTORY_TOKENS, C17).
+tokens and of those the cached ones, whether the turn compacted the history (C17: it dropped an exchange the last
+turn saw, so the prompt's prefix changed; SHOPBOT_HISTORY_TOKENS), and how many earlier exchanges the model saw of
+those stored ("seen" 1/3) with their estimated tokens.
 Totals: right, tool-call texts delivered to the owner (the target is 0), the cached share of the prompt tokens on the
-conversation's follow-ups (turns whose history was compacted reported apart), and whether turn 10 is right.
+conversation's follow-ups (turns that compacted reported apart), and whether turn 10 is right.
 
 The server: llama.cpp's (bench/serve_gguf.py starts it from the xllamacpp wheel; docs/local-model.md).
 """
@@ -28,7 +30,7 @@ from typing import Any
 
 from bench.agent_eval import SHOP_FILE, seed
 from bench.real_model_questions import CONVERSATION, SINGLE, Facts, Question, read_facts
-from bot.shop_file import load_shop
+from bot.shop_file import ShopSpec, load_shop
 from store import Occurrence, SqliteStore, SystemClock
 from worker import history as conversation
 from worker.agent_loop import Limits
@@ -74,8 +76,11 @@ class Result:
     reply: str
     prose: str
     right: bool
-    compacted: bool
+    compacted: bool                # this turn dropped an exchange the last one saw (C17): the prompt's prefix changed
     follow_up: bool
+    seen: int = 0                  # earlier exchanges the model saw (those within SHOPBOT_HISTORY_TOKENS)
+    stored: int = 0                # earlier exchanges stored (C17: an answer no tool backed leaves an empty one)
+    seen_tokens: int = 0           # their estimated tokens (history.cost, what SHOPBOT_HISTORY_TOKENS counts)
     call_text: bool = False        # the reply delivered looks like a tool call
     failed: bool = False           # the turn ended with an error report
     notes: list[str] = field(default_factory=list)
@@ -98,6 +103,23 @@ def _one(raw: Any, sql: str, *args: Any) -> Any:
     return raw.execute(sql, args).fetchone()
 
 
+async def seeded_shop(tmp: str) -> tuple[Path, ShopSpec, SqliteStore]:
+    """bench/agent_eval.py's shop seeded in a fresh SQLite file under `tmp`, its spec, and a store open on it."""
+    db, shop_path = Path(tmp) / "bench.sqlite3", Path(tmp) / "shop.toml"
+    shop_path.write_text(SHOP_FILE, encoding="utf-8")
+    await seed(db, shop_path, datetime.now(UTC))
+    return db, load_shop(shop_path), await SqliteStore.open(db, SystemClock(), debounce_ms=0)
+
+
+def worker_settings(shop: ShopSpec, history_tokens: int, limits: Limits) -> WorkerSettings:
+    """The worker's settings from the shop file, as the app builds them, with no backoff between tries."""
+    return WorkerSettings(
+        supplier=shop.supplier, currency=shop.currency, locale=shop.locale, shop_name=shop.name,
+        hours=shop.hours, schedules=tuple((s.name, s.cron) for s in shop.schedules),
+        shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents, day_max_cents=shop.day_max_cents,
+        history_tokens=history_tokens, limits=limits, backoff=(0.0,))
+
+
 async def run_bench(base_url: str, model_name: str, *, limit: int | None = None, history_tokens: int = 2000,
                     turn_timeout_s: float = 600.0, model_timeout_s: float = 600.0, max_tokens: int = 1024,
                     verbose: bool = False, out: Any = sys.stdout, conversation_first: bool = False,
@@ -112,26 +134,23 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
         plan = plan[:limit]
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="shopbot-real-model-") as tmp:
-        db, shop_path = Path(tmp) / "bench.sqlite3", Path(tmp) / "shop.toml"
-        shop_path.write_text(SHOP_FILE, encoding="utf-8")
-        await seed(db, shop_path, datetime.now(UTC))
-        shop = load_shop(shop_path)
-        store = await SqliteStore.open(db, SystemClock(), debounce_ms=0)
+        db, shop, store = await seeded_shop(tmp)
         model = RecordingModel(load_model(f"openai:{model_name}", base_url=base_url, timeout=model_timeout_s,
                                           max_tokens=max_tokens))
-        settings = WorkerSettings(
-            supplier=shop.supplier, currency=shop.currency, locale=shop.locale, shop_name=shop.name,
-            hours=shop.hours, schedules=tuple((s.name, s.cron) for s in shop.schedules),
-            shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents, day_max_cents=shop.day_max_cents,
-            history_tokens=history_tokens, limits=Limits(max_seconds=turn_timeout_s, look_up=look_up), backoff=(0.0,))
+        settings = worker_settings(shop, history_tokens, Limits(max_seconds=turn_timeout_s, look_up=look_up))
         worker = Worker(store, model, settings)
         import sqlite3
         raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        cuts: dict[str, tuple[int, int]] = {}   # per chat, its last turn's cut and the exchanges stored then
         try:
             for n, (session, question) in enumerate(plan, start=1):
                 stored = conversation.exchanges(await store.exchanges(session, settings.history_limit))
                 follow_up = bool(stored)
-                compacted = conversation.compacted(stored, history_tokens)
+                cut = conversation.cut(stored, history_tokens)
+                last_cut, last_stored = cuts.get(session, (0, 0))
+                # the prefix changed when this turn dropped an exchange the last turn saw (not only its own)
+                compacted = any(stored[last_cut:min(cut, last_stored)])
+                cuts[session] = cut, len(stored)
                 before_calls = len(model.calls)
                 proposals_before = {p.proposal_id for p in await store.open_proposals()}
                 source = f"bench:{n}"
@@ -151,7 +170,9 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
                 prose = prose_of(body)
                 right = not is_error and question.check(prose, facts, tools)
                 result = Result(n, question, seconds, model.calls[before_calls:], tools, body, prose, right,
-                                compacted, follow_up, call_text=looks_like_tool_call(body) and not is_error,
+                                compacted, follow_up, sum(bool(e) for e in stored[cut:]), sum(bool(e) for e in stored),
+                                sum(conversation.cost(e) for e in stored[cut:]),
+                                call_text=looks_like_tool_call(body) and not is_error,
                                 failed=bool(is_error))
                 results.append(result)
                 print_row(result, out)
@@ -172,13 +193,14 @@ async def run_bench(base_url: str, model_name: str, *, limit: int | None = None,
 
 def print_header(out: Any) -> None:
     print(f"{'#':>2} {'category':<10} {'secs':>6} {'calls':>5} {'right':>5} {'blanks':>6} {'prompt':>7} "
-          f"{'cached':>7} {'hist':>9}  tools", file=out)
+          f"{'cached':>7} {'hist':>9} {'seen':>5} {'~tok':>5}  tools", file=out)
 
 
 def print_row(r: Result, out: Any) -> None:
     hist = "compacted" if r.compacted else ("follow-up" if r.follow_up else "-")
     print(f"{r.n:>2} {r.question.category:<10} {r.seconds:>6.1f} {len(r.calls):>5} {'yes' if r.right else 'NO':>5} "
-          f"{r.prose.count(DASH):>6} {r.prompt:>7} {r.cached:>7} {hist:>9}  {','.join(r.tools) or '-'}"
+          f"{r.prose.count(DASH):>6} {r.prompt:>7} {r.cached:>7} {hist:>9} {f'{r.seen}/{r.stored}':>5} "
+          f"{r.seen_tokens:>5}  {','.join(r.tools) or '-'}"
           + ("  (error report)" if r.failed else ""), file=out)
 
 

@@ -1,9 +1,10 @@
 """The real-model benchmark's question set and its checker (bench/real_model.py), committed before any prompt tuning.
 
-The shop is bench/agent_eval.py's (seeded the same way: two weeks of till counts, an approved vanilla order, a
-chocolate proposal awaiting approval). Every expected answer is read from the shop's records at the moment of the
-question (`Facts`), never written here as a number: a reply is right when its prose (the report without its Figures
-block) says what the records say.
+The shop is bench/agent_eval.py's (seeded the same way: two weeks of till counts, an approved vanilla order; the
+seed's chocolate proposal is refused by the ordering policy, chocolate being above its reorder point, so no proposal
+awaits approval). Every expected answer is read from the shop's records at the moment of the question (`Facts`),
+never written here as a number: a reply is right when its prose (the report without its Figures block) says what
+the records say; where they hold nothing (no order for an item, no open proposal), when it says so.
 """
 from __future__ import annotations
 
@@ -113,7 +114,9 @@ def item_on_order(item: str) -> Check:
 
 
 def proposals(prose: str, f: Facts, tools: tuple[str, ...]) -> bool:
-    return bool(f.proposals) and all(names(prose, p.item) and says(prose, p.quantity) for p in f.proposals)
+    if not f.proposals:   # none open (the seed's is refused by policy): a right answer says so
+        return bool(NEGATIVE.search(prose)) and "—" not in prose
+    return all(names(prose, p.item) and says(prose, p.quantity) for p in f.proposals)
 
 
 def proposed(item: str, quantity: int) -> Check:
@@ -143,7 +146,7 @@ SINGLE = [
     Question("on order", "What is on order?", on_order, "every order on order, its item and quantity"),
     Question("on order", "Is anything on order for cones?", item_on_order("cones"), "that nothing is on order"),
     Question("proposals", "Which proposals are waiting for my approval?", proposals,
-             "every open proposal, its item and quantity"),
+             "every open proposal, its item and quantity (none: that none is)"),
     Question("order", "Propose an order of 5 tubs of strawberry.", proposed("strawberry", 5),
              "a proposal of 5 strawberry recorded"),
     Question("brief", "Give me the opening brief.", brief, "the low items, from the tools"),

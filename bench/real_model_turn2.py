@@ -16,19 +16,16 @@ import asyncio
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from bench.agent_eval import SHOP_FILE, seed
+from bench.real_model import seeded_shop, worker_settings
 from bench.real_model_questions import read_facts
-from bot.shop_file import load_shop
-from store import Occurrence, SqliteStore, SystemClock
+from store import Occurrence
 from worker.agent_loop import Limits
 from worker.models.base import Message, ModelTurn, ToolCall, ToolSpec
 from worker.models.openai_chat import OpenAIChatModel
 from worker.text_calls import text_calls
-from worker.worker import Worker, WorkerSettings
+from worker.worker import Worker
 
 
 class Scripted:
@@ -46,21 +43,12 @@ class Scripted:
 
 async def turn_two_request() -> tuple[str, tuple[Message, ...], tuple[ToolSpec, ...]]:
     with tempfile.TemporaryDirectory(prefix="shopbot-turn2-") as tmp:
-        db, shop_path = Path(tmp) / "bench.sqlite3", Path(tmp) / "shop.toml"
-        shop_path.write_text(SHOP_FILE, encoding="utf-8")
-        await seed(db, shop_path, datetime.now(UTC))
-        shop = load_shop(shop_path)
-        store = await SqliteStore.open(db, SystemClock(), debounce_ms=0)
+        _, shop, store = await seeded_shop(tmp)
         try:
             n = (await read_facts(store)).items["strawberry"].on_hand
             model = Scripted([ModelTurn("", (ToolCall("call_1", "get_item", '{"item": "strawberry"}'),)),
                               ModelTurn(f"We have {n} tubs of strawberry on hand.", ()), ModelTurn("-", ())])
-            settings = WorkerSettings(
-                supplier=shop.supplier, currency=shop.currency, locale=shop.locale, shop_name=shop.name,
-                hours=shop.hours, schedules=tuple((s.name, s.cron) for s in shop.schedules),
-                shop_timezone=shop.timezone, order_max_cents=shop.order_max_cents, day_max_cents=shop.day_max_cents,
-                history_tokens=2000, limits=Limits(max_seconds=600.0), backoff=(0.0,))
-            worker = Worker(store, model, settings)
+            worker = Worker(store, model, worker_settings(shop, 2000, Limits(max_seconds=600.0)))
             for n_, text in enumerate(("How much strawberry do we have?", "And chocolate?")):
                 await store.admit(Occurrence(f"turn2:{n_}", "tg:6000", text, destination="tg:6000"))
                 await worker.drain()

@@ -103,7 +103,7 @@ async def main(argv: list[str] | None = None) -> int:
             "SELECT payload, state FROM work WHERE source = 'tg:2:1'").fetchone())
         unknown = await store.db.read(lambda c: c.execute(
             "SELECT d.state, length(d.text), length(r.body) FROM deliveries d JOIN reports r USING (report_id) "
-            "WHERE d.report_id = ?", (unknown_report,)).fetchone())
+            "WHERE d.report_id = $1", (unknown_report,)).fetchone())
         retry = await store.admit(Occurrence("till:1:close-0001", "till:1", TILL, WorkKind.AGENT, "till:1"))
         print(f"shopbot check: {len(violations)} violation(s); pending item {tuple(pending)}; unknown delivery "
               f"{tuple(unknown)}; retried old till post: {retry.outcome.value}")

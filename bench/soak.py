@@ -20,7 +20,7 @@ Drives a realistic mixed load against `shopbot run` as a real subprocess and kil
 At the end the load stops (and the shop file loses its per-minute schedule, so nothing new arrives), injection
 stops, the product is started clean, polled until nothing is open (no pending/running work, no pending/sending
 delivery or action, no unconfirmed update at the server, no till post unacknowledged), stopped with SIGTERM (it
-must exit 0), and audited from outside: `shopbot check`, tests/audit.py against the servers' records, every till
+must exit 0), and audited from outside: `shopbot check`, tests/support/audit.py against the servers' records, every till
 post acknowledged 202 is in the store, every owner message and button press the server holds is admitted (or the
 message counted refused). Exit 0 when the audit holds, 1 when it does not.
 """

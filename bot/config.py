@@ -489,7 +489,8 @@ class Config:
         "SHOPBOT_TURN_TIMEOUT_S", "180", "seconds a whole turn may take, model calls included; then it answers "
         "with what its tools found", _whole_float(1, 3600))
     history_tokens: int = setting(
-        "SHOPBOT_HISTORY_TOKENS", "2000", "conversation history a turn sees, in tokens estimated as characters / 4",
+        "SHOPBOT_HISTORY_TOKENS", "2000", "conversation history a turn sees, in tokens estimated as characters / 4 "
+        "(0: none, each question alone: for a model as small as 1.5B, docs/local-model.md)",
         _whole(0, 10_000_000))
 
     supplier_url: str = setting(

@@ -44,7 +44,7 @@ async def sweeper(store: Store, stopping: asyncio.Event) -> None:
 
 async def retention(store: Store, days: int, stopping: asyncio.Event) -> None:
     """Prune once at start and then once a day, on the store's clock (short transactions; see
-    store/retention.py)."""
+    store/shared/retention.py)."""
     while not stopping.is_set():
         try:
             done = await store.prune(days)

@@ -1,8 +1,8 @@
 """The stable event names of every log line the product writes (the `event` key of `SHOPBOT_LOG_FORMAT=json`).
 
 One entry per logging call: event name -> (logger, message template). A name is stable: it is never renamed or
-reused; a new call gets a new name here and a line in docs/operations.md (tests/test_logs.py finds every logging
-call in the code and keeps this table and that list in step). Lines from libraries (uvicorn, APScheduler,
+reused; a new call gets a new name here and a line in docs/operations.md (tests/integration/test_logs.py finds every
+logging call in the code and keeps this table and that list in step). Lines from libraries (uvicorn, APScheduler,
 python-telegram-bot, httpx, warnings, asyncio) carry `lib.<top-level logger>`, e.g. `lib.uvicorn`, `lib.warnings`.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`GET /till/openapi.json`: the till API described in OpenAPI 3.1 (bot/till_openapi.json, kept in the repository
-and shipped in the package), so a till vendor can generate a client. tests/test_till_openapi.py checks it against
-what the server answers (every status code and error body) and against the error codes in the code."""
+and shipped in the package), so a till vendor can generate a client. tests/integration/test_till_openapi.py checks it
+against what the server answers (every status code and error body) and against the error codes in the code."""
 from __future__ import annotations
 
 import json

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 
-from store import Admission, AdmissionTx, Fence, Occurrence, Store, WorkKind, faults
+from store import Admission, AdmissionTx, Fence, MissedReason, Occurrence, Store, WorkKind, faults
 
 from .schedule import Schedule, ScheduleError, plan_catch_up
 
@@ -38,7 +38,7 @@ class CatchUpResult:
     admitted: tuple[tuple[str, datetime], ...]   # (source, fire time) accepted now
     duplicates: tuple[str, ...]                  # sources already admitted (nothing new stored)
     refused: str | None                          # the source refused for capacity; retried until its grace ends
-    missed: tuple[tuple[str, str], ...]          # (key, reason) recorded now
+    missed: tuple[tuple[str, MissedReason], ...]  # (key, reason) recorded now
     cursor: datetime
 
 
@@ -67,7 +67,7 @@ class ClockProducer:
     def _catch_up(self, tx: AdmissionTx, schedule: Schedule) -> CatchUpResult:
         state, now = tx.producers, tx.at
         cursor, refused_key = state.get_cursor(schedule.name)
-        missed: list[tuple[str, str, datetime | None]] = []
+        missed: list[tuple[str, MissedReason, datetime | None]] = []
         horizon = now - schedule.grace
         try:
             plan = plan_catch_up(schedule, cursor, now)
@@ -75,15 +75,15 @@ class ClockProducer:
             if cursor is None or cursor >= horizon:
                 raise
             # A long outage: too many fire times to enumerate. Everything before the grace window is missed anyway.
-            missed.append((f"{_instant(cursor)}/{_instant(horizon)}", "outage", None))
+            missed.append((f"{_instant(cursor)}/{_instant(horizon)}", MissedReason.OUTAGE, None))
             plan = plan_catch_up(schedule, horizon, now)
         for occ in plan.missed:
             if occ.fire_time >= horizon:
-                reason = "superseded"        # policy `latest`: a newer occurrence in the grace window was admitted
+                reason = MissedReason.SUPERSEDED  # policy `latest`: a newer occurrence in the grace window was admitted
             elif occ.key == refused_key:
-                reason = "capacity"          # refused at every try until its grace ended
+                reason = MissedReason.CAPACITY     # refused at every try until its grace ended
             else:
-                reason = "late"              # no wake-up within its grace (the process was down)
+                reason = MissedReason.LATE         # no wake-up within its grace (the process was down)
             missed.append((occ.key, reason, occ.fire_time))
 
         admitted: list[tuple[str, datetime]] = []
@@ -98,7 +98,7 @@ class ClockProducer:
             elif result.outcome is Admission.DUPLICATE:
                 duplicates.append(occ.source)
             elif result.outcome is Admission.CONFLICT:
-                missed.append((occ.key, "conflict", occ.fire_time))   # admitted before with another prompt
+                missed.append((occ.key, MissedReason.CONFLICT, occ.fire_time))  # admitted before, another prompt
             else:   # refused for capacity: keep the cursor before it and stop (the later ones would be refused too)
                 refused = occ
                 new_cursor = occ.fire_time - _JUST_BEFORE

@@ -38,6 +38,7 @@ from .order_records import (
     Proposal,
     ProposalState,
     ReceivedOrder,
+    RecordedProposal,
     UnknownReport,
 )
 from .ports import (
@@ -196,5 +197,5 @@ __all__ = [
     "WorkReport", "WorkWithReport",
     # the ordering side's records (store/order_records.py)
     "ActionView", "CountRequest", "Draft", "JsonObject", "Order", "OrderState", "Proposal", "ProposalState",
-    "ReceivedOrder", "UnknownReport",
+    "ReceivedOrder", "RecordedProposal", "UnknownReport",
 ]

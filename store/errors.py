@@ -57,8 +57,9 @@ class RestoreRefused(StoreError):
 
 
 class IllegalTransition(StoreError):
-    """The database refused a state move (a C4/C6/C7/C8/C11 trigger) or the code found the move illegal. Carries
-    the table, the row, the state the move expected and the state found (None where the database only said no)."""
+    """The database refused a move (a trigger's refusal: C1, C4-C8, C11, C19, an order's or a sales day's) or the
+    code found the move illegal. Carries the table, the row, the state the move expected and the state found (None
+    where the database only said no)."""
 
     def __init__(self, message: str, *, table: str | None = None, row: object = None,
                  expected: object = None, found: object = None) -> None:

@@ -55,6 +55,41 @@ class Proposal:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordedProposal:
+    """What `Journal.record_proposal` recorded (C11): the proposal as its row holds it just after the insert, before
+    its turn finishes. `to_json()` is the operation's result as journaled and as propose_order hands it to the model."""
+    proposal_id: int
+    item: str
+    quantity: int
+    total_cents: int
+    unit: str
+    state: ProposalState               # PROPOSED (awaits approval once its turn finishes) or REJECTED_BY_POLICY
+    reason: str | None                 # why policy rejected it, in words (not a spending limit's)
+    refusal: PolicyRefusal | None      # a spending limit's typed refusal
+
+    def __post_init__(self) -> None:
+        if self.state not in (ProposalState.PROPOSED, ProposalState.REJECTED_BY_POLICY):
+            raise ValueError(f"a proposal is recorded proposed or rejected by policy, not {self.state}")
+
+    @property
+    def rejected(self) -> bool:
+        return self.state is ProposalState.REJECTED_BY_POLICY
+
+    def to_json(self) -> dict[str, object]:
+        """The result in the shape the model has always read: `state` is what the owner will see (`awaiting_approval`
+        or `rejected`); a refusal as the row's plain columns (`refusal`, `refusal_limit_cents`,
+        `refusal_spent_cents`), its words left to the tool (worker/tools/shop.py)."""
+        result: dict[str, object] = {
+            "proposal_id": self.proposal_id, "item": self.item, "quantity": self.quantity,
+            "total_cents": self.total_cents, "unit": self.unit,
+            "state": "rejected" if self.rejected else ProposalState.AWAITING_APPROVAL.value, "reason": self.reason}
+        if self.refusal is not None:
+            result |= {"refusal": self.refusal.kind.value, "refusal_limit_cents": self.refusal.limit_cents,
+                       "refusal_spent_cents": self.refusal.spent_cents}
+        return result
+
+
+@dataclass(frozen=True, slots=True)
 class Order:
     """An approved order in any state with its supplier action's state (`Transaction.order`, `open_orders`)."""
     proposal_id: int

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import date, datetime
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from .asks import Ask
 from .clock import Clock
@@ -22,6 +22,7 @@ from .order_records import (
     Order,
     Proposal,
     ReceivedOrder,
+    RecordedProposal,
     UnknownReport,
 )
 from .records import (
@@ -31,12 +32,14 @@ from .records import (
     Claim,
     Decision,
     Delivery,
+    DeliveryState,
     Fence,
     FinishOutcome,
     ItemSpec,
     LeaderView,
     MetricsSnapshot,
     Missed,
+    MissedReason,
     Occurrence,
     Policy,
     ProcessView,
@@ -54,6 +57,7 @@ from .records import (
     Violation,
 )
 from .shop_records import (
+    ActionState,
     EndedRun,
     ItemSales,
     OnOrder,
@@ -84,8 +88,9 @@ class ProducerRecords(Protocol):
     def set_cursor(self, schedule: str, cursor: datetime, refused_key: str | None) -> None:
         """Move the schedule's cursor (in the same transaction as the admissions up to it)."""
 
-    def record_missed(self, schedule: str, key: str, reason: str, fire_time: datetime | None) -> bool:
-        """Record an occurrence that will not run (late, superseded, capacity, conflict) once: False if recorded."""
+    def record_missed(self, schedule: str, key: str, reason: MissedReason, fire_time: datetime | None) -> bool:
+        """Record an occurrence that will not run (late, superseded, capacity, conflict, outage) once: False if
+        recorded."""
 
     def stock_levels(self) -> list[StockLevel]:
         """Every item with on hand, on order, the reorder point in force and its watch state (armed, episode), by
@@ -183,7 +188,7 @@ class ConversationTx(InTransaction, Protocol):
         """C12: delete the session's agent history and cancel its pending work (pending -> failed with a report
         naming who cancelled); returns (history rows deleted, items cancelled)."""
 
-    def delivery_states(self, report_id: str) -> list[str]:
+    def delivery_states(self, report_id: str) -> list[DeliveryState]:
         """The states of a report's parts, in part order."""
 
     def sent_message(self, chat_id: int, message_id: int) -> SentMessage | None:
@@ -371,10 +376,11 @@ class Journal(Protocol):
         """An order draft of an open run (an internal effect), costed from the catalog."""
 
     async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int,
-                              policy: Policy | None = None) -> dict[str, Any]:
-        """C11: the typed proposal, validated by `policy` (rejected ones are recorded with the reason: a spending
-        limit's as a typed `PolicyRefusal` under "refusal", its words left to the renderer; the others as "reason"),
-        and its operation's completion, in one transaction; at most one open proposal per item."""
+                              policy: Policy | None = None) -> RecordedProposal:
+        """C11: the typed proposal, validated by `policy` (rejected ones are recorded rejected by policy with the
+        reason: a spending limit's as a typed `PolicyRefusal`, its words left to the renderer; the others in words),
+        and its operation's completion with `RecordedProposal.to_json()` as its result, in one transaction; at most
+        one open proposal per item."""
 
 
 @runtime_checkable
@@ -470,7 +476,7 @@ class ActionOutbox(Protocol):
         written) and a `mark_sending` records it as the action's `sender`."""
 
     async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,
-                            detail: str | None = None) -> str:
+                            detail: str | None = None) -> ActionState:
         """The operator's recorded release or void of a quarantined (or unknown) action; returns its new state."""
 
     async def actions(self, quarantined_only: bool = False) -> list[ActionView]:

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from .asks import Ask
 from .clock import to_text
 
-if TYPE_CHECKING:
-    from .shop_records import ShopItem  # shop_records builds on this module
+if TYPE_CHECKING:   # these modules build on this one
+    from .order_records import ProposalState
+    from .shop_records import ActionState, ShopItem
 
 
 class WorkState(str, enum.Enum):
@@ -203,7 +204,7 @@ class Action:
     idempotency_key: str
     destination: str
     payload: str
-    state: str
+    state: ActionState
     attempts: int
 
 
@@ -228,7 +229,7 @@ class Decision:
     quantity: int = 0
     unit: str = ""
     total_cents: int = 0
-    state: str = ""                    # the proposal's state, for NOT_AWAITING
+    state: ProposalState | None = None  # the proposal's state, for NOT_AWAITING
     day_max_cents: int | None = None   # for OVER_DAY_LIMIT: the limit and what the day already holds
     reserved_cents: int = 0
 
@@ -345,15 +346,6 @@ class PolicyRefusal:
     def __post_init__(self) -> None:   # a kind given as its text becomes the member, so `is` holds
         object.__setattr__(self, "kind", LimitKind(self.kind))
 
-    @classmethod
-    def of(cls, proposal: Mapping[str, Any]) -> PolicyRefusal | None:
-        """The refusal a proposal row records, or None (not refused for a limit, or refused before 0020: its stored
-        `reason` reads as it was written)."""
-        if not proposal.get("refusal"):
-            return None
-        return cls(proposal["refusal"], proposal["total_cents"], proposal["refusal_limit_cents"],
-                   proposal.get("refusal_spent_cents") or 0)
-
 
 @dataclass(frozen=True)
 class Policy:
@@ -362,7 +354,7 @@ class Policy:
     order_max_cents: int | None = None
     day_max_cents: int | None = None
     day: str = ""                    # the shop's local date now, for the per-day limit
-    expires_at: str | None = None    # approvals after this change nothing
+    expires_at: datetime | None = None    # approvals after this change nothing (aware UTC)
 
 
 # ---- the readers of status, reports and metrics: typed here, JSON only at the edge (`to_json`) -----------------

@@ -1,6 +1,6 @@
 """The agent loop: one hand-written loop over a provider-neutral Model and a ToolRegistry.
 
-Rules (each one is tested in tests/test_agent_loop.py):
+Rules (each one is tested in tests/unit/test_agent_loop.py):
 
 * Tools run sequentially, in the order the model gave them; several calls in one response are allowed and
   run one by one, so the journal order is the execution order.
@@ -49,9 +49,11 @@ Rules (each one is tested in tests/test_agent_loop.py):
   shop's items, `shop_words`) leaves no exchange at all: replayed, such answers taught a small model to answer every
   later turn from memory. Tool-less answers about anything else (a greeting, an off-topic question) stay history.
 * An answer that only repeats the owner's question (a small model does so after a tool result, and the echo then
-  taught the next turns, through the history, to answer by copying) is sent back once with `ECHO` (and the notes of
-  the turn's tool results, such as "nothing is on order": it echoed after empty results); the round is not
-  part of the exchange, and a second echo is delivered as it is (it holds no figure).
+  taught the next turns, through the history, to answer by copying) is not sent back: the model is asked once more
+  with `ECHO` (`ECHO_NO_RESULT` when no tool ran) after the turn's messages without its echo (shown its echo, it
+  echoed again); the round is not part of the exchange, and a second echo is delivered as it is (it holds no
+  figure) and leaves no exchange: once replayed, a 1.5B model answered every later turn with its question
+  (bench/RESULTS.md, fourth pass).
 * `Limits.look_up` (off in the app: measured worse, bench/RESULTS.md): a final answer with a number no figure
   holds, from a run that called no tool, is sent back once with `LOOK_UP`; not part of the exchange.
 * C18: the system prompt carries nothing that changes in a day; `turn_head` (today's date and time) heads the
@@ -102,8 +104,10 @@ CORRECTION_CALL = ("Your last reply looked like a call of {tool} written as text
                    "{tool} again with a proper tool call.")
 LOOK_UP = ("No tool was called for this question, so your answer is not from the shop's records. Call the tool "
            "that has the answer now, then answer from its result.")
-ECHO = ("Your reply only repeated the question. Answer it in plain words from the tool results above, or call the "
-        "tool that has the answer.")
+# the echo round: the echo itself is not sent back (shown its own echo, the model echoed again, 5 questions of 5 in a
+# probe; asked this after the tool result alone, it answered all 5: bench/RESULTS.md, fourth pass)
+ECHO = "Answer my question from the tool result above, in one sentence."
+ECHO_NO_RESULT = "Answer my question in one sentence, or call the tool that has the answer."
 IGNORED = "ignored"   # the journaled arguments' key for the ones the tool does not take
 _STOPS = {"content_filter": NOTICE_CONTENT_FILTER, "refusal": NOTICE_REFUSAL, "context_window": NOTICE_CONTEXT_WINDOW}
 
@@ -277,8 +281,10 @@ async def run_agent(
         kept = [m for i, m in enumerate(messages[first:], start=first) if i not in skipped]
         if final:
             kept.append(Message(role="assistant", text=final))
-        if reason == "answered" and unbacked(final):
-            kept = []   # the shop from memory: replayed, it teaches the next turns to answer without a tool
+        if reason == "answered" and (unbacked(final) or _echoes(final, user_text)):
+            # the shop from memory, or the question again (the echo round did not help): replayed, the one taught a
+            # small model to answer the next turns without a tool, the other to answer them with their question
+            kept = []
         return AgentResult(
             text=render_report(prose, figures, question=user_text, fmt=fmt, show_all=partial),
             prose=prose,
@@ -330,8 +336,8 @@ async def run_agent(
                 and _echoes(turn.text, user_text)):
             echoed = True
             log.info("model answered by repeating the question; asking once more")
-            skipped.update((len(messages), len(messages) + 1))
-            messages += [Message(role="assistant", text=turn.text), Message(role="user", text=_echo(run.results))]
+            skipped.add(len(messages))
+            messages.append(Message(role="user", text=ECHO if run.results else ECHO_NO_RESULT))
             continue
 
         if (limits.look_up and not turn.tool_calls and turn.stop not in _STOPS and not looked_up and tool_calls == 0
@@ -374,13 +380,6 @@ def _correction(text: str, names: Sequence[str]) -> str:
     """The correction for an unreadable call-looking reply: for the one offered tool it names, else the general one."""
     named = [name for name in names if re.search(rf"\b{re.escape(name)}\b", text)]
     return CORRECTION_CALL.format(tool=named[0]) if len(named) == 1 else CORRECTION
-
-
-def _echo(results: Sequence[ToolResult]) -> str:
-    """`ECHO`, with the top-level notes of the turn's tool results (a small model echoed the question after an empty
-    result, "nothing is on order for cones", twice: it did not see that nothing is an answer)."""
-    notes = [r.result["note"] for r in results if r.ok and isinstance(r.result.get("note"), str)]
-    return f"{ECHO} The tools said: {'; '.join(notes)}." if notes else ECHO
 
 
 def _names_any(text: str, words: Collection[str]) -> bool:

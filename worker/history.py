@@ -67,8 +67,8 @@ def cost(exchange: Sequence[Message]) -> int:
                for m in exchange)
 
 
-def fit(found: Sequence[Sequence[Message]], budget_tokens: int) -> list[Message]:
-    """The exchanges the next turn sees (see the module docstring), flattened, oldest first."""
+def cut(found: Sequence[Sequence[Message]], budget_tokens: int) -> int:
+    """How many of the oldest exchanges the next turn does not see (see the module docstring)."""
     costs = [cost(e) for e in found]
     start = total = 0
     for i, c in enumerate(costs):
@@ -77,9 +77,9 @@ def fit(found: Sequence[Sequence[Message]], budget_tokens: int) -> list[Message]
             while start <= i and total > budget_tokens // 2:
                 total -= costs[start]
                 start += 1
-    return [m for exchange in found[start:] for m in exchange]
+    return start
 
 
-def compacted(found: Sequence[Sequence[Message]], budget_tokens: int) -> bool:
-    """Whether `fit` dropped anything (the benchmark reports such turns apart)."""
-    return len(fit(found, budget_tokens)) < sum(len(e) for e in found)
+def fit(found: Sequence[Sequence[Message]], budget_tokens: int) -> list[Message]:
+    """The exchanges the next turn sees, flattened, oldest first."""
+    return [m for exchange in found[cut(found, budget_tokens):] for m in exchange]

@@ -40,7 +40,6 @@ from store import (
     faults,
     retry_delay,
     telegram_chat,
-    to_text,
 )
 from worker import history as conversation
 from worker.agent_loop import Limits, UnusableAnswer, run_agent
@@ -119,7 +118,7 @@ class WorkerSettings:
     def policy(self, now: datetime) -> Policy:
         return Policy(self.supplier, self.order_max_cents, self.day_max_cents,
                       day=now.astimezone(ZoneInfo(self.shop_timezone)).date().isoformat(),
-                      expires_at=to_text(now + timedelta(seconds=self.proposal_expiry_s)))
+                      expires_at=now + timedelta(seconds=self.proposal_expiry_s))
 
 
 class Worker:

@@ -7,7 +7,7 @@ text the owner reads (immutable, C6/C7; readable in `shopbot reports`, /pending 
 replacement of numbers no record backs runs on the raw prose when the report is made (worker/figures.py), so it never
 sees an HTML entity (`&#x27;` holds digits it would replace); the escaping here runs after it, on the whole part.
 Escaping changes no visible character, so the part limit, counted on the plain text in UTF-16 code units as
-Telegram counts the visible text (store/outbox.py `split_parts`), holds for the rendered part too, and a part can
+Telegram counts the visible text (store/shared/outbox.py `split_parts`), holds for the rendered part too, and a part can
 never be cut inside a tag or an entity: the tags and entities are made per part, after the split.
 
 Rules:

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from bot.leadership import held
 from bot.relays.supplier_client import ActionOutcomeKind, LookupKind, SupplierAdapter
 from producers.telegram.owner import edit_order_card
-from store import Action, ActionMove, Fence, Lease, LeaseLost, Store, StoreError, faults, retry_delay
+from store import Action, ActionMove, ActionState, Fence, Lease, LeaseLost, Store, StoreError, faults, retry_delay
 
 log = logging.getLogger("shopbot.actions")
 T = TypeVar("T")
@@ -149,7 +149,7 @@ class ActionRelay:
     async def _guarded(self, action: Action, handle: Any) -> None:
         """C21: one action's handling; an exception stays with that action (logged once, counted, the action held
         after `attempt_cap` of them), never ends the relay. The database's own faults and a stop pass through."""
-        self._phase = "pending" if action.state == "pending" else "unknown"
+        self._phase = "pending" if action.state is ActionState.PENDING else "unknown"
         try:
             await handle(action)
         except (LeaseLost, StoreError, Stopped, asyncio.CancelledError):

@@ -23,7 +23,7 @@ def decision_text(decision: Decision, money: Money) -> str:
     if kind is DecisionKind.NOT_FOUND:
         return "This proposal does not exist."
     if kind is DecisionKind.NOT_AWAITING:
-        return f"Proposal #{pid} is no longer awaiting approval (it is {decision.state.replace('_', ' ')})."
+        return f"Proposal #{pid} is no longer awaiting approval (it is {(decision.state or '').replace('_', ' ')})."
     if kind is DecisionKind.EXPIRED:
         return (f"Proposal #{pid} expired before it was approved; nothing was ordered. Ask me to reorder again if "
                 "it is still needed.")

@@ -7,17 +7,16 @@ lock, so every check-then-act that SQLite's BEGIN IMMEDIATE serialises takes its
 
 `PgConnection` is the store's `Connection` (store/shared/connection.py: `execute`, `executemany`, rows readable by
 name and by position), so SQL that is the same in both dialects is written once, in store/shared; what differs is
-written in PostgreSQL's words in this package (dialect.py, guards.py, leadership.py). The statements are never
-rewritten: only their placeholder marks follow psycopg's paramstyle (`paramstyle`).
+written in PostgreSQL's words in this package (dialect.py, guards.py, leadership.py). Every statement of store/ marks
+its parameters as PostgreSQL does, `$1` .. `$n`; the pool's cursors (`PgCursor`, a `psycopg.RawCursor`) send the
+text as written and the parameters beside it, and the server binds them. Nothing rewrites a statement.
 """
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
-import re
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -75,41 +74,23 @@ class _IntegralNumeric(Loader):
         return int(value) if value == value.to_integral_value() else float(value)
 
 
-_PLACEHOLDER = re.compile(r"\?")
-_NAMED = re.compile(r"(?<![:\w']):([A-Za-z_]\w*)")
-
-
-@functools.lru_cache(maxsize=1024)
-def paramstyle(sql: str, named: bool = False) -> str:
-    """The placeholder marks of the store's SQL in psycopg's paramstyle, and nothing else of the statement: `?` is
-    `%s` (a literal `%` doubled, as psycopg reads `%` as a mark), and with a mapping of parameters `:name` is
-    `%(name)s`. (The DB-API leaves the paramstyle to each driver: sqlite3 takes `?` and `:name`, psycopg `%s` and
-    `%(name)s`; psycopg itself turns its marks into PostgreSQL's `$1`.) What differs between the dialects is
-    written per dialect (store/shared/dialect.py), never made here."""
-    sql = sql.replace("%", "%%")
-    if named:
-        return _NAMED.sub(r"%(\1)s", sql)
-    return _PLACEHOLDER.sub("%s", sql)
-
-
 class PgConnection:
-    """One pooled connection inside one open transaction: the store's `Connection` (store/shared/connection.py)."""
+    """One pooled connection inside one open transaction: the store's `Connection` (store/shared/connection.py). The
+    SQL goes to the server unchanged, its `$n` marks bound there from `params` (a statement without parameters goes
+    by the simple query protocol, so a migration file of several statements runs whole)."""
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
 
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
-        cursor = self.raw.cursor()
-        if isinstance(params, Mapping):
-            cursor.execute(paramstyle(sql, named=True), params)
-        else:
-            cursor.execute(paramstyle(sql), tuple(params))
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        cursor = PgCursor(self.raw)         # whatever cursor the connection was opened with (the tests' own)
+        cursor.execute(sql, params)
         return cursor
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]] | Iterator[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
         if rows:
-            self.raw.cursor().executemany(paramstyle(sql), rows)
+            PgCursor(self.raw).executemany(sql, rows)
 
 
 def translate(exc: psycopg.Error) -> StoreError:
@@ -175,7 +156,7 @@ class Database:
             pool: ConnectionPool[Any] = ConnectionPool(
                 url, min_size=1, max_size=max_size, open=False, configure=configure, timeout=CONNECT_TIMEOUT_S,
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
-                        "cursor_factory": LooseCursor, "application_name": PROCESS_NAME,
+                        "cursor_factory": PgCursor, "prepare_threshold": None, "application_name": PROCESS_NAME,
                         "options": f"-c lock_timeout={LOCK_TIMEOUT_MS} -c TimeZone=UTC"})
             try:
                 pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
@@ -271,7 +252,11 @@ class Database:
         return await asyncio.to_thread(call)
 
 
-class LooseCursor(psycopg.ClientCursor[Any]):
-    """A client-side-binding cursor (literals inlined, as sqlite3 compares loosely typed values). It has no
-    `lastrowid` on purpose: the shared SQL takes a new row's id with `INSERT ... RETURNING`, since `lastval()` is the
-    last value of ANY sequence this session drew (a trigger's sequence, migration 0015, drew after the INSERT's)."""
+class PgCursor(psycopg.RawCursor[Any]):
+    """Server-side binding with PostgreSQL's own `$1` marks: psycopg parses nothing of the statement (no `%s`, and
+    `%` is an ordinary character), so the text the server runs is the text written in store/. The pool's
+    connections prepare nothing by name (`prepare_threshold=None`): every execution carries its text, as the simple
+    protocol did before, so a transaction-mode pooler has no named statement to lose and K16's proxy
+    (tests/support/pg_proxy.py) sees every statement. A new row's id comes from `INSERT ... RETURNING` (`lastval()`
+    is the last value of ANY sequence this session drew: a trigger's sequence, migration 0015, draws after the
+    INSERT's)."""

@@ -21,6 +21,7 @@ Under READ COMMITTED two transactions may both read, then both write. Each spot 
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ from psycopg import errors as pgerrors
 from ..errors import NotClaimed
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
 from ..shared import actions, inbox, producer_state, recovery, retention, sales, shop
-from ..shared.connection import Connection
+from ..shared.connection import Connection, marks
 from ..shared.inbox import DUE, OWNER_FIRST
 from ..shared.orders import DEFAULT_LEAD_TIME_DAYS
 from ..shared.store import DEFAULT_LEASE_S
@@ -43,23 +44,23 @@ SHOP_LOCK = 0x5_0B07_0005        # advisory lock key: seeding and syncing the sh
 def seed_shop(conn: Connection, *args: Any, **kwargs: Any) -> bool:
     """The shop seeded once however many processes start at once on an empty database (K18): behind a lock, the
     second finds it seeded."""
-    conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
+    conn.execute("SELECT pg_advisory_xact_lock($1)", (SHOP_LOCK,))
     return shop.seed(conn, *args, **kwargs)
 
 
 def sync_shop(conn: Connection, *args: Any, **kwargs: Any) -> list[str]:
-    conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
+    conn.execute("SELECT pg_advisory_xact_lock($1)", (SHOP_LOCK,))
     return shop.sync(conn, *args, **kwargs)
 
 
 def import_sales(conn: Connection, *args: Any, **kwargs: Any) -> Any:
     """Two imports at once: the second checks its days after the first committed (behind the shop's lock)."""
-    conn.execute("SELECT pg_advisory_xact_lock(?)", (SHOP_LOCK,))
+    conn.execute("SELECT pg_advisory_xact_lock($1)", (SHOP_LOCK,))
     return sales.import_lines(conn, *args, **kwargs)
 
 
 def _existing(conn: Connection, occurrence: Occurrence) -> AdmitResult | None:
-    row = conn.execute("SELECT work_id, session, payload, pruned_at, payload_sha256 FROM work WHERE source = ?",
+    row = conn.execute("SELECT work_id, session, payload, pruned_at, payload_sha256 FROM work WHERE source = $1",
                        (occurrence.source,)).fetchone()
     if row is None:
         return None
@@ -79,13 +80,13 @@ def admit(conn: Connection, occurrence: Occurrence, now: str, capacity: int,
         if open_count is None:
             open_count = []
         if not open_count:             # once per transaction: lock, then read what every committed admitter left
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (ADMISSION_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock($1)", (ADMISSION_LOCK,))
             open_count.append(inbox.kept_open_agent_work(conn))
         if open_count[0] >= capacity:
             inbox.count(conn, now, "refused_capacity")
             return AdmitResult(Admission.REFUSED)
     row = conn.execute(
-        "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES (?, ?, ?, ?, ?, ?) "
+        "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES ($1, $2, $3, $4, $5, $6) "
         "ON CONFLICT (source) DO NOTHING RETURNING work_id",
         (occurrence.source, occurrence.session, occurrence.kind.value, occurrence.payload, occurrence.destination,
          now)).fetchone()
@@ -102,7 +103,7 @@ def admit_answered(conn: Connection, occurrence: Occurrence, now: str, answer: A
     """A control or notice item with its report (store/shared/inbox.py), with its identity locked first: the same
     item admitted by two connections at once is one accepted and one duplicate, never a unique violation (its
     report is built between the identity check and the insert, so ON CONFLICT alone cannot cover it)."""
-    conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (IDENTITY_LOCK, occurrence.source))
+    conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", (IDENTITY_LOCK, occurrence.source))
     return inbox.admit_answered(conn, occurrence, now, answer)
 
 
@@ -115,7 +116,7 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
     runs_one_open_per_session, the backstop of T2) means the session is busy: another session is tried, or none."""
     skip = tuple(skip_sessions)
     while True:
-        skipped = f"AND w.session NOT IN ({','.join(f':skip{i}' for i in range(len(skip)))})" if skip else ""
+        skipped = f"AND w.session NOT IN ({marks(len(skip), first=3)})" if skip else ""
         row = conn.execute(
             f"""SELECT w.session, w.work_id FROM work w
                 WHERE w.state = 'pending' AND w.kind = 'agent'
@@ -124,11 +125,11 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
                   AND {DUE}
                   {skipped}
                 ORDER BY {OWNER_FIRST} LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
-            {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
+            (debounce_cutoff, now, *skip)).fetchone()
         if row is None:
             return None
         session = row["session"]
-        conn.execute("INSERT INTO sessions (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (session,))
+        conn.execute("INSERT INTO sessions (session) VALUES ($1) ON CONFLICT (session) DO NOTHING", (session,))
         conn.execute("SAVEPOINT claim_run")
         try:
             found = _open_run(conn, worker_id, run_id, session, now, lease_s)
@@ -145,26 +146,28 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
 def _open_run(conn: Connection, worker_id: str, run_id: str, session: str, now: str,
               lease_s: float) -> Claim | None:
     rows = conn.execute(
-        "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = ?, run_id = ?, not_before = NULL "
-        "WHERE session = ? AND state = 'pending' AND kind = 'agent' RETURNING *",
+        "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = $1, run_id = $2, not_before = NULL "
+        "WHERE session = $3 AND state = 'pending' AND kind = 'agent' RETURNING *",
         (worker_id, run_id, session)).fetchall()
     if not rows:                       # a forget cancelled them meanwhile
         return None
     # the epoch after the move: a forget that cancelled pending items committed before it, or waits for this commit
-    epoch = int(conn.execute("SELECT epoch FROM sessions WHERE session = ? FOR SHARE", (session,)).fetchone()[0])
-    return inbox.start_run(conn, rows, worker_id, run_id, session, epoch, now, lease=lease_expiry(lease_s))
+    epoch = int(conn.execute("SELECT epoch FROM sessions WHERE session = $1 FOR SHARE", (session,)).fetchone()[0])
+    return inbox.start_run(conn, rows, worker_id, run_id, session, epoch, now,
+                           lease=functools.partial(lease_expiry, lease_s))
 
 
-def lease_expiry(lease_s: float) -> tuple[str, tuple[float]]:
-    """The SQL of a lease's expiry: the database clock (never a worker's) plus the lease (C15)."""
-    return "clock_timestamp() + make_interval(secs => ?)", (float(lease_s),)
+def lease_expiry(lease_s: float, mark: int = 1) -> tuple[str, tuple[float]]:
+    """The SQL of a lease's expiry: the database clock (never a worker's) plus the lease (C15), its parameter bound
+    as `$mark`."""
+    return f"clock_timestamp() + make_interval(secs => ${mark})", (float(lease_s),)
 
 
 # ---- leases (C15) -------------------------------------------------------------------------------------------------
 # The fence every write of a run starts with, in the write's own transaction: the run still open, held by this
 # worker, its lease unexpired on the database clock, and its row locked until the commit, so a sweep (which takes
 # expired runs SKIP LOCKED) and this write never both commit. A lapsed lease is never revived (renew requires it live).
-FENCE = ("SELECT 1 FROM runs WHERE run_id = ? AND worker_id = coalesce(?, worker_id) AND ended_at IS NULL "
+FENCE = ("SELECT 1 FROM runs WHERE run_id = $1 AND worker_id = coalesce($2, worker_id) AND ended_at IS NULL "
          "AND lease_expires_at > clock_timestamp() FOR UPDATE")
 
 
@@ -181,7 +184,7 @@ def renew(conn: Connection, run_id: str, lease_s: float) -> bool:
     run ended."""
     expression, params = lease_expiry(lease_s)
     moved: int = conn.execute(
-        f"UPDATE runs SET lease_expires_at = {expression} WHERE run_id = ? AND ended_at IS NULL "
+        f"UPDATE runs SET lease_expires_at = {expression} WHERE run_id = $2 AND ended_at IS NULL "
         "AND lease_expires_at > clock_timestamp()", (*params, run_id)).rowcount
     return moved == 1
 
@@ -210,39 +213,39 @@ def sweep_one(conn: Connection, now: str, attempt_cap: int) -> tuple[bool, list[
 def hold_epoch(conn: Connection, session: str) -> None:
     """C12: finish and release read the session's epoch under a share lock, so a forget cannot commit between that
     read and the history they write."""
-    conn.execute("SELECT epoch FROM sessions WHERE session = ? FOR SHARE", (session,))
+    conn.execute("SELECT epoch FROM sessions WHERE session = $1 FOR SHARE", (session,))
 
 
 def lock_for_forget(conn: Connection, session: str) -> None:
     """C12: forget takes the session row (finish waits, then sees the new epoch) and the pending rows (a claim
     waits, then finds them failed)."""
-    conn.execute("INSERT INTO sessions (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (session,))
-    conn.execute("SELECT epoch FROM sessions WHERE session = ? FOR UPDATE", (session,))
-    conn.execute("SELECT work_id FROM work WHERE session = ? AND state = 'pending' AND kind = 'agent' FOR UPDATE",
+    conn.execute("INSERT INTO sessions (session) VALUES ($1) ON CONFLICT (session) DO NOTHING", (session,))
+    conn.execute("SELECT epoch FROM sessions WHERE session = $1 FOR UPDATE", (session,))
+    conn.execute("SELECT work_id FROM work WHERE session = $1 AND state = 'pending' AND kind = 'agent' FOR UPDATE",
                  (session,))
 
 
 def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day_max_cents: int | None,
             supplier_destination: str, lead_time_days: int = DEFAULT_LEAD_TIME_DAYS) -> Decision:
     """C11: the proposal locked, and the day's spending behind its advisory lock, then the shared approval."""
-    conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (SPEND_LOCK, day))
-    conn.execute("SELECT 1 FROM proposals WHERE proposal_id = ? FOR UPDATE", (proposal_id,))
+    conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", (SPEND_LOCK, day))
+    conn.execute("SELECT 1 FROM proposals WHERE proposal_id = $1 FOR UPDATE", (proposal_id,))
     return actions.approve(conn, proposal_id, by, now, day, day_max_cents, supplier_destination, lead_time_days)
 
 
 def lock_unknown_parts(conn: Connection, report_id: str) -> None:
     """C8: a second decision on the same report waits, then finds no part unknown (refused, nothing counted)."""
-    conn.execute("SELECT delivery_id FROM deliveries WHERE report_id = ? AND state = 'unknown' FOR UPDATE",
+    conn.execute("SELECT delivery_id FROM deliveries WHERE report_id = $1 AND state = 'unknown' FOR UPDATE",
                  (report_id,))
 
 
 def lock_cursor(conn: Connection, schedule: str) -> None:
-    conn.execute("SELECT 1 FROM schedule_cursors WHERE schedule = ? FOR UPDATE", (schedule,))
+    conn.execute("SELECT 1 FROM schedule_cursors WHERE schedule = $1 FOR UPDATE", (schedule,))
 
 
 class ProducerState(producer_state.ProducerState):
-    """SQLite's producer records, with the cursor row locked before it is read (two producers never move a cursor
-    from the same stale reading)."""
+    """The shared producer records (store/shared/producer_state.py), with the cursor row locked before it is read
+    (two producers never move a cursor from the same stale reading)."""
 
     def get_cursor(self, schedule: str) -> Any:
         lock_cursor(self._conn, schedule)

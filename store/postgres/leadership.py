@@ -22,11 +22,15 @@ from ..records import Fence, LeaderView, ProcessView
 from ..shared.outbox import UNKNOWN_REASON
 from .connection import LOCK_TIMEOUT_MS, PgConnection
 
-_SPAN = "clock_timestamp() + make_interval(secs => ?)"
 # A lease transaction whose client has been silent this long is a frozen process's, and the server ends it: as long as
 # any transaction may wait for a lock (the pool's lock_timeout), so it ends no transaction a live process would not.
 FROZEN_MS = LOCK_TIMEOUT_MS
 _BOUNDED = f"set_config('idle_in_transaction_session_timeout', '{FROZEN_MS}', true)"
+
+
+def _span(mark: int) -> str:
+    """The database clock plus a lease of `$mark` seconds."""
+    return f"clock_timestamp() + make_interval(secs => ${mark})"
 
 
 def acquire(conn: PgConnection, name: str, holder: str, lease_s: float, now: Any = None) -> int | None:
@@ -36,11 +40,11 @@ def acquire(conn: PgConnection, name: str, holder: str, lease_s: float, now: Any
     # no lock); the WHERE still decides a race with a renewal committed meanwhile.
     # the row may be locked by the lapsed leader's last fenced write or renewal (ended by the server after
     # FROZEN_MS if that leader froze): waited for no longer than the Leader waits for this answer
-    conn.execute("SELECT set_config('lock_timeout', ?, true)", (f"{max(50, int(lease_s * 1000 / 3))}ms",))
+    conn.execute("SELECT set_config('lock_timeout', $1, true)", (f"{max(50, int(lease_s * 1000 / 3))}ms",))
     row = conn.execute(
         "INSERT INTO leader_leases (name, holder, generation, expires_at, acquired_at, renewed_at) "
-        f"SELECT ?, ?, 1, {_SPAN}, clock_timestamp(), clock_timestamp() WHERE NOT EXISTS ("
-        "SELECT 1 FROM leader_leases WHERE name = ? AND expires_at > clock_timestamp()) "
+        f"SELECT $1, $2, 1, {_span(3)}, clock_timestamp(), clock_timestamp() WHERE NOT EXISTS ("
+        "SELECT 1 FROM leader_leases WHERE name = $4 AND expires_at > clock_timestamp()) "
         "ON CONFLICT (name) DO UPDATE SET "
         "holder = excluded.holder, generation = leader_leases.generation + 1, expires_at = excluded.expires_at, "
         "acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at "
@@ -51,19 +55,22 @@ def acquire(conn: PgConnection, name: str, holder: str, lease_s: float, now: Any
 
 def renew(conn: PgConnection, name: str, holder: str, generation: int, lease_s: float, now: Any = None) -> bool:
     return bool(conn.execute(
-        f"UPDATE leader_leases SET expires_at = {_SPAN}, renewed_at = clock_timestamp() WHERE name = ? AND holder = ? "
-        f"AND generation = ? AND expires_at > clock_timestamp() RETURNING {_BOUNDED}",
+        f"UPDATE leader_leases SET expires_at = {_span(1)}, renewed_at = clock_timestamp() WHERE name = $2 "
+        f"AND holder = $3 AND generation = $4 AND expires_at > clock_timestamp() RETURNING {_BOUNDED}",
         (float(lease_s), name, holder, generation)).rowcount == 1)
 
 
 def resign(conn: PgConnection, name: str, holder: str, generation: int, now: Any = None) -> bool:
     return bool(conn.execute(
-        "UPDATE leader_leases SET expires_at = clock_timestamp() WHERE name = ? AND holder = ? AND generation = ? "
+        "UPDATE leader_leases SET expires_at = clock_timestamp() WHERE name = $1 AND holder = $2 AND generation = $3 "
         f"AND expires_at > clock_timestamp() RETURNING {_BOUNDED}", (name, holder, generation)).rowcount == 1)
 
 
 def fence(conn: PgConnection, held: Fence, now: Any = None) -> None:
-    if conn.execute(f"SELECT {_BOUNDED} FROM leader_leases WHERE name = ? AND holder = ? AND generation = ? "
+    """C16 inside a singleton's write transaction: its lease still held and unexpired on the database clock, else
+    `LeaseLost`; the row is held FOR SHARE until this transaction ends, so a takeover waits for its commit (and is
+    ended by the server if this process freezes inside it: FROZEN_MS)."""
+    if conn.execute(f"SELECT {_BOUNDED} FROM leader_leases WHERE name = $1 AND holder = $2 AND generation = $3 "
                     "AND expires_at > clock_timestamp() FOR SHARE",
                     (held.name, held.holder, held.generation)).fetchone() is None:
         raise LeaseLost(held.name, held.holder, held.generation)
@@ -72,19 +79,19 @@ def fence(conn: PgConnection, held: Fence, now: Any = None) -> None:
 def release_all(conn: PgConnection, now: datetime) -> int:
     """`recover` (start-up recovery where one process owns the database): every lease ends now."""
     at = to_text(now)
-    return int(conn.execute("UPDATE leader_leases SET expires_at = ? WHERE expires_at > ?", (at, at)).rowcount)
+    return int(conn.execute("UPDATE leader_leases SET expires_at = $1 WHERE expires_at > $2", (at, at)).rowcount)
 
 
 def heartbeat(conn: PgConnection, holder: str, pid: int, host: str, now: Any, forget_after_s: float) -> None:
     conn.execute("INSERT INTO processes (holder, pid, host, started_at, seen_at) "
-                 "VALUES (?, ?, ?, clock_timestamp(), clock_timestamp()) "
+                 "VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp()) "
                  "ON CONFLICT (holder) DO UPDATE SET seen_at = excluded.seen_at", (holder, pid, host))
-    conn.execute("DELETE FROM processes WHERE seen_at < clock_timestamp() - make_interval(secs => ?)",
+    conn.execute("DELETE FROM processes WHERE seen_at < clock_timestamp() - make_interval(secs => $1)",
                  (float(forget_after_s),))
 
 
 def depart(conn: PgConnection, holder: str) -> None:
-    conn.execute("DELETE FROM processes WHERE holder = ?", (holder,))
+    conn.execute("DELETE FROM processes WHERE holder = $1", (holder,))
 
 
 def leaders(conn: PgConnection, now: Any = None) -> list[LeaderView]:
@@ -109,11 +116,11 @@ _LAPSED = ("state = 'sending' AND NOT EXISTS (SELECT 1 FROM leader_leases l WHER
 def sweep_sending(conn: PgConnection, now_text: str) -> tuple[list[int], list[int]]:
     """C7/C16: a `sending` delivery or action whose sender's lease is over (on the database clock) becomes unknown."""
     deliveries = conn.execute(
-        "UPDATE deliveries SET state = 'unknown', updated_at = ?, reason = ? WHERE "
+        "UPDATE deliveries SET state = 'unknown', updated_at = $1, reason = $2 WHERE "
         + _LAPSED.format(name="relay", table="deliveries") + " RETURNING delivery_id",
         (now_text, UNKNOWN_REASON)).fetchall()
     actions = conn.execute(
-        "UPDATE actions SET state = 'unknown', updated_at = ?, reason = ? WHERE "
+        "UPDATE actions SET state = 'unknown', updated_at = $1, reason = $2 WHERE "
         + _LAPSED.format(name="actions", table="actions") + " RETURNING action_id",
         (now_text, UNKNOWN_REASON)).fetchall()
     return sorted(int(r[0]) for r in deliveries), sorted(int(r[0]) for r in actions)

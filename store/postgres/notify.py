@@ -2,7 +2,8 @@
 other process at once, instead of at their next periodic look.
 
 Migration 0014's triggers notify `shopbot_work` (agent work pending: an admission, a release), `shopbot_deliveries`
-(a delivery pending) and `shopbot_actions` (an action pending) at commit. Each process keeps ONE dedicated
+(a delivery pending) and `shopbot_actions` (an action pending) at commit, and 0017's `shopbot_receipts` (a receipt
+pending, C19). Each process keeps ONE dedicated
 autocommit connection for LISTEN (a running `notifies()` generator blocks every other statement on its connection,
 psycopg#340, so it is never a pooled one) and on every notification sets the matching in-process signal
 (store/signals.py), the same pulses an in-process admission sets.

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..records import Claim, FinishOutcome, Taken
 from ..shared import outbox
-from ..shared.connection import Connection
+from ..shared.connection import Connection, marks
 from ..shared.dialect import DialectSQL
 from ..shared.inbox import work_item
 
@@ -32,8 +32,8 @@ DONE, AGAIN, REFUSED = "done", "again", "refused"
 def held_claim(conn: Connection, run_id: str) -> Claim | None:
     """The open turn `run_id`, rebuilt from its run and the items it holds (None if it is not open)."""
     run = conn.execute("SELECT worker_id, session, attempt, session_epoch FROM runs "
-                       "WHERE run_id = ? AND ended_at IS NULL", (run_id,)).fetchone()
-    rows = conn.execute("SELECT * FROM work WHERE run_id = ? AND state = 'running' ORDER BY work_id",
+                       "WHERE run_id = $1 AND ended_at IS NULL", (run_id,)).fetchone()
+    rows = conn.execute("SELECT * FROM work WHERE run_id = $1 AND state = 'running' ORDER BY work_id",
                         (run_id,)).fetchall()
     if run is None or not rows:
         return None
@@ -42,15 +42,15 @@ def held_claim(conn: Connection, run_id: str) -> Claim | None:
 
 
 def finish_outcome(conn: Connection, claim: Claim, next_run_id: str | None) -> tuple[str, Any]:
-    run = conn.execute("SELECT ended_at, outcome, report_id FROM runs WHERE run_id = ?", (claim.run_id,)).fetchone()
+    run = conn.execute("SELECT ended_at, outcome, report_id FROM runs WHERE run_id = $1", (claim.run_id,)).fetchone()
     if run is None:
         return REFUSED, "no such run"
     if run["ended_at"] is None:
         ids = [item.work_id for item in claim.items]
         held = conn.execute(
-            f"SELECT count(*) FROM work WHERE work_id IN ({','.join('?' * len(ids))}) "
-            "AND state = 'running' AND run_id = ? AND worker_id = ?",
-            (*ids, claim.run_id, claim.worker_id)).fetchone()[0]
+            f"SELECT count(*) FROM work WHERE work_id IN ({marks(len(ids), first=3)}) "
+            "AND state = 'running' AND run_id = $1 AND worker_id = $2",
+            (claim.run_id, claim.worker_id, *ids)).fetchone()[0]
         return (AGAIN, "still open and held") if held == len(ids) else (REFUSED, "open but no longer held")
     if run["outcome"] in ("finished", "discarded"):
         following = held_claim(conn, next_run_id) if next_run_id else None
@@ -59,7 +59,7 @@ def finish_outcome(conn: Connection, claim: Claim, next_run_id: str | None) -> t
 
 
 def sending_outcome(conn: Connection, delivery_id: int) -> tuple[str, Any]:
-    row = conn.execute("SELECT state FROM deliveries WHERE delivery_id = ?", (delivery_id,)).fetchone()
+    row = conn.execute("SELECT state FROM deliveries WHERE delivery_id = $1", (delivery_id,)).fetchone()
     state = row["state"] if row else None
     if state == "sending":
         return DONE, None
@@ -71,7 +71,7 @@ def sending_outcome(conn: Connection, delivery_id: int) -> tuple[str, Any]:
 def take_outcome(conn: Connection, sql: DialectSQL, now: str, confirm: tuple[int, str] | None,
                  sender: str | None) -> tuple[str, Any]:
     if confirm is not None:
-        row = conn.execute("SELECT state FROM deliveries WHERE delivery_id = ?", (confirm[0],)).fetchone()
+        row = conn.execute("SELECT state FROM deliveries WHERE delivery_id = $1", (confirm[0],)).fetchone()
         state = row["state"] if row else None
         if state == "sending":               # the receipt it carried is not recorded: the transaction did not commit
             return AGAIN, "its receipt is not recorded"

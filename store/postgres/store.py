@@ -305,7 +305,7 @@ class PostgresStore(BaseStore):
             now = self.now()
             try:
                 await self.db.write(lambda conn: conn.execute(
-                    "INSERT INTO health_probe (id, probed_at) VALUES (1, ?) "
+                    "INSERT INTO health_probe (id, probed_at) VALUES (1, $1) "
                     "ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", (now,)))
                 last = (time.monotonic(), None)
             except StoreError as exc:

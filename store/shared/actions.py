@@ -20,7 +20,7 @@ from .moves import move
 
 
 def reserved_on(conn: Connection, day: str) -> int:
-    return conn.execute("SELECT coalesce(sum(cents), 0) FROM spending WHERE day = ? AND state = 'reserved'",
+    return conn.execute("SELECT coalesce(sum(cents), 0) FROM spending WHERE day = $1 AND state = 'reserved'",
                         (day,)).fetchone()[0]
 
 
@@ -57,13 +57,14 @@ def approve(conn: Connection, proposal_id: int, by: str, now: str, day: str, day
         return Decision(DecisionKind.OVER_DAY_LIMIT, proposal_id, day_max_cents=day_max_cents,
                         reserved_cents=reserved, **what)
     _decide(conn, proposal_id, "approved", by, now)
-    conn.execute("INSERT INTO spending (proposal_id, day, cents, state, updated_at) VALUES (?, ?, ?, 'reserved', ?)",
+    conn.execute("INSERT INTO spending (proposal_id, day, cents, state, updated_at) "
+                 "VALUES ($1, $2, $3, 'reserved', $4)",
                  (proposal_id, day, p.total_cents, now))
     payload = {"supplier": p.supplier, "reference": f"proposal-{proposal_id}",
                "lines": [{"item": p.item, "quantity": p.quantity}]}
     action_id = conn.execute(
         "INSERT INTO actions (proposal_id, idempotency_key, destination, payload, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?) RETURNING action_id",
+        "VALUES ($1, $2, $3, $4, $5, $6) RETURNING action_id",
         (proposal_id, secrets.token_hex(16), supplier_destination, json.dumps(payload, sort_keys=True), now,
          now)).fetchone()[0]
     orders.create(conn, proposal_id, p.item, p.quantity, now, lead_time_days)
@@ -79,18 +80,18 @@ def reject(conn: Connection, proposal_id: int, by: str, now: str) -> Decision:
 
 
 def _decide(conn: Connection, proposal_id: int, state: str, by: str, now: str) -> None:
-    conn.execute("UPDATE proposals SET state = ?, decided_at = ?, decided_by = ?, updated_at = ? "
-                 "WHERE proposal_id = ?", (state, now, by, now, proposal_id))
+    conn.execute("UPDATE proposals SET state = $1, decided_at = $2, decided_by = $3, updated_at = $4 "
+                 "WHERE proposal_id = $5", (state, now, by, now, proposal_id))
 
 
 def expiring(conn: Connection, now: str) -> bool:
     """Whether any proposal awaiting approval is due to expire (a read: the action relay asks every second)."""
     return conn.execute("SELECT EXISTS (SELECT 1 FROM proposals WHERE state = 'awaiting_approval' "
-                        "AND expires_at <= ?)", (now,)).fetchone()[0] == 1
+                        "AND expires_at <= $1)", (now,)).fetchone()[0] == 1
 
 
 def expire(conn: Connection, now: str) -> list[int]:
-    rows = conn.execute("SELECT proposal_id FROM proposals WHERE state = 'awaiting_approval' AND expires_at <= ?",
+    rows = conn.execute("SELECT proposal_id FROM proposals WHERE state = 'awaiting_approval' AND expires_at <= $1",
                         (now,)).fetchall()
     for (proposal_id,) in rows:
         _decide(conn, proposal_id, "expired", "system:expiry", now)
@@ -99,12 +100,12 @@ def expire(conn: Connection, now: str) -> list[int]:
 
 def _action(row: Row) -> Action:
     return Action(row["action_id"], row["proposal_id"], row["idempotency_key"], row["destination"], row["payload"],
-                  row["state"], row["attempts"])
+                  ActionState(row["state"]), row["attempts"])
 
 
 def due(conn: Connection, now: str, limit: int = 10) -> list[Action]:
-    rows = conn.execute("SELECT * FROM actions WHERE state = 'pending' AND (not_before IS NULL OR not_before <= ?) "
-                        "ORDER BY action_id LIMIT ?", (now, limit)).fetchall()
+    rows = conn.execute("SELECT * FROM actions WHERE state = 'pending' AND (not_before IS NULL OR not_before <= $1) "
+                        "ORDER BY action_id LIMIT $2", (now, limit)).fetchall()
     return [_action(r) for r in rows]
 
 
@@ -124,12 +125,12 @@ def _move(conn: Connection, action_id: int, expect: str, new: str, now: str, **c
 def _release_spending(conn: Connection, action_id: int, now: str) -> None:
     """A failed or voided action: its spending is released and its order is not on order any more."""
     orders.cancel_for_action(conn, action_id, "its order was not placed", now)
-    conn.execute("UPDATE spending SET state = 'released', updated_at = ? WHERE state = 'reserved' AND proposal_id = "
-                 "(SELECT proposal_id FROM actions WHERE action_id = ?)", (now, action_id))
+    conn.execute("UPDATE spending SET state = 'released', updated_at = $1 WHERE state = 'reserved' AND proposal_id = "
+                 "(SELECT proposal_id FROM actions WHERE action_id = $2)", (now, action_id))
 
 
 def mark_sending(conn: Connection, action_id: int, now: str) -> None:
-    conn.execute("UPDATE actions SET attempts = attempts + 1 WHERE action_id = ?", (action_id,))
+    conn.execute("UPDATE actions SET attempts = attempts + 1 WHERE action_id = $1", (action_id,))
     _move(conn, action_id, "pending", "sending", now)
 
 
@@ -158,7 +159,7 @@ def quarantine(conn: Connection, action_id: int, reason: str, now: str) -> None:
 
 
 def sending_to_unknown(conn: Connection, now: str) -> list[int]:
-    rows = conn.execute("UPDATE actions SET state = 'unknown', updated_at = ?, reason = 'the process stopped while "
+    rows = conn.execute("UPDATE actions SET state = 'unknown', updated_at = $1, reason = 'the process stopped while "
                         "sending' WHERE state = 'sending' RETURNING action_id", (now,)).fetchall()
     return sorted(r[0] for r in rows)
 
@@ -166,7 +167,7 @@ def sending_to_unknown(conn: Connection, now: str) -> list[int]:
 def decide(conn: Connection, action_id: int, decision: str, by: str, now: str, *, receipt: str | None = None,
            detail: str | None = None) -> str:
     """Record a decision about an unknown or quarantined action and apply it. Returns the new state."""
-    row = conn.execute("SELECT state FROM actions WHERE action_id = ?", (action_id,)).fetchone()
+    row = conn.execute("SELECT state FROM actions WHERE action_id = $1", (action_id,)).fetchone()
     if row is None:
         raise UnknownTarget(f"no action {action_id}")
     state = row[0]
@@ -180,7 +181,7 @@ def decide(conn: Connection, action_id: int, decision: str, by: str, now: str, *
     if new == "delivered" and not receipt:
         receipt = f"confirmed by {by}"
     conn.execute("INSERT INTO action_decisions (action_id, decision, detail, decided_by, decided_at) "
-                 "VALUES (?, ?, ?, ?, ?)", (action_id, decision, redaction.error_detail(detail), by, now))
+                 "VALUES ($1, $2, $3, $4, $5)", (action_id, decision, redaction.error_detail(detail), by, now))
     columns: dict[str, object] = {"reason": detail or decision}
     if new == "delivered":
         columns["receipt"] = receipt

@@ -4,9 +4,8 @@ queries that need it. Nothing rewrites SQL at run time; a field missing from a d
 
 What differs is small on purpose: string aggregation, the planner hints SQLite needs (PostgreSQL's planner chooses
 on its own), and the guarded statements of PostgreSQL (store/postgres/guards.py, where SQLite's single writer makes
-the shared statement whole). Placeholders follow each driver's paramstyle: `?` and `:name` in the SQL of store/;
-psycopg's `%s` and `%(name)s` are made from them by store/postgres/connection.py `paramstyle` (the placeholder
-marks only, nothing else of the statement).
+the shared statement whole). Placeholders are the same in both: every statement of store/ marks its parameters as
+PostgreSQL does, `$1` .. `$n`, and both connections bind them natively (store/shared/connection.py).
 """
 from __future__ import annotations
 

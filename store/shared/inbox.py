@@ -25,7 +25,7 @@ from ..records import (
     WorkState,
 )
 from . import outbox, retention, shop
-from .connection import Connection, Row
+from .connection import Connection, Row, marks
 
 OPEN_AGENT = "kind = 'agent' AND state IN ('pending', 'running')"
 
@@ -37,7 +37,7 @@ def minute_of(now: str) -> str:
 def count(conn: Connection, now: str, kind: str, by: int = 1) -> int:
     """Bump a per-minute counter (refusals, strangers, malformed input) and return its new value."""
     row = conn.execute(
-        "INSERT INTO counters (minute, kind, count) VALUES (?, ?, ?) "
+        "INSERT INTO counters (minute, kind, count) VALUES ($1, $2, $3) "
         "ON CONFLICT (minute, kind) DO UPDATE SET count = counters.count + excluded.count RETURNING count",
         (minute_of(now), kind, by)).fetchone()
     return row[0]
@@ -48,7 +48,7 @@ def open_agent_work(conn: Connection, cap: int | None = None) -> int:
     count instead (`kept_open_agent_work`); this count is what `shopbot check` (W1) holds it against."""
     if cap is None:
         return conn.execute(f"SELECT count(*) FROM work WHERE {OPEN_AGENT}").fetchone()[0]
-    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {OPEN_AGENT} LIMIT ?) AS open",
+    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM work WHERE {OPEN_AGENT} LIMIT $1) AS open",
                         (cap,)).fetchone()[0]
 
 
@@ -64,9 +64,9 @@ def admit(conn: Connection, occurrence: Occurrence, now: str, capacity: int,
 
     `open_count` carries the open agent work read once per transaction (a batch of admissions reads it once, then
     counts its own inserts: BEGIN IMMEDIATE holds the write lock, so nothing else changes it meanwhile)."""
-    existing = conn.execute("SELECT work_id, session, payload, pruned_at, payload_sha256 FROM work WHERE source = ?",
+    existing = conn.execute("SELECT work_id, session, payload, pruned_at, payload_sha256 FROM work WHERE source = $1",
                             (occurrence.source,)).fetchone()
-    if existing is not None:       # a retention tombstone compares by its kept hash (store/retention.py)
+    if existing is not None:       # a retention tombstone compares by its kept hash (store/shared/retention.py)
         same = existing["session"] == occurrence.session and retention.payload_matches(existing, occurrence.payload)
         return AdmitResult(Admission.DUPLICATE if same else Admission.CONFLICT, existing["work_id"])
     if occurrence.kind is WorkKind.AGENT:
@@ -79,7 +79,7 @@ def admit(conn: Connection, occurrence: Occurrence, now: str, capacity: int,
             return AdmitResult(Admission.REFUSED)
         open_count[0] += 1
     work_id = conn.execute(
-        "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES (?, ?, ?, ?, ?, ?) "
+        "INSERT INTO work (source, session, kind, payload, destination, admitted_at) VALUES ($1, $2, $3, $4, $5, $6) "
         "RETURNING work_id",
         (occurrence.source, occurrence.session, occurrence.kind.value, occurrence.payload,
          occurrence.destination, now)).fetchone()[0]
@@ -105,9 +105,9 @@ def admit_answered(conn: Connection, occurrence: Occurrence, now: str,
     assert result.work_id is not None
     draft = answer(result.work_id)
     draft = dataclasses.replace(draft, body=redaction.error_detail(draft.body))
-    conn.execute("UPDATE work SET state = 'running' WHERE work_id = ?", (result.work_id,))
+    conn.execute("UPDATE work SET state = 'running' WHERE work_id = $1", (result.work_id,))
     report_id = outbox.insert_report(conn, [result.work_id], draft, now, run_id=None)
-    conn.execute("UPDATE work SET state = ?, ended_at = ? WHERE work_id = ?",
+    conn.execute("UPDATE work SET state = $1, ended_at = $2 WHERE work_id = $3",
                  ("failed" if draft.is_error else "finished", now, result.work_id))
     return AdmitResult(Admission.ACCEPTED, result.work_id, report_id)
 
@@ -118,7 +118,7 @@ def work_item(row: Row) -> WorkItem:
 
 
 def session_epoch(conn: Connection, session: str) -> int:
-    row = conn.execute("SELECT epoch FROM sessions WHERE session = ?", (session,)).fetchone()
+    row = conn.execute("SELECT epoch FROM sessions WHERE session = $1", (session,)).fetchone()
     return row[0] if row else 0
 
 
@@ -128,8 +128,9 @@ def session_epoch(conn: Connection, session: str) -> int:
 # stamped after `now` (admitted before a backward step) is due at once, and so is a not-before time set by a release
 # stamped after `now`: a backward step never delays admitted work by more than the debounce window (it can only
 # shorten one window or one back-off), and a forward step claims early by at most the step.
-DUE = ("(w.admitted_at <= :cutoff OR w.admitted_at > :now) AND (w.not_before IS NULL OR w.not_before <= :now "
-       "OR (SELECT r.ended_at FROM runs r WHERE r.run_id = w.run_id) > :now)")
+# Its parameters are $1 (the debounce cutoff) and $2 (now).
+DUE = ("(w.admitted_at <= $1 OR w.admitted_at > $2) AND (w.not_before IS NULL OR w.not_before <= $2 "
+       "OR (SELECT r.ended_at FROM runs r WHERE r.run_id = w.run_id) > $2)")
 # The owner's sessions are claimed before the producers' (a stock check or a scheduled brief) when both are due: on a
 # slow model a producer's turn must not delay an owner's question that arrived before it started; oldest first within.
 OWNER_FIRST = "CASE WHEN w.session LIKE 'tg:%' THEN 0 ELSE 1 END, w.work_id"
@@ -143,7 +144,7 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
     (`DUE`, which also keeps a backward clock step from holding admitted work)."""
     skip = tuple(skip_sessions)
     # an empty NOT IN () is SQLite's only: the clause is left out when nothing is skipped
-    skipped = f"AND w.session NOT IN ({','.join(f':skip{i}' for i in range(len(skip)))})" if skip else ""
+    skipped = f"AND w.session NOT IN ({marks(len(skip), first=3)})" if skip else ""
     row = conn.execute(
         f"""SELECT w.session, w.work_id FROM work w
             WHERE w.state = 'pending' AND w.kind = 'agent'
@@ -152,29 +153,33 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
               AND {DUE}
               {skipped}
             ORDER BY {OWNER_FIRST} LIMIT 1""",
-        {"cutoff": debounce_cutoff, "now": now, **{f"skip{i}": s for i, s in enumerate(skip)}}).fetchone()
+        (debounce_cutoff, now, *skip)).fetchone()
     if row is None:
         return None
     session = row["session"]
     epoch = session_epoch(conn, session)
     rows = conn.execute(
-        "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = ?, run_id = ?, not_before = NULL "
-        "WHERE session = ? AND state = 'pending' AND kind = 'agent' RETURNING *",
+        "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = $1, run_id = $2, not_before = NULL "
+        "WHERE session = $3 AND state = 'pending' AND kind = 'agent' RETURNING *",
         (worker_id, run_id, session)).fetchall()
     return start_run(conn, rows, worker_id, run_id, session, epoch, now)
 
 
+def no_lease(mark: int) -> tuple[str, Sequence[Any]]:
+    return "NULL", ()
+
+
 def start_run(conn: Any, rows: Sequence[Any], worker_id: str, run_id: str, session: str, epoch: int,
-              now: str, lease: tuple[str, Sequence[Any]] = ("NULL", ())) -> Claim:
+              now: str, lease: Callable[[int], tuple[str, Sequence[Any]]] = no_lease) -> Claim:
     """The turn a claim moved to running (`rows`, the work rows): its run recorded, its Claim (C5, C9, C12).
-    `lease` is the SQL expression (and its parameters) of the run's lease expiry: none on SQLite, the database clock
-    plus the lease on PostgreSQL (C15)."""
+    `lease(mark)` is the SQL expression (and its parameters, bound from `$mark` on) of the run's lease expiry: none
+    on SQLite, the database clock plus the lease on PostgreSQL (C15)."""
     items = tuple(sorted((work_item(r) for r in rows), key=lambda item: item.work_id))
     attempt = max(item.attempts for item in items)
-    expression, lease_params = lease
+    expression, lease_params = lease(8)
     conn.execute(
         "INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at, lease_expires_at) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, {expression})",
+        f"VALUES ($1, $2, $3, $4, $5, $6, $7, {expression})",
         (run_id, worker_id, session, items[0].work_id, attempt, epoch, now, *lease_params))
     return Claim(run_id, worker_id, session, items, attempt, epoch)
 
@@ -192,9 +197,9 @@ def _held(conn: Connection, claim: Claim) -> None:
     """C5: a worker finishes, releases or fails only the exact set it claimed and still holds."""
     ids = [item.work_id for item in claim.items]
     held = conn.execute(
-        f"SELECT count(*) FROM work WHERE work_id IN ({','.join('?' * len(ids))}) "
-        "AND state = 'running' AND run_id = ? AND worker_id = ?",
-        (*ids, claim.run_id, claim.worker_id)).fetchone()[0]
+        f"SELECT count(*) FROM work WHERE work_id IN ({marks(len(ids), first=3)}) "
+        "AND state = 'running' AND run_id = $1 AND worker_id = $2",
+        (claim.run_id, claim.worker_id, *ids)).fetchone()[0]
     if held != len(ids):
         raise NotClaimed(claim.run_id, f"holds {held} of the {len(ids)} items of its turn; it cannot end them")
 
@@ -206,9 +211,9 @@ def _end_run(conn: Connection, run_id: str, now: str, outcome: str, *, report_id
     else:
         shop.void_proposals(conn, run_id, now)   # C11: a proposal whose turn did not finish is void
     conn.execute(
-        "UPDATE runs SET ended_at = ?, outcome = ?, report_id = ?, stop_reason = ?, "
-        "model_calls = model_calls + ?, input_tokens = input_tokens + ?, output_tokens = output_tokens + ? "
-        "WHERE run_id = ?",
+        "UPDATE runs SET ended_at = $1, outcome = $2, report_id = $3, stop_reason = $4, "
+        "model_calls = model_calls + $5, input_tokens = input_tokens + $6, output_tokens = output_tokens + $7 "
+        "WHERE run_id = $8",
         (now, outcome, report_id, redaction.error_detail(stop_reason), *usage, run_id))
 
 
@@ -229,7 +234,7 @@ def finish(conn: Connection, claim: Claim, draft: ReportDraft | Callable[[], Rep
     if discarded is not None:
         return FinishOutcome(discarded, discarded=True)
     conn.execute(
-        f"UPDATE work SET state = 'finished', ended_at = ? WHERE work_id IN ({','.join('?' * len(ids))})",
+        f"UPDATE work SET state = 'finished', ended_at = $1 WHERE work_id IN ({marks(len(ids), first=2)})",
         (now, *ids))
     faults.reached("finish-writes")
     if apply is not None:
@@ -237,16 +242,16 @@ def finish(conn: Connection, claim: Claim, draft: ReportDraft | Callable[[], Rep
     if callable(draft):   # a report rendered from what `apply` did, inside the same transaction
         draft = draft()
     report_id = outbox.insert_report(conn, ids, draft, now, run_id=claim.run_id)
-    conn.execute("UPDATE operations SET report_id = ? WHERE run_id = ?", (report_id, claim.run_id))
+    conn.execute("UPDATE operations SET report_id = $1 WHERE run_id = $2", (report_id, claim.run_id))
     _end_run(conn, claim.run_id, now, "finished", report_id=report_id, stop_reason=stop_reason, usage=usage)
     if user_text is not None:
-        conn.execute("INSERT INTO history (session, role, text, created_at) VALUES (?, 'user', ?, ?)",
+        conn.execute("INSERT INTO history (session, role, text, created_at) VALUES ($1, 'user', $2, $3)",
                      (claim.session, user_text, now))
         prose, messages = model_said if model_said is not None else (draft.body, None)
         conn.execute("INSERT INTO history (session, role, text, report_id, created_at, messages) "
-                     "VALUES (?, 'assistant', ?, ?, ?, ?)", (claim.session, prose, report_id, now, messages))
+                     "VALUES ($1, 'assistant', $2, $3, $4, $5)", (claim.session, prose, report_id, now, messages))
     conn.execute(
-        "INSERT INTO sessions (session, turns, last_report) VALUES (?, 1, ?) "
+        "INSERT INTO sessions (session, turns, last_report) VALUES ($1, 1, $2) "
         "ON CONFLICT (session) DO UPDATE SET turns = sessions.turns + 1, last_report = excluded.last_report",
         (claim.session, report_id))
     return FinishOutcome(report_id)
@@ -258,7 +263,7 @@ def _discard_if_forgotten(conn: Connection, claim: Claim, now: str,
     a report saying so. Returns that report's id, or None when the conversation was not forgotten."""
     if session_epoch(conn, claim.session) == claim.epoch:
         return None
-    who = conn.execute("SELECT forgotten_by FROM sessions WHERE session = ?", (claim.session,)).fetchone()[0]
+    who = conn.execute("SELECT forgotten_by FROM sessions WHERE session = $1", (claim.session,)).fetchone()[0]
     cancel = ReportDraft(
         f"This conversation was forgotten ({who}) while I was answering; the answer was discarded.",
         destination=claim.destination, is_error=True)
@@ -270,7 +275,7 @@ def _discard_if_forgotten(conn: Connection, claim: Claim, now: str,
 def _fail_items(conn: Connection, ids: Sequence[int], draft: ReportDraft, now: str,
                 run_id: str | None) -> str:
     """Items (running or pending) become failed with one error report linked to all of them (C9, R3)."""
-    conn.execute(f"UPDATE work SET state = 'failed', ended_at = ? WHERE work_id IN ({','.join('?' * len(ids))})",
+    conn.execute(f"UPDATE work SET state = 'failed', ended_at = $1 WHERE work_id IN ({marks(len(ids), first=2)})",
                  (now, *ids))
     return outbox.insert_report(conn, ids, draft, now, run_id=run_id)
 
@@ -281,7 +286,7 @@ def fail(conn: Connection, claim: Claim, draft: ReportDraft, now: str, *,
     when a sweep ends a lapsed lease, C15)."""
     _held(conn, claim)
     report_id = _fail_items(conn, [item.work_id for item in claim.items], draft, now, claim.run_id)
-    conn.execute("UPDATE operations SET report_id = ? WHERE run_id = ?", (report_id, claim.run_id))
+    conn.execute("UPDATE operations SET report_id = $1 WHERE run_id = $2", (report_id, claim.run_id))
     _end_run(conn, claim.run_id, now, ended_as, report_id=report_id, stop_reason=stop_reason, usage=usage)
     return report_id
 
@@ -301,7 +306,6 @@ def release(conn: Connection, claim: Claim, now: str, not_before: str | None, at
     outcome ('expired' when a sweep ends a lapsed lease, C15)."""
     _held(conn, claim)
     ids = [item.work_id for item in claim.items]
-    marks = ','.join('?' * len(ids))
     discarded = _discard_if_forgotten(conn, claim, now, usage)
     if discarded is not None:
         return discarded
@@ -310,7 +314,8 @@ def release(conn: Connection, claim: Claim, now: str, not_before: str | None, at
         _end_run(conn, claim.run_id, now, ended_as or "failed", report_id=report_id, stop_reason=reason, usage=usage)
         return report_id
     conn.execute(
-        f"UPDATE work SET state = 'pending', not_before = ?, attempts = attempts - ? WHERE work_id IN ({marks})",
+        f"UPDATE work SET state = 'pending', not_before = $1, attempts = attempts - $2 "
+        f"WHERE work_id IN ({marks(len(ids), first=3)})",
         (not_before, 1 if refund else 0, *ids))
     _end_run(conn, claim.run_id, now, ended_as or "released", stop_reason=reason, usage=usage)
     return None
@@ -319,12 +324,12 @@ def release(conn: Connection, claim: Claim, now: str, not_before: str | None, at
 def forget(conn: Connection, session: str, by: str, now: str) -> tuple[int, int]:
     """C12: delete the session's agent history and cancel its pending work (pending -> failed, with a report naming
     who cancelled). A running turn finds the new epoch at finish and is discarded. Returns (history rows, cancelled)."""
-    deleted = conn.execute("DELETE FROM history WHERE session = ?", (session,)).rowcount
+    deleted = conn.execute("DELETE FROM history WHERE session = $1", (session,)).rowcount
     conn.execute(
-        "INSERT INTO sessions (session, epoch, forgotten_at, forgotten_by) VALUES (?, 1, ?, ?) "
+        "INSERT INTO sessions (session, epoch, forgotten_at, forgotten_by) VALUES ($1, 1, $2, $3) "
         "ON CONFLICT (session) DO UPDATE SET epoch = sessions.epoch + 1, forgotten_at = excluded.forgotten_at, "
         "forgotten_by = excluded.forgotten_by", (session, now, by))
-    rows = conn.execute("SELECT work_id, destination FROM work WHERE session = ? AND state = 'pending' "
+    rows = conn.execute("SELECT work_id, destination FROM work WHERE session = $1 AND state = 'pending' "
                         "AND kind = 'agent' ORDER BY work_id", (session,)).fetchall()
     if rows:
         ids = [r["work_id"] for r in rows]
@@ -340,6 +345,6 @@ def history(conn: Connection, session: str, limit: int) -> list[tuple[str, str]]
 
 
 def exchanges(conn: Connection, session: str, limit: int) -> list[tuple[str, str, str | None]]:
-    rows = conn.execute("SELECT role, text, messages FROM history WHERE session = ? ORDER BY entry_id DESC LIMIT ?",
+    rows = conn.execute("SELECT role, text, messages FROM history WHERE session = $1 ORDER BY entry_id DESC LIMIT $2",
                         (session, limit)).fetchall()
     return [(r["role"], r["text"], r["messages"]) for r in reversed(rows)]

@@ -3,7 +3,7 @@
 Each rule is one or more queries (their rows are united in Python: SQLite would unite an integer subject with a text
 one, PostgreSQL refuses) that return the violating rows, in SQL both dialects speak (`IS DISTINCT FROM`, SQLite
 3.39+); a check that has never failed has not shown it can, so
-tests/test_invariants.py plants each violation and sees it caught.
+tests/integration/sqlite/test_invariants.py plants each violation and sees it caught.
 """
 from __future__ import annotations
 

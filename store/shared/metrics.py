@@ -50,12 +50,12 @@ def tallied(conn: Connection, table: str, tally: Tally,
     frontier = oldest_open - 1 if oldest_open is not None else \
         conn.execute(f"SELECT coalesce(max({key}), 0) FROM {table}").fetchone()[0]
     if frontier > tally.upto:
-        for *labels, n in conn.execute(f"SELECT {group}, count(*) FROM {table} WHERE {key} > ? AND {key} <= ? "
+        for *labels, n in conn.execute(f"SELECT {group}, count(*) FROM {table} WHERE {key} > $1 AND {key} <= $2 "
                                        f"GROUP BY {group}", (tally.upto, frontier)):
             tally.counts[tuple(labels)] = tally.counts.get(tuple(labels), 0) + n
         tally.upto = frontier
     counts = dict(tally.counts)
-    for *labels, n in conn.execute(f"SELECT {group}, count(*) FROM {table} WHERE {key} > ? GROUP BY {group}",
+    for *labels, n in conn.execute(f"SELECT {group}, count(*) FROM {table} WHERE {key} > $1 GROUP BY {group}",
                                    (tally.upto,)):
         counts[tuple(labels)] = counts.get(tuple(labels), 0) + n
     return counts
@@ -81,7 +81,7 @@ def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, talli
     oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
     last_minute = to_text(now - timedelta(minutes=1))[:16]
     counted: dict[str, int] = {}
-    for kind, n in conn.execute("SELECT kind, sum(count) FROM counters WHERE minute = ? GROUP BY kind",
+    for kind, n in conn.execute("SELECT kind, sum(count) FROM counters WHERE minute = $1 GROUP BY kind",
                                 (last_minute,)):
         label = code_label(kind)
         counted[label] = counted.get(label, 0) + n
@@ -122,7 +122,7 @@ def ops_view(conn: Connection, now: datetime, tallies: StateTallies, oldest_open
         "JOIN proposals p USING (proposal_id) WHERE a.state IN ('pending', 'sending', 'unknown', 'quarantined') "
         "ORDER BY a.action_id LIMIT 100"))
     counters: dict[str, int] = {}
-    for kind, n in conn.execute("SELECT kind, sum(count) FROM counters WHERE minute >= ? GROUP BY kind",
+    for kind, n in conn.execute("SELECT kind, sum(count) FROM counters WHERE minute >= $1 GROUP BY kind",
                                 (to_text(now - timedelta(hours=1))[:16],)):
         counters[code_label(kind)] = counters.get(code_label(kind), 0) + n
     return OpsView(work=WorkCounts.of(work), agent_work=WorkCounts.of(agent_work),
@@ -137,7 +137,7 @@ def runs_ended_since(conn: Connection, mark: datetime, limit: int = 10_000) -> l
     return [EndedRun(r[0], RunOutcome(r[1]), from_db(r[2]), from_db(r[3]), int(r[4]), int(r[5]), int(r[6]))
             for r in conn.execute(
         "SELECT run_id, outcome, started_at, ended_at, model_calls, input_tokens, output_tokens FROM runs "
-        "WHERE ended_at >= ? ORDER BY ended_at LIMIT ?", (to_text(mark), limit)).fetchall()]
+        "WHERE ended_at >= $1 ORDER BY ended_at LIMIT $2", (to_text(mark), limit)).fetchall()]
 
 
 def window_series(conn: Connection, start: datetime, end: datetime, buckets: int) -> list[SeriesPoint]:

@@ -12,10 +12,10 @@ def move(conn: Connection, table: str, key: str, row_id: int, expect: str, new: 
     reason = columns.get("reason")
     if isinstance(reason, str):    # outside error text: no secret is stored (store/redaction.py)
         columns["reason"] = redaction.error_detail(reason)
-    sets = "".join(f", {name} = ?" for name in columns)
-    cursor = conn.execute(f"UPDATE {table} SET state = ?, updated_at = ?{sets} WHERE {key} = ? AND state = ?",
-                          (new, now, *columns.values(), row_id, expect))
+    sets = "".join(f", {name} = ${n}" for n, name in enumerate(columns, start=5))
+    cursor = conn.execute(f"UPDATE {table} SET state = $1, updated_at = $2{sets} WHERE {key} = $3 AND state = $4",
+                          (new, now, row_id, expect, *columns.values()))
     if cursor.rowcount != 1:
-        row = conn.execute(f"SELECT state FROM {table} WHERE {key} = ?", (row_id,)).fetchone()
+        row = conn.execute(f"SELECT state FROM {table} WHERE {key} = $1", (row_id,)).fetchone()
         raise IllegalTransition(f"{table[:-1]} {row_id} is not {expect}; cannot move it to {new}",
                                 table=table, row=row_id, expected=expect, found=row[0] if row else None)

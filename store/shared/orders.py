@@ -52,47 +52,48 @@ def create(conn: Connection, proposal_id: int, item: str, quantity: int, now: st
     """In the approval's transaction: the approved proposal's order is on order from now, due after the lead time."""
     due = to_text(from_text(now) + timedelta(days=lead_time_days))
     conn.execute("INSERT INTO orders (proposal_id, item, quantity, approved_at, due_at, updated_at) "
-                 "VALUES (?, ?, ?, ?, ?, ?)", (proposal_id, item, quantity, now, due, now))
+                 "VALUES ($1, $2, $3, $4, $5, $6)", (proposal_id, item, quantity, now, due, now))
 
 
 def set_card(conn: Connection, proposal_id: int, chat_id: int, message_id: int, now: str) -> None:
     """The message the order was approved on (its card), edited as the order moves on. Settled orders keep theirs."""
-    conn.execute("UPDATE orders SET card_chat = ?, card_message = ?, updated_at = ? "
-                 "WHERE proposal_id = ? AND state = 'on_order'", (chat_id, message_id, now, proposal_id))
+    conn.execute("UPDATE orders SET card_chat = $1, card_message = $2, updated_at = $3 "
+                 "WHERE proposal_id = $4 AND state = 'on_order'", (chat_id, message_id, now, proposal_id))
 
 
 def get(conn: Connection, proposal_id: int) -> Order | None:
     """One order (any state) with its action's state and the supplier's receipt, or None."""
-    row = conn.execute(_SELECT + "WHERE o.proposal_id = ?", (proposal_id,)).fetchone()
+    row = conn.execute(_SELECT + "WHERE o.proposal_id = $1", (proposal_id,)).fetchone()
     return _order(row) if row else None
 
 
 def open_orders(conn: Connection, item: str | None = None) -> list[Order]:
     """Orders on order (all, or one item's), oldest first."""
-    where, args = ("WHERE o.state = 'on_order' AND o.item = ? ", (item,)) if item else ("WHERE o.state = 'on_order' ",
+    where, args = ("WHERE o.state = 'on_order' AND o.item = $1 ", (item,)) if item else ("WHERE o.state = 'on_order' ",
                                                                                           ())
     return [_order(r) for r in conn.execute(_SELECT + where + "ORDER BY o.proposal_id", args).fetchall()]
 
 
 def overdue(conn: Connection, now: str) -> list[Order]:
     """Orders still on order whose lead time has passed (`due_at <= now`), oldest first."""
-    return [_order(r) for r in conn.execute(_SELECT + "WHERE o.state = 'on_order' AND o.due_at <= ? "
+    return [_order(r) for r in conn.execute(_SELECT + "WHERE o.state = 'on_order' AND o.due_at <= $1 "
                                           "ORDER BY o.proposal_id", (now,)).fetchall()]
 
 
 def _settle(conn: Connection, proposal_id: int, state: str, by: str, now: str,
             event_id: int | None = None) -> None:
-    cursor = conn.execute("UPDATE orders SET state = ?, settled_at = ?, settled_by = ?, event_id = ?, updated_at = ? "
-                          "WHERE proposal_id = ? AND state = 'on_order'", (state, now, by, event_id, now, proposal_id))
+    cursor = conn.execute("UPDATE orders SET state = $1, settled_at = $2, settled_by = $3, event_id = $4, "
+                          "updated_at = $5 WHERE proposal_id = $6 AND state = 'on_order'",
+                          (state, now, by, event_id, now, proposal_id))
     if cursor.rowcount != 1:
         raise IllegalTransition(f"order #{proposal_id} is not on order; it cannot become {state.replace('_', ' ')}")
 
 
 def _stock_event(conn: Connection, item: str, kind: str, old: int, new: int, source: str | None,
                  work_id: int | None, now: str) -> int:
-    conn.execute("UPDATE items SET on_hand = ?, updated_at = ? WHERE item = ?", (new, now, item))
+    conn.execute("UPDATE items SET on_hand = $1, updated_at = $2 WHERE item = $3", (new, now, item))
     return int(conn.execute("INSERT INTO stock_events (item, kind, old_on_hand, new_on_hand, source, work_id, "
-                            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING event_id",
+                            "created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING event_id",
                             (item, kind, old, new, source, work_id, now)).fetchone()[0])
 
 
@@ -121,7 +122,7 @@ def receive(conn: Connection, proposal_id: int, by: str, now: str, counted: int 
     if counted is not None and (isinstance(counted, bool) or not isinstance(counted, int) or counted < 0):
         raise ValueError(f"a count is a whole number of 0 or more, got {counted!r}")
     order = _on_order(conn, proposal_id)
-    old = conn.execute("SELECT on_hand FROM items WHERE item = ?", (order.item,)).fetchone()[0]
+    old = conn.execute("SELECT on_hand FROM items WHERE item = $1", (order.item,)).fetchone()[0]
     new = old + order.quantity if counted is None else counted
     event_id = _stock_event(conn, order.item, "received", old, new, by, None, now)
     _settle(conn, proposal_id, "received", by, now, event_id)
@@ -138,9 +139,9 @@ def not_arrived(conn: Connection, proposal_id: int, by: str, now: str) -> Order:
 
 def cancel_for_action(conn: Connection, action_id: int, reason: str, now: str) -> int:
     """The action failed or was voided: its order is not on order any more. Returns the orders cancelled (0 or 1)."""
-    return conn.execute("UPDATE orders SET state = 'cancelled', settled_at = ?, settled_by = ?, updated_at = ? "
+    return conn.execute("UPDATE orders SET state = 'cancelled', settled_at = $1, settled_by = $2, updated_at = $3 "
                         "WHERE state = 'on_order' AND proposal_id = (SELECT proposal_id FROM actions "
-                        "WHERE action_id = ?)", (now, f"system:{reason}", now, action_id)).rowcount
+                        "WHERE action_id = $4)", (now, f"system:{reason}", now, action_id)).rowcount
 
 
 def count_stock(conn: Connection, item: str, counted: int, source: str, work_id: int | None,
@@ -148,7 +149,7 @@ def count_stock(conn: Connection, item: str, counted: int, source: str, work_id:
     """A till count of one item. When the stock rose by at least the quantity of the item's open order (oldest
     first), the count is recorded as a 'restock' and that order is received by it; otherwise as a 'count'.
     Returns (old, new, kind, the order received or None)."""
-    row = conn.execute("SELECT on_hand FROM items WHERE item = ?", (item,)).fetchone()
+    row = conn.execute("SELECT on_hand FROM items WHERE item = $1", (item,)).fetchone()
     if row is None:
         raise UnknownTarget(f"unknown item {item!r}")
     old = row[0]
@@ -162,7 +163,7 @@ def count_stock(conn: Connection, item: str, counted: int, source: str, work_id:
 
 def on_order_quantity(conn: Connection, item: str) -> int:
     """How much of `item` is on order (0 when nothing is)."""
-    return conn.execute("SELECT coalesce(sum(quantity), 0) FROM orders WHERE item = ? AND state = 'on_order'",
+    return conn.execute("SELECT coalesce(sum(quantity), 0) FROM orders WHERE item = $1 AND state = 'on_order'",
                         (item,)).fetchone()[0]
 
 
@@ -172,5 +173,5 @@ def restocked_after(conn: Connection, event_id: int) -> list[ReceivedOrder]:
     rows = conn.execute(
         f"{_COLUMNS}, e.old_on_hand, e.new_on_hand, e.source AS count_source {_FROM}"
         "JOIN stock_events e ON e.event_id = o.event_id WHERE o.state = 'received' AND e.kind = 'restock' "
-          "AND o.event_id > ? ORDER BY o.event_id", (event_id,)).fetchall()
+          "AND o.event_id > $1 ORDER BY o.event_id", (event_id,)).fetchall()
     return [ReceivedOrder(_order(r), r["old_on_hand"], r["new_on_hand"], r["count_source"]) for r in rows]

@@ -15,7 +15,7 @@ from ..destination import telegram_chat
 from ..errors import IllegalTransition, UnknownTarget
 from ..order_records import UnknownReport
 from ..records import Delivery, DeliveryState, ReportDraft, SentMessage, Taken, WorkKind
-from .connection import Connection, Row
+from .connection import Connection, Row, marks
 from .dialect import DialectSQL
 from .moves import move
 
@@ -77,7 +77,7 @@ def identified(chunks: Sequence[str], report_id: str) -> list[str]:
 
 
 def next_generation(conn: Connection, anchor: int) -> int:
-    return conn.execute("SELECT coalesce(max(generation), 0) + 1 FROM reports WHERE anchor = ?",
+    return conn.execute("SELECT coalesce(max(generation), 0) + 1 FROM reports WHERE anchor = $1",
                         (anchor,)).fetchone()[0]
 
 
@@ -94,10 +94,10 @@ def insert_report(conn: Connection, work_ids: Sequence[int], draft: ReportDraft,
     report_id = f"r{anchor}.{generation}"
     conn.execute(
         "INSERT INTO reports (report_id, anchor, generation, body, is_error, destination, buttons, run_id, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         (report_id, anchor, generation, draft.body, int(draft.is_error), draft.destination,
          asks.to_json(draft.asks), run_id, now))
-    conn.executemany("INSERT INTO report_items (report_id, work_id) VALUES (?, ?)",
+    conn.executemany("INSERT INTO report_items (report_id, work_id) VALUES ($1, $2)",
                      [(report_id, work_id) for work_id in sorted(set(work_ids))])
     chat_id = telegram_chat(draft.destination)
     if chat_id is not None:
@@ -111,7 +111,7 @@ def insert_report(conn: Connection, work_ids: Sequence[int], draft: ReportDraft,
         rows = list(zip(parts, photos, strict=True))
         conn.executemany(
             "INSERT INTO deliveries (report_id, part, parts, chat_id, text, edit_of, photo, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             [(report_id, i, len(rows), chat_id, text, edit_of, photo, now, now)
              for i, (text, photo) in enumerate(rows, start=1)])
     return report_id
@@ -121,10 +121,10 @@ def sent_message(conn: Connection, chat_id: int, message_id: int) -> SentMessage
     """What a message the bot sent reads now (its latest send or edit, pending edits included), or None when no
     delivery made it."""
     select = ("SELECT d.delivery_id, d.report_id, d.text, r.buttons FROM deliveries d JOIN reports r USING (report_id) "
-              "WHERE d.chat_id = ? AND {} AND d.state NOT IN ('failed', 'denied') AND d.part = d.parts "
+              "WHERE d.chat_id = $1 AND {} AND d.state NOT IN ('failed', 'denied') AND d.part = d.parts "
               "ORDER BY d.delivery_id DESC LIMIT 1")
-    found = [conn.execute(select.format("d.edit_of = ?"), (chat_id, message_id)).fetchone(),
-             conn.execute(select.format("d.receipt = ? AND d.edit_of IS NULL"), (chat_id, str(message_id))).fetchone()]
+    found = [conn.execute(select.format("d.edit_of = $2"), (chat_id, message_id)).fetchone(),
+             conn.execute(select.format("d.receipt = $2 AND d.edit_of IS NULL"), (chat_id, str(message_id))).fetchone()]
     row = max((r for r in found if r is not None), key=lambda r: r["delivery_id"], default=None)
     if row is None:
         return None
@@ -160,14 +160,14 @@ def due_deliveries(conn: Connection, sql: DialectSQL, now: str, limit: int,
     in order and stop at the first part that is not confirmed)."""
     skip = tuple(skip_chats)
     # an empty NOT IN () is SQLite's only: the clause is left out when no chat is skipped
-    skipped = f"AND d.chat_id NOT IN ({','.join('?' * len(skip))})" if skip else ""
+    skipped = f"AND d.chat_id NOT IN ({marks(len(skip), first=3)})" if skip else ""
     rows = conn.execute(
         f"""SELECT d.*, r.buttons, {sql.report_sources} AS sources FROM deliveries d JOIN reports r USING (report_id)
-            WHERE d.state = 'pending' AND (d.not_before IS NULL OR d.not_before <= ?)
+            WHERE d.state = 'pending' AND (d.not_before IS NULL OR d.not_before <= $1)
               {skipped}
               AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.report_id = d.report_id AND e.part < d.part
                               AND e.state != 'confirmed')
-            ORDER BY d.delivery_id LIMIT ?""", (now, *skip, limit)).fetchall()
+            ORDER BY d.delivery_id LIMIT $2""", (now, limit, *skip)).fetchall()
     return [_delivery(r) for r in rows]
 
 
@@ -183,10 +183,10 @@ def _move(conn: Connection, delivery_id: int, expect: str, new: str, now: str, *
 
 def mark_sending(conn: Connection, delivery_id: int, now: str, sender: str | None = None) -> None:
     """pending -> sending; `sender` names the relay's lease that marked it (C16)."""
-    conn.execute("UPDATE deliveries SET attempts = attempts + 1 WHERE delivery_id = ?", (delivery_id,))
+    conn.execute("UPDATE deliveries SET attempts = attempts + 1 WHERE delivery_id = $1", (delivery_id,))
     _move(conn, delivery_id, "pending", "sending", now)
     if sender is not None:
-        conn.execute("UPDATE deliveries SET sender = ? WHERE delivery_id = ?", (sender, delivery_id))
+        conn.execute("UPDATE deliveries SET sender = $1 WHERE delivery_id = $2", (sender, delivery_id))
 
 
 DENIED_REASON = "the chat is no longer allow-listed (C3)"
@@ -213,7 +213,7 @@ def taken_at(conn: Connection, sql: DialectSQL, now: str, sender: str | None) ->
     """The part a `take_due` of time `now` by `sender` moved to `sending`, if it still is (K16's read-back)."""
     row = conn.execute(
         f"""SELECT d.*, r.buttons, {sql.report_sources} AS sources FROM deliveries d JOIN reports r USING (report_id)
-            WHERE d.state = 'sending' AND d.updated_at = ? AND d.sender IS NOT DISTINCT FROM ?
+            WHERE d.state = 'sending' AND d.updated_at = $1 AND d.sender IS NOT DISTINCT FROM $2
             ORDER BY d.delivery_id DESC LIMIT 1""", (now, sender)).fetchone()
     return _delivery(row) if row else None
 
@@ -229,16 +229,16 @@ def mark_not_sent(conn: Connection, delivery_id: int, not_before: str | None, re
 
 def _cascade(conn: Connection, delivery_id: int, state: str, reason: str, now: str) -> None:
     """Later parts of a refused report can never go out in order: they end the same way (through the legal moves)."""
-    row = conn.execute("SELECT report_id, part FROM deliveries WHERE delivery_id = ?", (delivery_id,)).fetchone()
-    later = "WHERE report_id = ? AND part > ? AND state = ?"
+    row = conn.execute("SELECT report_id, part FROM deliveries WHERE delivery_id = $1", (delivery_id,)).fetchone()
+    later = "WHERE report_id = $1 AND part > $2 AND state = $3"
     if state == "failed":   # failed is reached only from sending
         conn.execute(f"UPDATE deliveries SET state = 'sending' {later}", (row["report_id"], row["part"], "pending"))
         source = "sending"
     else:
         source = "pending"
-    conn.execute(f"UPDATE deliveries SET state = ?, reason = ?, updated_at = ? {later}",
-                 (state, redaction.error_detail(f"an earlier part was {state}: {reason}"), now, row["report_id"],
-                  row["part"], source))
+    conn.execute(f"UPDATE deliveries SET state = $4, reason = $5, updated_at = $6 {later}",
+                 (row["report_id"], row["part"], source, state,
+                  redaction.error_detail(f"an earlier part was {state}: {reason}"), now))
 
 
 def mark_failed(conn: Connection, delivery_id: int, reason: str, now: str) -> None:
@@ -257,7 +257,7 @@ def mark_denied(conn: Connection, delivery_id: int, reason: str, now: str) -> No
 
 def sending_to_unknown(conn: Connection, now: str) -> list[int]:
     """C7/C10: a delivery found in `sending` at startup may or may not have reached Telegram."""
-    rows = conn.execute("UPDATE deliveries SET state = 'unknown', updated_at = ?, "
+    rows = conn.execute("UPDATE deliveries SET state = 'unknown', updated_at = $1, "
                         "reason = 'the process stopped while sending' WHERE state = 'sending' RETURNING delivery_id",
                         (now,)).fetchall()
     return sorted(r[0] for r in rows)
@@ -276,7 +276,7 @@ def unknown_reports(conn: Connection) -> list[UnknownReport]:
 
 
 def has_unknown(conn: Connection, report_id: str) -> bool:
-    return conn.execute("SELECT 1 FROM deliveries WHERE report_id = ? AND state = 'unknown'",
+    return conn.execute("SELECT 1 FROM deliveries WHERE report_id = $1 AND state = 'unknown'",
                         (report_id,)).fetchone() is not None
 
 
@@ -285,33 +285,33 @@ def resolve(conn: Connection, report_id: str, decision: str, by: str, now: str) 
     pending (it is sent once more), `delivered` confirms it without a receipt. Returns the deliveries moved."""
     if decision not in ("resend", "delivered"):
         raise ValueError(f"unknown decision {decision!r}: use resend or delivered")
-    exists = conn.execute("SELECT 1 FROM reports WHERE report_id = ?", (report_id,)).fetchone()
+    exists = conn.execute("SELECT 1 FROM reports WHERE report_id = $1", (report_id,)).fetchone()
     if exists is None:
         raise UnknownTarget(f"no report {report_id}")
     ids = [r[0] for r in conn.execute(
-        "SELECT delivery_id FROM deliveries WHERE report_id = ? AND state = 'unknown' ORDER BY part",
+        "SELECT delivery_id FROM deliveries WHERE report_id = $1 AND state = 'unknown' ORDER BY part",
         (report_id,)).fetchall()]
     if not ids:
         raise IllegalTransition(f"report {report_id} has no delivery awaiting a decision (none is unknown)",
                                 table="deliveries", row=report_id, expected="unknown")
     for delivery_id in ids:
-        conn.execute("INSERT INTO resolutions (delivery_id, decision, decided_by, decided_at) VALUES (?, ?, ?, ?)",
+        conn.execute("INSERT INTO resolutions (delivery_id, decision, decided_by, decided_at) VALUES ($1, $2, $3, $4)",
                      (delivery_id, decision, by, now))
         if decision == "resend":
             conn.execute("UPDATE deliveries SET state = 'pending', resends = resends + 1, not_before = NULL, "
-                         "updated_at = ? WHERE delivery_id = ?", (now, delivery_id))
+                         "updated_at = $1 WHERE delivery_id = $2", (now, delivery_id))
         else:
-            conn.execute("UPDATE deliveries SET state = 'confirmed', updated_at = ?, reason = ? "
-                         "WHERE delivery_id = ?", (now, f"confirmed by {by}", delivery_id))
+            conn.execute("UPDATE deliveries SET state = 'confirmed', updated_at = $1, reason = $2 "
+                         "WHERE delivery_id = $3", (now, f"confirmed by {by}", delivery_id))
     return ids
 
 
 def mark_all_unknown_after_restore(conn: Connection, now: str) -> int:
     """After a restore nothing non-terminal is known to be unsent: pending and sending become unknown (via sending),
     so nothing is resent silently; the owner or operator decides."""
-    n = conn.execute("UPDATE deliveries SET state = 'sending', updated_at = ? WHERE state = 'pending'",
+    n = conn.execute("UPDATE deliveries SET state = 'sending', updated_at = $1 WHERE state = 'pending'",
                      (now,)).rowcount
     n += len(sending_to_unknown(conn, now))
     conn.execute("UPDATE deliveries SET reason = 'restored from a backup: may or may not have been sent' "
-                 "WHERE state = 'unknown' AND updated_at = ?", (now,))
+                 "WHERE state = 'unknown' AND updated_at = $1", (now,))
     return n

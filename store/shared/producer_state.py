@@ -17,13 +17,13 @@ from .connection import Connection, Row
 # ---- the clock producer --------------------------------------------------------------------------------------
 def get_cursor(conn: Connection, schedule: str) -> tuple[str | None, str | None]:
     """(cursor, key refused for capacity) of a schedule; (None, None) for a schedule never seen."""
-    row = conn.execute("SELECT cursor, refused_key FROM schedule_cursors WHERE schedule = ?", (schedule,)).fetchone()
+    row = conn.execute("SELECT cursor, refused_key FROM schedule_cursors WHERE schedule = $1", (schedule,)).fetchone()
     return (row["cursor"], row["refused_key"]) if row else (None, None)
 
 
 def set_cursor(conn: Connection, schedule: str, cursor: str, refused_key: str | None, now: str) -> None:
     conn.execute(
-        "INSERT INTO schedule_cursors (schedule, cursor, refused_key, updated_at) VALUES (?, ?, ?, ?) "
+        "INSERT INTO schedule_cursors (schedule, cursor, refused_key, updated_at) VALUES ($1, $2, $3, $4) "
         "ON CONFLICT (schedule) DO UPDATE SET cursor = excluded.cursor, refused_key = excluded.refused_key, "
         "updated_at = excluded.updated_at", (schedule, cursor, refused_key, now))
 
@@ -32,7 +32,7 @@ def record_missed(conn: Connection, schedule: str, key: str, reason: str, fire_t
                   now: str) -> bool:
     """Record an occurrence that was not admitted; False when it was recorded before (the key decides)."""
     return conn.execute(
-        "INSERT INTO missed_occurrences (schedule, key, reason, fire_time, recorded_at) VALUES (?, ?, ?, ?, ?) "
+        "INSERT INTO missed_occurrences (schedule, key, reason, fire_time, recorded_at) VALUES ($1, $2, $3, $4, $5) "
         "ON CONFLICT (schedule, key) DO NOTHING", (schedule, key, reason, fire_time, now)).rowcount == 1
 
 
@@ -41,7 +41,7 @@ def missed_occurrences(conn: Connection, limit: int = 20) -> list[Missed]:
     return [Missed(r["schedule"], r["key"], MissedReason(r["reason"]), from_db_or_none(r["fire_time"]),
                    from_db(r["recorded_at"])) for r in conn.execute(
         "SELECT schedule, key, reason, fire_time, recorded_at FROM missed_occurrences "
-        "ORDER BY recorded_at DESC, schedule, key DESC LIMIT ?", (limit,)).fetchall()]
+        "ORDER BY recorded_at DESC, schedule, key DESC LIMIT $1", (limit,)).fetchall()]
 
 
 # ---- the stock watcher ---------------------------------------------------------------------------------------
@@ -60,18 +60,18 @@ def stock_levels(conn: Connection) -> list[StockLevel]:
 
 def set_watch(conn: Connection, item: str, armed: bool, episode: int, now: str) -> None:
     conn.execute(
-        "INSERT INTO stock_watch (item, armed, episode, updated_at) VALUES (?, ?, ?, ?) "
+        "INSERT INTO stock_watch (item, armed, episode, updated_at) VALUES ($1, $2, $3, $4) "
         "ON CONFLICT (item) DO UPDATE SET armed = excluded.armed, episode = excluded.episode, "
         "updated_at = excluded.updated_at", (item, int(armed), episode, now))
 
 
 def get_mark(conn: Connection, name: str) -> int:
-    row = conn.execute("SELECT value FROM producer_marks WHERE name = ?", (name,)).fetchone()
+    row = conn.execute("SELECT value FROM producer_marks WHERE name = $1", (name,)).fetchone()
     return row[0] if row else 0
 
 
 def set_mark(conn: Connection, name: str, value: int) -> None:
-    conn.execute("INSERT INTO producer_marks (name, value) VALUES (?, ?) "
+    conn.execute("INSERT INTO producer_marks (name, value) VALUES ($1, $2) "
                  "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
 
 
@@ -87,7 +87,7 @@ def count_events_after(conn: Connection, event_id: int) -> list[TillCount]:
     """Stock set by till counts after `event_id`, oldest first: the old (expected) and new (counted) figures."""
     return [till_count(r) for r in conn.execute(
         f"SELECT {TILL_COUNT_COLUMNS} FROM stock_events e "
-        "JOIN items i USING (item) WHERE e.kind = 'count' AND e.event_id > ? ORDER BY e.event_id",
+        "JOIN items i USING (item) WHERE e.kind = 'count' AND e.event_id > $1 ORDER BY e.event_id",
         (event_id,)).fetchall()]
 
 
@@ -98,12 +98,12 @@ def item_names(conn: Connection) -> list[str]:
 
 def work_with_report(conn: Connection, source: str) -> WorkWithReport | None:
     """A work item by its source identity, with its newest report (None until it has one)."""
-    row = conn.execute("SELECT work_id, state FROM work WHERE source = ?", (source,)).fetchone()
+    row = conn.execute("SELECT work_id, state FROM work WHERE source = $1", (source,)).fetchone()
     if row is None:
         return None
     report = conn.execute(
         "SELECT r.report_id, r.body, r.is_error FROM report_items i JOIN reports r USING (report_id) "
-        "WHERE i.work_id = ? ORDER BY r.generation DESC LIMIT 1", (row["work_id"],)).fetchone()
+        "WHERE i.work_id = $1 ORDER BY r.generation DESC LIMIT 1", (row["work_id"],)).fetchone()
     return WorkWithReport(int(row["work_id"]), WorkState(row["state"]),
                           WorkReport(report["report_id"], report["body"], bool(report["is_error"]))
                           if report else None)
@@ -125,9 +125,11 @@ class ProducerState:
     def set_cursor(self, schedule: str, cursor: datetime, refused_key: str | None) -> None:
         set_cursor(self._conn, schedule, to_text(cursor), refused_key, self._now)
 
-    def record_missed(self, schedule: str, key: str, reason: str, fire_time: datetime | None) -> bool:
-        """Record a missed occurrence once; False when it was recorded before."""
-        return record_missed(self._conn, schedule, key, reason, to_text(fire_time) if fire_time else None, self._now)
+    def record_missed(self, schedule: str, key: str, reason: MissedReason, fire_time: datetime | None) -> bool:
+        """Record a missed occurrence once; False when it was recorded before. A reason outside `MissedReason` is
+        refused (ValueError) before anything is written."""
+        return record_missed(self._conn, schedule, key, MissedReason(reason).value,
+                             to_text(fire_time) if fire_time else None, self._now)
 
     def stock_levels(self) -> list[StockLevel]:
         return stock_levels(self._conn)

@@ -22,13 +22,13 @@ def _proposal(row: Row) -> Proposal:
 
 
 def get(conn: Connection, proposal_id: int) -> Proposal | None:
-    row = conn.execute(_SELECT + "WHERE p.proposal_id = ?", (proposal_id,)).fetchone()
+    row = conn.execute(_SELECT + "WHERE p.proposal_id = $1", (proposal_id,)).fetchone()
     return _proposal(row) if row else None
 
 
 def of_run(conn: Connection, run_id: str) -> list[Proposal]:
     """The proposals a run recorded, oldest first."""
-    return [_proposal(r) for r in conn.execute(_SELECT + "WHERE p.run_id = ? ORDER BY p.proposal_id",
+    return [_proposal(r) for r in conn.execute(_SELECT + "WHERE p.run_id = $1 ORDER BY p.proposal_id",
                                                (run_id,)).fetchall()]
 
 
@@ -37,6 +37,6 @@ def awaiting(conn: Connection, now: str | None = None) -> list[Proposal]:
     if now is None:
         rows = conn.execute(_AWAITING + "ORDER BY p.proposal_id").fetchall()
     else:
-        rows = conn.execute(_AWAITING + "AND (p.expires_at IS NULL OR p.expires_at > ?) ORDER BY p.proposal_id",
+        rows = conn.execute(_AWAITING + "AND (p.expires_at IS NULL OR p.expires_at > $1) ORDER BY p.proposal_id",
                             (now,)).fetchall()
     return [_proposal(r) for r in rows]

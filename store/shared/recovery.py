@@ -34,7 +34,7 @@ def recover_run(conn: Any, run: Any, now: str, attempt_cap: int, *, reason: str,
     go back to pending (C9's cap applies), or fail visibly when one of its operations acted outside the store; with
     `started_external_acted` (the lease sweep, C15) an `external` operation that started and never finished counts
     as having acted. Returns (released, the work ids). `ended_as` is the run's outcome ('expired' for the sweep)."""
-    rows = conn.execute("SELECT * FROM work WHERE run_id = ? AND state = 'running' ORDER BY work_id",
+    rows = conn.execute("SELECT * FROM work WHERE run_id = $1 AND state = 'running' ORDER BY work_id",
                         (run["run_id"],)).fetchall()
     items = tuple(inbox.work_item(r) for r in rows)
     if not items:
@@ -44,7 +44,7 @@ def recover_run(conn: Any, run: Any, now: str, attempt_cap: int, *, reason: str,
     claim = Claim(run["run_id"], run["worker_id"], run["session"], items, max(i.attempts for i in items), epoch)
     ids = [i.work_id for i in items]
     unfinished_external = " OR (effect = 'external' AND status = 'started')" if started_external_acted else ""
-    acted = conn.execute(f"SELECT tool FROM operations WHERE run_id = ? AND ((acted_outside = 1 AND status = 'done')"
+    acted = conn.execute(f"SELECT tool FROM operations WHERE run_id = $1 AND ((acted_outside = 1 AND status = 'done')"
                          f"{unfinished_external}) ORDER BY started_at", (claim.run_id,)).fetchone()
     if acted is not None:
         draft = ReportDraft(

@@ -40,37 +40,37 @@ def prune_batch(conn: Connection, sql: DialectSQL, cutoff: str, now: str, batch:
     removed or emptied per kind; all zero when nothing is left."""
     done = {}
     done["history"] = conn.execute(
-        "DELETE FROM history WHERE entry_id IN (SELECT entry_id FROM history WHERE created_at < ? LIMIT ?)",
+        "DELETE FROM history WHERE entry_id IN (SELECT entry_id FROM history WHERE created_at < $1 LIMIT $2)",
         (cutoff, batch)).rowcount
     done["operations"] = conn.execute(sql.prune_operations, (cutoff, batch)).rowcount
     done["prompts"] = conn.execute(
         "DELETE FROM prompts WHERE nonce IN (SELECT nonce FROM prompts WHERE (decided_at IS NOT NULL AND "
-        "decided_at < ?) OR (expires_at IS NOT NULL AND expires_at < ?) LIMIT ?)", (cutoff, cutoff, batch)).rowcount
+        "decided_at < $1) OR (expires_at IS NOT NULL AND expires_at < $2) LIMIT $3)", (cutoff, cutoff, batch)).rowcount
     done["receipts"] = conn.execute(
         "DELETE FROM receipts WHERE receipt_id IN (SELECT receipt_id FROM receipts WHERE state != 'pending' "
-        "AND updated_at < ? LIMIT ?)", (cutoff, batch)).rowcount
+        "AND updated_at < $1 LIMIT $2)", (cutoff, batch)).rowcount
     done["counters"] = conn.execute(
-        "DELETE FROM counters WHERE (minute, kind) IN (SELECT minute, kind FROM counters WHERE minute < ? LIMIT ?)",
+        "DELETE FROM counters WHERE (minute, kind) IN (SELECT minute, kind FROM counters WHERE minute < $1 LIMIT $2)",
         (cutoff[:16], batch)).rowcount
 
     work = conn.execute(
-        "SELECT w.work_id, w.payload FROM work w WHERE w.ended_at IS NOT NULL AND w.ended_at < ? "
+        "SELECT w.work_id, w.payload FROM work w WHERE w.ended_at IS NOT NULL AND w.ended_at < $1 "
         "AND w.state IN ('finished', 'failed') AND w.pruned_at IS NULL "
         "AND NOT EXISTS (SELECT 1 FROM report_items i JOIN deliveries d USING (report_id) "
-        f"WHERE i.work_id = w.work_id AND d.state NOT IN {ENDED_PART}) LIMIT ?", (cutoff, batch)).fetchall()
-    conn.executemany("UPDATE work SET payload = '', payload_sha256 = ?, pruned_at = ? WHERE work_id = ?",
+        f"WHERE i.work_id = w.work_id AND d.state NOT IN {ENDED_PART}) LIMIT $2", (cutoff, batch)).fetchall()
+    conn.executemany("UPDATE work SET payload = '', payload_sha256 = $1, pruned_at = $2 WHERE work_id = $3",
                      [(content_hash(payload), now, work_id) for work_id, payload in work])
     done["work_payloads"] = len(work)
 
     reports = conn.execute(
-        "SELECT r.report_id, r.body FROM reports r WHERE r.created_at < ? AND r.pruned_at IS NULL "
+        "SELECT r.report_id, r.body FROM reports r WHERE r.created_at < $1 AND r.pruned_at IS NULL "
         f"AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.report_id = r.report_id AND d.state NOT IN {ENDED_PART}) "
-        "LIMIT ?", (cutoff, batch)).fetchall()
+        "LIMIT $2", (cutoff, batch)).fetchall()
     parts = 0
     for report_id, body in reports:
-        parts += conn.execute("UPDATE deliveries SET text = '', photo = NULL, pruned_at = ? WHERE report_id = ? "
+        parts += conn.execute("UPDATE deliveries SET text = '', photo = NULL, pruned_at = $1 WHERE report_id = $2 "
                               "AND pruned_at IS NULL", (now, report_id)).rowcount
-        conn.execute("UPDATE reports SET body = '', body_sha256 = ?, pruned_at = ? WHERE report_id = ?",
+        conn.execute("UPDATE reports SET body = '', body_sha256 = $1, pruned_at = $2 WHERE report_id = $3",
                      (content_hash(body), now, report_id))
     done["report_bodies"] = len(reports)
     done["delivery_texts"] = parts

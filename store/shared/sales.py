@@ -47,9 +47,9 @@ def days(conn: Connection, first: date, last: date, timezone: str,
     # The till: each item's records in the window, after its last record before the window (to measure from).
     rows = conn.execute(
         "SELECT e.item, e.kind, e.new_on_hand, e.created_at, e.event_id FROM stock_events e "
-        "WHERE e.created_at < :end AND (:item IS NULL OR e.item = :item) AND (e.created_at >= :start OR "
-        "e.event_id = (SELECT max(b.event_id) FROM stock_events b WHERE b.item = e.item AND b.created_at < :start)) "
-        "ORDER BY e.item, e.event_id", {"start": to_text(start), "end": to_text(end), "item": item}).fetchall()
+        "WHERE e.created_at < $1 AND (CAST($2 AS text) IS NULL OR e.item = $2) AND (e.created_at >= $3 OR "
+        "e.event_id = (SELECT max(b.event_id) FROM stock_events b WHERE b.item = e.item AND b.created_at < $3)) "
+        "ORDER BY e.item, e.event_id", (to_text(end), item, to_text(start))).fetchall()
     by_item: dict[str, list[tuple[datetime, Row]]] = {}
     for row in rows:
         by_item.setdefault(row["item"], []).append((from_db(row["created_at"]), row))
@@ -87,9 +87,9 @@ def days(conn: Connection, first: date, last: date, timezone: str,
                 index += 1
             day_cursor += timedelta(days=1)
     # Imports take the day's place.
-    for row in conn.execute("SELECT item, day, quantity FROM sales_days WHERE day BETWEEN ? AND ? "
-                            "AND (? IS NULL OR item = ?)",
-                            (first.isoformat(), last.isoformat(), item, item)).fetchall():
+    for row in conn.execute("SELECT item, day, quantity FROM sales_days WHERE day BETWEEN $1 AND $2 "
+                            "AND (CAST($3 AS text) IS NULL OR item = $3)",
+                            (first.isoformat(), last.isoformat(), item)).fetchall():
         record = entry(row["item"], row["day"])
         record["quantity"], record["source"] = row["quantity"], "import"
     return [SalesDay(f["item"], date.fromisoformat(f["day"]), f["quantity"],
@@ -127,7 +127,7 @@ def import_lines(conn: Connection, lines: Sequence[SaleLine], timezone: str, sou
                                         f"({where}), not {line.quantity}"))
     if problems:
         return SalesImport(0, 0, tuple(problems))
-    conn.executemany("INSERT INTO sales_days (item, day, quantity, source, imported_at) VALUES (?, ?, ?, ?, ?)",
+    conn.executemany("INSERT INTO sales_days (item, day, quantity, source, imported_at) VALUES ($1, $2, $3, $4, $5)",
                      [(x.item, x.day, x.quantity, source, now) for x in new])
     return SalesImport(len(new), unchanged)
 
@@ -139,10 +139,11 @@ def apply_setting(conn: Connection, item: str, reorder_point: int, target: int, 
     if reorder_point < 0 or target < reorder_point:
         raise ValueError(f"a reorder point of {reorder_point} and a target of {target}: the target must be at least "
                          "the reorder point, and neither negative")
-    if conn.execute("SELECT 1 FROM items WHERE item = ?", (item,)).fetchone() is None:
+    if conn.execute("SELECT 1 FROM items WHERE item = $1", (item,)).fetchone() is None:
         raise UnknownTarget(f"unknown item {item!r}")
     conn.execute("INSERT INTO item_settings (item, reorder_point, target, decided_by, decided_at, prompt) "
-                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (item) DO UPDATE SET reorder_point = excluded.reorder_point, "
+                 "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (item) DO UPDATE SET "
+                 "reorder_point = excluded.reorder_point, "
                  "target = excluded.target, decided_by = excluded.decided_by, decided_at = excluded.decided_at, "
                  "prompt = excluded.prompt", (item, reorder_point, target, by, now, prompt))
 
@@ -156,4 +157,4 @@ def applied(conn: Connection) -> list[Row]:
 
 def reset_setting(conn: Connection, item: str) -> bool:
     """Back to the shop file's values; False when the item had no applied values."""
-    return conn.execute("DELETE FROM item_settings WHERE item = ?", (item,)).rowcount > 0
+    return conn.execute("DELETE FROM item_settings WHERE item = $1", (item,)).rowcount > 0

@@ -1,16 +1,15 @@
 """The shop's records: items and stock, stock events, drafts and proposals (the agent's tools read and write these).
 
-Every item read here carries `on_order` (what approved orders will bring, store/orders.py) and `position` (on hand
-plus on order): the stock position is what reorder decisions look at."""
+Every item read here carries `on_order` (what approved orders will bring, store/shared/orders.py) and `position` (on
+hand plus on order): the stock position is what reorder decisions look at."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from .. import faults, units
-from ..clock import from_db, from_db_or_none
+from ..clock import from_db, from_db_or_none, to_text
 from ..errors import UnknownTarget
-from ..order_records import Draft
+from ..order_records import Draft, ProposalState, RecordedProposal
 from ..records import ItemSpec, LimitKind, Policy, PolicyRefusal
 from ..shop_records import ShopItem, StockEvent, StockEventKind
 from . import orders
@@ -42,12 +41,12 @@ def list_items(conn: Connection) -> list[ShopItem]:
 
 
 def get_item(conn: Connection, item: str) -> ShopItem | None:
-    row = conn.execute(_SELECT + "WHERE i.item = ?", (item,)).fetchone()
+    row = conn.execute(_SELECT + "WHERE i.item = $1", (item,)).fetchone()
     return _item(row) if row else None
 
 
 def get_meta(conn: Connection, key: str) -> str | None:
-    row = conn.execute("SELECT value FROM shop_meta WHERE key = ?", (key,)).fetchone()
+    row = conn.execute("SELECT value FROM shop_meta WHERE key = $1", (key,)).fetchone()
     return row[0] if row else None
 
 
@@ -58,16 +57,16 @@ def seed(conn: Connection, specs: Sequence[ItemSpec], source: str, now: str) -> 
     for spec in specs:
         _insert(conn, spec, now)
         conn.execute("INSERT INTO stock_events (item, kind, new_on_hand, source, created_at) "
-                     "VALUES (?, 'seed', ?, ?, ?)",
+                     "VALUES ($1, 'seed', $2, $3, $4)",
                      (spec.item, spec.on_hand, source, now))
     faults.reached("seed")
-    conn.execute("INSERT INTO shop_meta (key, value) VALUES ('seeded_from', ?)", (source,))
+    conn.execute("INSERT INTO shop_meta (key, value) VALUES ('seeded_from', $1)", (source,))
     return True
 
 
 def _insert(conn: Connection, spec: ItemSpec, now: str) -> None:
     conn.execute("INSERT INTO items (item, unit, on_hand, reorder_point, target, unit_cost_cents, max_order, "
-                 "pack, min_order, price_cents, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 "pack, min_order, price_cents, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                  (spec.item, spec.unit, spec.on_hand, spec.reorder_point, spec.target, spec.unit_cost_cents,
                   spec.max_order, spec.pack, spec.min_order, spec.price_cents, now))
 
@@ -86,14 +85,14 @@ def sync(conn: Connection, specs: Sequence[ItemSpec], source: str, now: str, *,
         if old is None:
             _insert(conn, spec, now)
             conn.execute("INSERT INTO stock_events (item, kind, new_on_hand, source, created_at) "
-                         "VALUES (?, 'sync', ?, ?, ?)", (spec.item, spec.on_hand, source, now))
+                         "VALUES ($1, 'sync', $2, $3, $4)", (spec.item, spec.on_hand, source, now))
             changes.append(f"added {spec.item} ({spec.on_hand} {spec.unit} on hand)")
             continue
         for column in ("unit", "reorder_point", "target", "unit_cost_cents", "max_order", "pack", "min_order",
                        "price_cents"):
             new = getattr(spec, column)
             if old[column] != new:
-                conn.execute(f"UPDATE items SET {column} = ?, updated_at = ? WHERE item = ?", (new, now, spec.item))
+                conn.execute(f"UPDATE items SET {column} = $1, updated_at = $2 WHERE item = $3", (new, now, spec.item))
                 line = f"{spec.item}: {column} {old[column]} -> {new}"
                 if column in ("reorder_point", "target") and spec.item in applied:
                     line += (f" in the file; the applied {applied[spec.item][column]} stays in force "
@@ -104,26 +103,26 @@ def sync(conn: Connection, specs: Sequence[ItemSpec], source: str, now: str, *,
             changes.append(f"{spec.item}: on hand {old['on_hand']} -> {spec.on_hand} (reset from the file)")
     for name in sorted(set(existing) - {s.item for s in specs}):
         changes.append(f"{name}: not in the file any more (kept; stock records are never deleted silently)")
-    conn.execute("INSERT INTO shop_meta (key, value) VALUES ('synced_from', ?) "
+    conn.execute("INSERT INTO shop_meta (key, value) VALUES ('synced_from', $1) "
                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (source,))
     return changes
 
 
 def set_on_hand(conn: Connection, item: str, on_hand: int, kind: str, source: str | None,
                 work_id: int | None, now: str) -> tuple[int, int]:
-    row = conn.execute("SELECT on_hand FROM items WHERE item = ?", (item,)).fetchone()
+    row = conn.execute("SELECT on_hand FROM items WHERE item = $1", (item,)).fetchone()
     if row is None:
         raise UnknownTarget(f"unknown item {item!r}")
-    conn.execute("UPDATE items SET on_hand = ?, updated_at = ? WHERE item = ?", (on_hand, now, item))
+    conn.execute("UPDATE items SET on_hand = $1, updated_at = $2 WHERE item = $3", (on_hand, now, item))
     conn.execute("INSERT INTO stock_events (item, kind, old_on_hand, new_on_hand, source, work_id, created_at) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?)", (item, kind, row[0], on_hand, source, work_id, now))
+                 "VALUES ($1, $2, $3, $4, $5, $6, $7)", (item, kind, row[0], on_hand, source, work_id, now))
     return row[0], on_hand
 
 
 def apply_counts(conn: Connection, counts: Mapping[str, int], source: str, work_id: int,
                  now: str) -> list[tuple[str, int, int]]:
     """A till count: stock set to the counted values, each recorded as a 'count' event, or as a 'restock' that
-    receives the item's open order when the stock rose by at least its quantity (store/orders.py). Returns
+    receives the item's open order when the stock rose by at least its quantity (store/shared/orders.py). Returns
     (item, old, new)."""
     applied = []
     for item, value in sorted(counts.items()):
@@ -135,7 +134,7 @@ def apply_counts(conn: Connection, counts: Mapping[str, int], source: str, work_
 def stock_events(conn: Connection, item: str, limit: int = 100) -> list[StockEvent]:
     """The item's latest `limit` stock events, oldest first."""
     rows = conn.execute("SELECT event_id, item, kind, old_on_hand, new_on_hand, source, created_at FROM stock_events "
-                        "WHERE item = ? ORDER BY event_id DESC LIMIT ?", (item, limit)).fetchall()
+                        "WHERE item = $1 ORDER BY event_id DESC LIMIT $2", (item, limit)).fetchall()
     return [StockEvent(int(r["event_id"]), r["item"], StockEventKind(r["kind"]), r["old_on_hand"],
                        int(r["new_on_hand"]), r["source"], from_db(r["created_at"])) for r in reversed(rows)]
 
@@ -147,7 +146,7 @@ def record_draft(conn: Connection, run_id: str, item: str, quantity: int, now: s
     cost = quantity * spec.unit_cost_cents
     draft_id = conn.execute(
         "INSERT INTO drafts (run_id, item, quantity, unit_cost_cents, cost_cents, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?) RETURNING draft_id",
+        "VALUES ($1, $2, $3, $4, $5, $6) RETURNING draft_id",
         (run_id, item, quantity, spec.unit_cost_cents, cost, now)).fetchone()[0]
     return Draft(draft_id, item, quantity, cost, spec.unit)
 
@@ -178,7 +177,7 @@ def policy_reason(conn: Connection, spec: ShopItem, supplier: str, quantity: int
     if policy.order_max_cents is not None and total > policy.order_max_cents:
         return PolicyRefusal(LimitKind.ORDER_LIMIT, total, policy.order_max_cents)
     if policy.day_max_cents is not None:
-        approved = conn.execute("SELECT coalesce(sum(cents), 0) FROM spending WHERE day = ? AND state = 'reserved'",
+        approved = conn.execute("SELECT coalesce(sum(cents), 0) FROM spending WHERE day = $1 AND state = 'reserved'",
                                 (policy.day,)).fetchone()[0]
         if approved + total > policy.day_max_cents:
             return PolicyRefusal(LimitKind.DAY_LIMIT, total, policy.day_max_cents, approved)
@@ -186,7 +185,7 @@ def policy_reason(conn: Connection, spec: ShopItem, supplier: str, quantity: int
 
 
 def record_proposal(conn: Connection, run_id: str, supplier: str, item: str, quantity: int,
-                    now: str, policy: Policy | None = None) -> dict[str, Any]:
+                    now: str, policy: Policy | None = None) -> RecordedProposal:
     """C11: a typed proposal, costs from the catalog; never contacts anyone. Policy code validates it before the owner
     sees it: an invalid one is recorded as rejected by policy with the reason, and never sent."""
     spec = get_item(conn, item)
@@ -196,30 +195,26 @@ def record_proposal(conn: Connection, run_id: str, supplier: str, item: str, qua
     verdict = policy_reason(conn, spec, supplier, quantity, policy)
     refusal = verdict if isinstance(verdict, PolicyRefusal) else None
     reason = verdict if isinstance(verdict, str) else None
-    state = "rejected_by_policy" if verdict else "proposed"
+    state = ProposalState.REJECTED_BY_POLICY if verdict else ProposalState.PROPOSED
+    expires = to_text(policy.expires_at) if policy is not None and policy.expires_at is not None else None
     proposal_id = conn.execute(
         "INSERT INTO proposals (run_id, supplier, item, quantity, unit_cost_cents, total_cents, state, reason, "
         "refusal, refusal_limit_cents, refusal_spent_cents, created_at, updated_at, expires_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING proposal_id",
-        (run_id, supplier, item, quantity, unit_cost, quantity * unit_cost, state, reason,
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING proposal_id",
+        (run_id, supplier, item, quantity, unit_cost, quantity * unit_cost, state.value, reason,
          refusal.kind.value if refusal else None, refusal.limit_cents if refusal else None,
-         refusal.spent_cents if refusal else None, now, now, policy.expires_at if policy else None)).fetchone()[0]
-    result = {"proposal_id": proposal_id, "item": item, "quantity": quantity, "total_cents": quantity * unit_cost,
-              "unit": spec.unit, "state": "rejected" if verdict else "awaiting_approval", "reason": reason}
-    if refusal is not None:         # plain values, as the row keeps them (the result is journaled as JSON)
-        result |= {"refusal": refusal.kind.value, "refusal_limit_cents": refusal.limit_cents,
-                   "refusal_spent_cents": refusal.spent_cents}
-    return result
+         refusal.spent_cents if refusal else None, now, now, expires)).fetchone()[0]
+    return RecordedProposal(proposal_id, item, quantity, quantity * unit_cost, spec.unit, state, reason, refusal)
 
 
 def activate_proposals(conn: Connection, run_id: str, report_id: str, now: str) -> int:
     """In the finish transaction: the run's proposals become visible and approvable (C11)."""
-    conn.execute("UPDATE proposals SET report_id = ? WHERE run_id = ?", (report_id, run_id))
-    return conn.execute("UPDATE proposals SET state = 'awaiting_approval', updated_at = ? "
-                        "WHERE run_id = ? AND state = 'proposed'", (now, run_id)).rowcount
+    conn.execute("UPDATE proposals SET report_id = $1 WHERE run_id = $2", (report_id, run_id))
+    return conn.execute("UPDATE proposals SET state = 'awaiting_approval', updated_at = $1 "
+                        "WHERE run_id = $2 AND state = 'proposed'", (now, run_id)).rowcount
 
 
 def void_proposals(conn: Connection, run_id: str, now: str) -> int:
     """A proposal whose turn did not finish is void: never shown, never approvable (C11)."""
-    return conn.execute("UPDATE proposals SET state = 'void', reason = 'its turn did not finish', updated_at = ? "
-                        "WHERE run_id = ? AND state = 'proposed'", (now, run_id)).rowcount
+    return conn.execute("UPDATE proposals SET state = 'void', reason = 'its turn did not finish', updated_at = $1 "
+                        "WHERE run_id = $2 AND state = 'proposed'", (now, run_id)).rowcount

@@ -12,10 +12,10 @@ def window(conn: Connection, start: str, end: str) -> Stats:
     t0, t1 = from_text(start), from_text(end)
     span = (t1 - t0).total_seconds()
     rows = conn.execute(
-        "SELECT admitted_at, ended_at FROM work WHERE kind = 'agent' AND ended_at > ? AND admitted_at < ? "
+        "SELECT admitted_at, ended_at FROM work WHERE kind = 'agent' AND ended_at > $1 AND admitted_at < $2 "
         "UNION ALL "
         "SELECT admitted_at, NULL FROM work WHERE kind = 'agent' AND state IN ('pending', 'running') "
-        "AND admitted_at < ?", (start, end, end)).fetchall()
+        "AND admitted_at < $3", (start, end, end)).fetchall()
     area = 0.0
     arrivals = 0
     time_in_system = 0.0
@@ -28,7 +28,7 @@ def window(conn: Connection, start: str, end: str) -> Stats:
             arrivals += 1
             time_in_system += (ended - admitted).total_seconds()
     refused = conn.execute("SELECT coalesce(sum(count), 0) FROM counters WHERE kind = 'refused_capacity' "
-                           "AND minute >= ? AND minute <= ?", (start[:16], end[:16])).fetchone()[0]
+                           "AND minute >= $1 AND minute <= $2", (start[:16], end[:16])).fetchone()[0]
     if span <= 0:
         return Stats(0.0, 0, refused, 0.0, 0.0, 0.0)
     return Stats(span, arrivals, refused, arrivals / span, time_in_system / arrivals if arrivals else 0.0,

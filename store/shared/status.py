@@ -80,14 +80,14 @@ def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
 
 
 def read_reports(conn: Connection, limit: int) -> list[ReportView]:
-    rows = conn.execute("SELECT * FROM reports ORDER BY created_at DESC, anchor DESC, generation DESC LIMIT ?",
+    rows = conn.execute("SELECT * FROM reports ORDER BY created_at DESC, anchor DESC, generation DESC LIMIT $1",
                         (limit,)).fetchall()
     result = []
     for row in rows:
         items = conn.execute("SELECT i.work_id, w.source FROM report_items i JOIN work w USING (work_id) "
-                             "WHERE i.report_id = ? ORDER BY i.work_id", (row["report_id"],)).fetchall()
+                             "WHERE i.report_id = $1 ORDER BY i.work_id", (row["report_id"],)).fetchall()
         parts = tuple(PartView(r["part"], DeliveryState(r["state"]), r["receipt"], r["reason"]) for r in conn.execute(
-            "SELECT part, state, receipt, reason FROM deliveries WHERE report_id = ? ORDER BY part",
+            "SELECT part, state, receipt, reason FROM deliveries WHERE report_id = $1 ORDER BY part",
             (row["report_id"],)))
         result.append(ReportView(report=row["report_id"], work=tuple(r[0] for r in items),
                                  sources=tuple(r[1] for r in items), is_error=bool(row["is_error"]),

@@ -20,7 +20,16 @@ from typing import Any
 from .. import redaction
 from ..clock import Clock, to_text
 from ..errors import StoreError
-from ..order_records import ActionView, CountRequest, Draft, JsonObject, Order, Proposal, ReceivedOrder
+from ..order_records import (
+    ActionView,
+    CountRequest,
+    Draft,
+    JsonObject,
+    Order,
+    Proposal,
+    ReceivedOrder,
+    RecordedProposal,
+)
 from ..records import (
     Action,
     ActionMove,
@@ -51,6 +60,7 @@ from ..records import (
     WorkKind,
 )
 from ..shop_records import (
+    ActionState,
     EndedRun,
     ItemSales,
     OnOrder,
@@ -263,8 +273,8 @@ class BaseStore(abc.ABC):
 
     def tally(self, kind: str, by: int = 1) -> None:
         """C1: count a refusal (bad till token, stranger, malformed update) in memory, no commit. The counts ride
-        along with the next commit that writes anyway, or are flushed at most once a second (store/tallies.py). Safe
-        to call from inside a transaction's function (the connection thread)."""
+        along with the next commit that writes anyway, or are flushed at most once a second (store/shared/tallies.py).
+        Safe to call from inside a transaction's function (the connection thread)."""
         self.tallies.add(self.now(), kind, by)
         try:
             running = asyncio.get_running_loop()
@@ -622,15 +632,15 @@ class BaseStore(abc.ABC):
         return await self.db.read(shop.get_item, item)
 
     async def sales(self, since: datetime, until: datetime, item: str | None = None) -> list[ItemSales]:
-        """Units sold and restocked per item in (since, until], from the stock records (store/insights.py)."""
+        """Units sold and restocked per item in (since, until], from the stock records (store/shared/insights.py)."""
         return await self.db.read(insights.sales, to_text(since), to_text(until), item)
 
     async def on_order(self, item: str | None = None) -> list[OnOrder]:
-        """Approved orders not failed or voided (store/insights.py)."""
+        """Approved orders not failed or voided (store/shared/insights.py)."""
         return await self.db.read(insights.on_order, item)
 
     async def recent_counts(self, item: str | None = None, limit: int = 10) -> list[TillCount]:
-        """The latest till counts, newest first (store/insights.py)."""
+        """The latest till counts, newest first (store/shared/insights.py)."""
         return await self.db.read(insights.recent_counts, item, limit)
 
     async def open_proposals(self) -> list[Proposal]:
@@ -654,18 +664,19 @@ class BaseStore(abc.ABC):
         return await self.db.write(body)
 
     async def record_proposal(self, run_id: str, call_id: str, supplier: str, item: str, quantity: int,
-                              policy: Policy | None = None) -> dict[str, Any]:
-        """C11: the proposal (validated by policy) and its operation's completion in one transaction."""
+                              policy: Policy | None = None) -> RecordedProposal:
+        """C11: the proposal (validated by policy) and its operation's completion, its result `to_json()`, in one
+        transaction."""
         now = self.now()
 
-        def body(conn: Connection) -> dict[str, Any]:
+        def body(conn: Connection) -> RecordedProposal:
             self._guard_run(conn, run_id)
-            result = shop.record_proposal(conn, run_id, supplier, item, quantity, now, policy)
-            journal.op_finished(conn, run_id, call_id, "done", result, now, guard=self._guard_run)
-            return result
+            recorded = shop.record_proposal(conn, run_id, supplier, item, quantity, now, policy)
+            journal.op_finished(conn, run_id, call_id, "done", recorded.to_json(), now, guard=self._guard_run)
+            return recorded
         return await self.db.write(body)
 
-    # ---- on order (store/orders.py) ------------------------------------------------------------------------------
+    # ---- on order (store/shared/orders.py) -----------------------------------------------------------------------
     async def open_orders(self, item: str | None = None) -> list[Order]:
         """Orders on order (all, or one item's), oldest first."""
         return await self.db.read(orders.open_orders, item)
@@ -738,16 +749,16 @@ class BaseStore(abc.ABC):
                 self._leases.fence(conn, fence, now_dt)
             fn(conn, action_id, *args, now)
             if fence is not None and move is ActionMove.MARK_SENDING:
-                conn.execute("UPDATE actions SET sender = ? WHERE action_id = ?", (fence.sender, action_id))
+                conn.execute("UPDATE actions SET sender = $1 WHERE action_id = $2", (fence.sender, action_id))
         await self.db.write(body)
 
     async def decide_action(self, action_id: int, decision: str, by: str, *, receipt: str | None = None,
-                            detail: str | None = None) -> str:
+                            detail: str | None = None) -> ActionState:
         now = self.now()
         state = await self.db.write(lambda conn: actions.decide(conn, action_id, decision, by, now, receipt=receipt,
                                                                 detail=detail))
         self.signals.actions.notify()
-        return state
+        return ActionState(state)
 
     async def actions(self, quarantined_only: bool = False) -> list[ActionView]:
         return await self.db.read(actions.listing, quarantined_only)
@@ -796,13 +807,13 @@ class BaseStore(abc.ABC):
         return await self.db.read(read_reports, limit)
 
     async def ops_view(self, tallies: StateTallies) -> OpsView:
-        """The operator page's figures (store/metrics.py `ops_view`): each read through an index, the counts by
+        """The operator page's figures (store/shared/metrics.py `ops_view`): each read through an index, the counts by
         state kept in `tallies` as for `metrics`; a read."""
         now_dt = self.clock.now()
         return await self.db.read(metric_reads.ops_view, now_dt, tallies, self._sql.oldest_open)
 
     async def runs_ended_since(self, mark: datetime, limit: int = 10_000) -> list[EndedRun]:
-        """Runs that ended at or after `mark`, oldest end first (store/metrics.py `runs_ended_since`); a read."""
+        """Runs that ended at or after `mark`, oldest end first (store/shared/metrics.py `runs_ended_since`); a read."""
         return await self.db.read(metric_reads.runs_ended_since, mark, limit)
 
     async def day_series(self, hours: int = 24) -> list[SeriesPoint]:
@@ -814,7 +825,7 @@ class BaseStore(abc.ABC):
         return await self.db.read(self._check)
 
     async def prune(self, older_than_days: float, batch: int = 2000) -> dict[str, int]:
-        """Retention (store/retention.py): remove or empty what ended more than `older_than_days` ago, in short
+        """Retention (store/shared/retention.py): remove or empty what ended more than `older_than_days` ago, in short
         transactions of at most `batch` rows of each kind, until nothing is left. Returns the rows per kind. Never
         open work, a part not yet ended, an action, or an identity."""
         if older_than_days < 1:

@@ -48,7 +48,7 @@ class Tallies:
         for (minute, kind), n in due.items():
             if n > 0:
                 conn.execute(
-                    "INSERT INTO counters (minute, kind, count) VALUES (?, ?, ?) "
+                    "INSERT INTO counters (minute, kind, count) VALUES ($1, $2, $3) "
                     "ON CONFLICT (minute, kind) DO UPDATE SET count = counters.count + excluded.count",
                     (minute, kind, n))
                 self._in_flight[(minute, kind)] = self._in_flight.get((minute, kind), 0) + n

@@ -1,6 +1,7 @@
 """The store's moves inside one open write transaction (`Store.atomic`, `admit_answered`, `finish(apply=, after=)`).
 
-Sync on purpose: nothing inside a transaction may await a network call or a model (store/connection.py).
+Sync on purpose: nothing inside a transaction may await a network call or a model (store/shared/connection.py
+`Database`: each transaction one synchronous function run whole in the driver's thread).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from .. import asks
 from ..asks import Ask
 from ..clock import from_text, to_text
 from ..order_records import Order, Proposal, ReceivedOrder, UnknownReport
-from ..records import AdmitResult, Decision, Occurrence, Prompt, ReportDraft, SentMessage, Status
+from ..records import AdmitResult, Decision, DeliveryState, Occurrence, Prompt, ReportDraft, SentMessage, Status
 from . import actions, inbox, orders, outbox, producer_state, prompts, proposals, receipts, sales, stats
 from .connection import Connection
 from .status import read_status
@@ -131,9 +132,9 @@ class Transaction:
         self.wrote_deliveries = True                   # as `Store.forget` does
         return self._store._forget(self._conn, session, by, self._now)
 
-    def delivery_states(self, report_id: str) -> list[str]:
-        return [r[0] for r in self._conn.execute(
-            "SELECT state FROM deliveries WHERE report_id = ? ORDER BY part", (report_id,)).fetchall()]
+    def delivery_states(self, report_id: str) -> list[DeliveryState]:
+        return [DeliveryState(r[0]) for r in self._conn.execute(
+            "SELECT state FROM deliveries WHERE report_id = $1 ORDER BY part", (report_id,)).fetchall()]
 
     # ---- on order (store/shared/orders.py) ------------------------------------------------------------------------
     def order(self, proposal_id: int) -> Order | None:

@@ -5,7 +5,7 @@ moved to `running` under a recorded run (work_state_machine, work_claim_recorded
 report linked to it (reports, report_items), exactly the moves of admit -> claim -> finish, only many rows per
 statement (executemany) and many items per transaction. A report to a Telegram chat gets its delivery part, which
 is moved pending -> sending -> confirmed with a receipt (delivery_state_machine, delivery_receipt_required), or left
-pending. The result passes `store.invariants.check` (tests/test_bulk.py).
+pending. The result passes `store.shared.invariants.check` (tests/integration/sqlite/test_bulk.py).
 
 The product never calls this; it exists so that a benchmark can stand on 1,000,000 finished items without taking
 1,000,000 single commits. Its own speed is not a product figure.
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..clock import to_text
 from ..destination import Destination
 from ..shared.outbox import split_parts
+from .connection import SqliteConnection
 
 DELIVERY_MODES = ("confirmed", "pending", "none")
 
@@ -62,7 +63,7 @@ def load_history(conn: sqlite3.Connection, count: int, *, start: datetime, step_
         n = min(batch, count - done)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            delivered += _load_batch(conn, base + done + 1, n, done, start=start, step=step_seconds,
+            delivered += _load_batch(SqliteConnection(conn), base + done + 1, n, done, start=start, step=step_seconds,
                                      service=service_seconds, chats=chats, deliveries=deliveries,
                                      prefix=source_prefix, body=body)
         except BaseException:
@@ -73,7 +74,7 @@ def load_history(conn: sqlite3.Connection, count: int, *, start: datetime, step_
     return Loaded(base + 1, base + count, count, delivered)
 
 
-def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *, start: datetime, step: float,
+def _load_batch(conn: SqliteConnection, first_id: int, n: int, offset: int, *, start: datetime, step: float,
                 service: float, chats: Sequence[int], deliveries: str, prefix: str, body: str) -> int:
     last_id = first_id + n - 1
     work: list[tuple[Any, ...]] = []
@@ -106,20 +107,20 @@ def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *,
                          for part, text in enumerate(texts, start=1))
     # admit: every row starts pending (work_insert_pending)
     conn.executemany("INSERT INTO work (work_id, source, session, kind, payload, destination, admitted_at) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?)", work)
+                     "VALUES ($1, $2, $3, $4, $5, $6, $7)", work)
     # claim: a run row, then pending -> running under it (work_state_machine, work_claim_recorded); the run is
     # recorded already ended as it will be (a session has many turns in one batch, and at most one open run)
     conn.executemany("INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at, "
-                     "ended_at, outcome, report_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'finished', ?)", runs)
+                     "ended_at, outcome, report_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'finished', $9)", runs)
     conn.execute("UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = 'bulk', "
-                 "run_id = 'bulk-' || work_id WHERE work_id BETWEEN ? AND ?", (first_id, last_id))
+                 "run_id = 'bulk-' || work_id WHERE work_id BETWEEN $1 AND $2", (first_id, last_id))
     # finish: running -> finished, the report inserted and linked, the run ended (C6)
-    conn.executemany("UPDATE work SET state = 'finished', ended_at = ? WHERE work_id = ?", ends)
+    conn.executemany("UPDATE work SET state = 'finished', ended_at = $1 WHERE work_id = $2", ends)
     conn.executemany("INSERT INTO reports (report_id, anchor, generation, body, is_error, destination, run_id, "
-                     "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", reports)
-    conn.executemany("INSERT INTO report_items (report_id, work_id) VALUES (?, ?)", links)
+                     "created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", reports)
+    conn.executemany("INSERT INTO report_items (report_id, work_id) VALUES ($1, $2)", links)
     conn.executemany(
-        "INSERT INTO sessions (session, turns, last_report) VALUES (?, ?, ?) "
+        "INSERT INTO sessions (session, turns, last_report) VALUES ($1, $2, $3) "
         "ON CONFLICT (session) DO UPDATE SET turns = turns + excluded.turns, last_report = excluded.last_report",
         [(session, t, last) for session, (t, last) in turns.items()])
     if not parts:
@@ -127,16 +128,16 @@ def _load_batch(conn: sqlite3.Connection, first_id: int, n: int, offset: int, *,
     # delivery: every part starts pending (delivery_insert_pending); confirmed goes through sending with a receipt
     conn.executemany(
         "INSERT INTO deliveries (report_id, part, parts, chat_id, text, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)", parts)
+        "VALUES ($1, $2, $3, $4, $5, $6, $7)", parts)
     if deliveries == "confirmed":
-        low = conn.execute("SELECT min(delivery_id) FROM deliveries WHERE report_id = ?",
+        low = conn.execute("SELECT min(delivery_id) FROM deliveries WHERE report_id = $1",
                            (f"r{first_id}.1",)).fetchone()[0]
-        high = conn.execute("SELECT max(delivery_id) FROM deliveries WHERE report_id = ?",
+        high = conn.execute("SELECT max(delivery_id) FROM deliveries WHERE report_id = $1",
                             (f"r{last_id}.1",)).fetchone()[0]
         conn.execute("UPDATE deliveries SET state = 'sending', attempts = attempts + 1 "
-                     "WHERE delivery_id BETWEEN ? AND ? AND state = 'pending'", (low, high))
+                     "WHERE delivery_id BETWEEN $1 AND $2 AND state = 'pending'", (low, high))
         conn.execute("UPDATE deliveries SET state = 'confirmed', receipt = 'bulk-' || delivery_id "
-                     "WHERE delivery_id BETWEEN ? AND ? AND state = 'sending'", (low, high))
+                     "WHERE delivery_id BETWEEN $1 AND $2 AND state = 'sending'", (low, high))
     return len(parts)
 
 
@@ -152,12 +153,13 @@ def load_side_rows(conn: sqlite3.Connection, first_work_id: int, last_work_id: i
     a decided button prompt every `prompt_every` items, and a per-minute counter. Times follow the item's. Returns
     the rows inserted."""
     inserted = 0
+    bound = SqliteConnection(conn)
     for low in range(first_work_id, last_work_id + 1, batch):
         high = min(last_work_id, low + batch - 1)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            rows = conn.execute("SELECT w.work_id, w.session, w.admitted_at, w.ended_at, w.run_id FROM work w "
-                                "WHERE w.work_id BETWEEN ? AND ?", (low, high)).fetchall()
+            rows = bound.execute("SELECT w.work_id, w.session, w.admitted_at, w.ended_at, w.run_id FROM work w "
+                                "WHERE w.work_id BETWEEN $1 AND $2", (low, high)).fetchall()
             history: list[tuple[Any, ...]] = []
             operations: list[tuple[Any, ...]] = []
             prompts: list[tuple[Any, ...]] = []
@@ -172,15 +174,15 @@ def load_side_rows(conn: sqlite3.Connection, first_work_id: int, last_work_id: i
                 if work_id % prompt_every == 0:
                     prompts.append((f"bulk{work_id:028d}", "forget", session, 0, admitted, ended, "keep", "bulk"))
                 counters[(admitted[:16], "stranger")] = counters.get((admitted[:16], "stranger"), 0) + 1
-            conn.executemany("INSERT INTO history (session, role, text, report_id, created_at) VALUES (?, ?, ?, ?, ?)",
-                             history)
-            conn.executemany("INSERT INTO operations (run_id, call_id, tool, arguments, effect, status, result, "
-                             "started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", operations)
-            conn.executemany("INSERT INTO prompts (nonce, kind, target, chat_id, created_at, decided_at, decision, "
-                             "decided_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", prompts)
-            conn.executemany("INSERT INTO counters (minute, kind, count) VALUES (?, ?, ?) ON CONFLICT (minute, kind) "
-                             "DO UPDATE SET count = count + excluded.count",
-                             [(m, k, n) for (m, k), n in counters.items()])
+            bound.executemany("INSERT INTO history (session, role, text, report_id, created_at) "
+                              "VALUES ($1, $2, $3, $4, $5)", history)
+            bound.executemany("INSERT INTO operations (run_id, call_id, tool, arguments, effect, status, result, "
+                              "started_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", operations)
+            bound.executemany("INSERT INTO prompts (nonce, kind, target, chat_id, created_at, decided_at, decision, "
+                              "decided_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", prompts)
+            bound.executemany("INSERT INTO counters (minute, kind, count) VALUES ($1, $2, $3) "
+                              "ON CONFLICT (minute, kind) DO UPDATE SET count = count + excluded.count",
+                              [(m, k, n) for (m, k), n in counters.items()])
         except BaseException:
             conn.execute("ROLLBACK")
             raise

@@ -6,13 +6,19 @@ statements on the same connection. Here a transaction is a plain function run wh
 thread, one hop per transaction: it cannot await a network call or a model, and two transactions of this process
 can never interleave (the thread runs one function at a time). `BEGIN IMMEDIATE` takes the write lock at the start,
 so a transaction never fails half-way on a lock upgrade.
+
+A transaction's function gets a `SqliteConnection`, the store's `Connection` (store/shared/connection.py): the SQL
+of store/ marks its parameters as PostgreSQL does, `$1` .. `$n`, which SQLite reads as named parameters ("1", "2",
+...), so the parameters are handed to sqlite3 keyed by their number (`numbered`). The statement's text is never
+changed.
 """
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -32,11 +38,17 @@ PRAGMAS = (
 )
 
 
+# SQLite's own integrity failures ("UNIQUE constraint failed: ..."); every other IntegrityError is a trigger's
+# RAISE(ABORT, ...) (schema.sql: `C7: deliveries: ...`, or an order's or a sales day's refusal).
+_CONSTRAINT = re.compile(r"(UNIQUE|NOT NULL|CHECK|FOREIGN KEY|PRIMARY KEY) constraint failed")
+
+
 def translate(exc: sqlite3.Error) -> StoreError:
-    """Driver errors become the store's own; nothing outside store/ sees sqlite3."""
+    """Driver errors become the store's own; nothing outside store/ sees sqlite3. A trigger's refusal is an
+    IllegalTransition, as PostgreSQL's RAISE EXCEPTION is (store/postgres/connection.py); a constraint's failure
+    stays a StoreError."""
     text = str(exc)
-    if isinstance(exc, sqlite3.IntegrityError) and ("C4" in text or "C5" in text or "C6" in text
-                                                   or "C7" in text or "C8" in text or "C1" in text):
+    if isinstance(exc, sqlite3.IntegrityError) and not _CONSTRAINT.match(text):
         return IllegalTransition(text, table=trigger_table(text))
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         return StoreBusy(f"the database stayed locked by another process for over {BUSY_TIMEOUT_MS} ms: {text}")
@@ -80,8 +92,34 @@ def configure(conn: sqlite3.Connection, max_pages: int | None = None) -> None:
     conn.row_factory = sqlite3.Row
 
 
+_NUMBERS = tuple(str(n) for n in range(1, 101))
+
+
+def numbered(params: Sequence[Any]) -> dict[str, Any]:
+    """`params` keyed by their mark's number, `$1` the first: how sqlite3 binds SQLite's named marks. (Binding the
+    named marks from a plain sequence is deprecated since Python 3.12.)"""
+    if len(params) <= len(_NUMBERS):
+        return dict(zip(_NUMBERS, params))
+    return {str(n): value for n, value in enumerate(params, start=1)}
+
+
+class SqliteConnection:
+    """The process's connection inside one transaction: the store's `Connection`. `raw` is sqlite3's own."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: sqlite3.Connection) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self.raw.execute(sql, numbered(params))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
+        return self.raw.executemany(sql, map(numbered, rows))
+
+
 class CommitHooks(Protocol):
-    def before_commit(self, conn: sqlite3.Connection) -> None: ...
+    def before_commit(self, conn: SqliteConnection) -> None: ...
 
     def committed(self) -> None: ...
 
@@ -95,7 +133,7 @@ class Database:
         self._conn = conn
         self.path = path
         # The last write that could not commit for the lock or the disk (never a refused move): (monotonic time,
-        # error). /healthz reports it until a later write probe commits (store/health.py).
+        # error). /healthz reports it until a later write probe commits (store/sqlite/health.py).
         self.last_write_failure: tuple[float, StoreError] | None = None
         self.commits = 0          # write transactions that changed the database (each a durable, fsynced commit)
         self.hooks: CommitHooks | None = None
@@ -139,17 +177,19 @@ class Database:
             raise translate(exc) from exc
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(raw, *args)` inside BEGIN IMMEDIATE ... COMMIT. When it changed anything, `hooks.before_commit` adds
-        its own writes to the same commit (the in-memory counters ride along: store/api.py `tally`)."""
+        """`fn(conn, *args)` (a `SqliteConnection`) inside BEGIN IMMEDIATE ... COMMIT. When it changed anything,
+        `hooks.before_commit` adds its own writes to the same commit (the in-memory counters ride along:
+        store/shared/store.py `tally`)."""
         def transaction(raw: sqlite3.Connection) -> T:
             raw.execute("BEGIN IMMEDIATE")
             before = raw.total_changes
             hooked = False
             try:
-                result = fn(raw, *args)
+                conn = SqliteConnection(raw)
+                result = fn(conn, *args)
                 if self.hooks is not None and raw.total_changes != before:
                     hooked = True
-                    self.hooks.before_commit(raw)
+                    self.hooks.before_commit(conn)
                 raw.execute("COMMIT")
             except BaseException:
                 if raw.in_transaction:
@@ -173,11 +213,12 @@ class Database:
         def snapshot(raw: sqlite3.Connection) -> T:
             raw.execute("BEGIN")
             try:
-                return fn(raw, *args)
+                return fn(SqliteConnection(raw), *args)
             finally:
                 raw.execute("ROLLBACK")
         return await self._call(snapshot)
 
     async def raw(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Outside any transaction (migrations manage their own, backup)."""
+        """Outside any transaction, on sqlite3's own connection (migrations manage their own transactions, backup,
+        pragmas); a statement with `$n` marks binds through `SqliteConnection` (or `numbered`) there too."""
         return await self._call(fn)

@@ -18,7 +18,7 @@ SQLITE = DialectSQL(
     prune_operations=(
         "DELETE FROM operations WHERE op_id IN ("
         "SELECT o.op_id FROM operations o CROSS JOIN runs r ON r.run_id = o.run_id "
-        "WHERE r.ended_at IS NOT NULL AND r.ended_at < ? "
+        "WHERE r.ended_at IS NOT NULL AND r.ended_at < $1 "
         "AND NOT EXISTS (SELECT 1 FROM proposals p WHERE p.run_id = r.run_id) "
-        "AND NOT EXISTS (SELECT 1 FROM drafts d WHERE d.run_id = r.run_id) ORDER BY o.op_id LIMIT ?)"),
+        "AND NOT EXISTS (SELECT 1 FROM drafts d WHERE d.run_id = r.run_id) ORDER BY o.op_id LIMIT $2)"),
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..shared.health import reason
+from .connection import numbered
 
 __all__ = ["probe", "reason"]
 
@@ -26,11 +27,11 @@ def probe(conn: sqlite3.Connection, now: str, busy_timeout_ms: int) -> None:
             page_size = conn.execute("PRAGMA page_size").fetchone()[0]
             conn.execute("SAVEPOINT health_scratch")
             conn.execute("CREATE TABLE health_scratch (pad BLOB)")
-            conn.execute("INSERT INTO health_scratch VALUES (zeroblob(?))", (page_size * SCRATCH_PAGES,))
+            conn.execute("INSERT INTO health_scratch VALUES (zeroblob($1))", numbered((page_size * SCRATCH_PAGES,)))
             conn.execute("ROLLBACK TO health_scratch")
             conn.execute("RELEASE health_scratch")
-            conn.execute("INSERT INTO health_probe (id, probed_at) VALUES (1, ?) "
-                         "ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", (now,))
+            conn.execute("INSERT INTO health_probe (id, probed_at) VALUES (1, $1) "
+                         "ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", numbered((now,)))
         except BaseException:
             if conn.in_transaction:     # SQLite may already have rolled back on its own (SQLITE_FULL can)
                 conn.execute("ROLLBACK")

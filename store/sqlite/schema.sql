@@ -1,5 +1,6 @@
 -- The current schema of the shopbot store, for reading. Databases are built by the numbered migrations in
--- store/migrations/; tests/test_schema.py proves that migrating from empty gives exactly this schema.
+-- store/sqlite/migrations/; tests/integration/sqlite/test_schema.py proves that migrating from empty gives exactly
+-- this schema.
 -- Times are fixed-width UTC text 'YYYY-MM-DDTHH:MM:SS.ffffffZ', so text order is time order.
 
 CREATE TABLE schema_migrations (

@@ -22,7 +22,7 @@ from ..shared import stats
 from ..shared.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, DEFAULT_LEASE_S, BaseStore
 from ..shop_records import StateTallies
 from . import health, leadership, migrations
-from .connection import BUSY_TIMEOUT_MS, Database
+from .connection import BUSY_TIMEOUT_MS, Database, SqliteConnection
 from .dialect import SQLITE
 
 __all__ = ["DEFAULT_ATTEMPT_CAP", "DEFAULT_CAPACITY", "DEFAULT_DEBOUNCE_MS", "DEFAULT_LEASE_S", "SqliteStore"]
@@ -82,25 +82,25 @@ class SqliteStore(BaseStore):
     async def renew(self, claim: Claim) -> bool:
         """No expiry on SQLite (one process owns the file under the instance lock): True while the run is open."""
         return await self.db.read(lambda conn: conn.execute(
-            "SELECT 1 FROM runs WHERE run_id = ? AND ended_at IS NULL", (claim.run_id,)).fetchone() is not None)
+            "SELECT 1 FROM runs WHERE run_id = $1 AND ended_at IS NULL", (claim.run_id,)).fetchone() is not None)
 
     async def sweep_expired(self, *, sending: bool = True) -> RecoverySummary:
         """No leases on SQLite: nothing ever expires (start-up `recover` under the instance lock is its recovery)."""
         return RecoverySummary((), (), ())
 
     async def metrics(self, window_seconds: float = 3600.0, tallies: StateTallies | None = None) -> MetricsSnapshot:
-        """Operational figures for /metrics (store/metrics.py `snapshot`, plus C14's `stats` over the window) in one
-        read snapshot: never the write lock, no user data. Pass the same `tallies` dict at every call (the caller
+        """Operational figures for /metrics (store/shared/metrics.py `snapshot`, plus C14's `stats` over the window) in
+        one read snapshot: never the write lock, no user data. Pass the same `tallies` dict at every call (the caller
         keeps it): the counts by state then cost only what changed since the last call."""
         now_dt = self.clock.now()
         start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
 
-        def read(conn: sqlite3.Connection) -> MetricsSnapshot:
+        def read(conn: SqliteConnection) -> MetricsSnapshot:
             return metric_reads.snapshot(conn, now_dt, self._sizes(conn), stats.window(conn, start, end), tallies,
                                          self._sql.oldest_open)
         return await self.db.read(read)
 
-    def _sizes(self, conn: sqlite3.Connection) -> metric_reads.Sizes:
+    def _sizes(self, conn: SqliteConnection) -> metric_reads.Sizes:
         page_size, page_count, free = (conn.execute(f"PRAGMA {p}").fetchone()[0]
                                        for p in ("page_size", "page_count", "freelist_count"))
         wal = Path(f"{self.path}-wal")
@@ -108,8 +108,8 @@ class SqliteStore(BaseStore):
 
     async def writable(self, probe_interval_s: float = 5.0) -> str | None:
         """None while writes can commit, else a fixed sentence why not (no path, no data). A write that failed for
-        the lock or the disk counts until a later write probe commits; the probe (store/health.py: the lock, room for
-        new pages, a commit) runs at most every `probe_interval_s` and changes nothing anyone reads."""
+        the lock or the disk counts until a later write probe commits; the probe (store/sqlite/health.py: the lock,
+        room for new pages, a commit) runs at most every `probe_interval_s` and changes nothing anyone reads."""
         last_probe = self._last_probe
         if last_probe is None or time.monotonic() - last_probe[0] >= probe_interval_s:
             now = self.now()

@@ -45,6 +45,8 @@ SMALLEST: dict[str, tuple[str, ...]] = {
 # benches run elsewhere: the reason is printed as the skip
 ELSEWHERE = {"real_model": "the real-model bench: its own test runs it against the scripted model server",
              "real_model_turn2": "a probe of one request against a real model server (bench/RESULTS.md)",
+             "real_model_echo": "a probe of the echo round against a real model server; its requests are built in "
+                                "tests/integration/test_real_model_bench.py",
              "serve_gguf": "serves a GGUF on llama.cpp from the xllamacpp wheel, outside the project's virtualenv"}
 # modules of bench/ that are not commands (no `__main__`)
 HELPERS = {"__init__", "common", "eval_model_server", "soak_postgres", "real_model_questions"}

@@ -29,7 +29,7 @@ def owner_texts(api) -> list[str]:
 
 
 async def audit(product: Product, supplier=None) -> None:  # type: ignore[no-untyped-def]
-    """`shopbot check` as a process, then the full audit of tests/audit.py against the servers' records."""
+    """`shopbot check` as a process, then the full audit of tests/support/audit.py against the servers' records."""
     rc, out = await product.check()
     assert rc == 0, out
     result = full_audit(product.db, [m.text for m in product.api.sent],

@@ -16,7 +16,7 @@ crash the process.
 - Shop files through `parse_shop`: mutated versions of the example shop and random text give a ShopSpec or a
   ShopFileError (a ValueError) with a message, never another exception.
 
-Bugs found are pinned by strict-xfail tests below (named test_bug_*); tests/strategies.py KNOWN_BUGS keeps those
+Bugs found are pinned by strict-xfail tests below (named test_bug_*); tests/support/strategies.py KNOWN_BUGS keeps those
 input classes out of the general fuzzing until they are fixed.
 """
 from __future__ import annotations
@@ -688,7 +688,7 @@ def test_report_fuzz_figures() -> None:
     print("\nfuzzed inputs by kind:", json.dumps(FUZZED, indent=1, sort_keys=True), "total", sum(FUZZED.values()))
 
 
-# ---- bugs found: each pinned by a strict xfail (see KNOWN_BUGS in tests/strategies.py) -------------------------------
+# ---- bugs found: each pinned by a strict xfail (see KNOWN_BUGS in tests/support/strategies.py) -----------------------
 
 def test_formerly_bug_owner_text_with_a_lone_surrogate_is_handled() -> None:
     batch = [owner_message(1, 1, "a\ud800b"), owner_message(2, 2, "stock")]

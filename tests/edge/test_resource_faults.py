@@ -5,7 +5,7 @@ times the capacity.
   (`SHOPBOT_DB_MAX_PAGES` with `SHOPBOT_TEST_MODE=1`): no Telegram update is acknowledged (no higher getUpdates
   offset) that was not stored, the failure is logged at ERROR, the process keeps running, and once space is back the
   redelivered updates are admitted, each once, and answered; a till post is answered 2xx only if it was stored.
-- Busy: another connection holds `BEGIN IMMEDIATE` longer than the busy timeout (5 s, store/connection.py). The
+- Busy: another connection holds `BEGIN IMMEDIATE` longer than the busy timeout (5 s, store/sqlite/connection.py). The
   ingress waits it out up to the bound, then reports StoreBusy at ERROR and acknowledges nothing; once the lock is
   gone the same update is admitted and answered. A lock shorter than the bound is simply waited out.
 - Burst: 50 owner messages from 10 chats at capacity 5 arrive in one getUpdates batch: 5 accepted, 45 refused per

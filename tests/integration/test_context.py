@@ -79,12 +79,14 @@ def test_history_is_kept_whole_until_the_budget_then_halved_at_once_and_the_cut_
     assert conversation.fit(found, 60) == [m for e in found for m in e]
     assert conversation.fit(found, 0) == []
     # 4 exchanges pass a budget of 60: the oldest go down to about half (30) at once: only the newest stays
-    cuts = []
+    cuts, dropped = [], []
     for turns in range(4, 9):
         kept = conversation.fit([exchange(n) for n in range(1, turns + 1)], 60)
         cuts.append(kept[0].text[:2])
+        dropped.append(conversation.cut([exchange(n) for n in range(1, turns + 1)], 60))
     assert cuts == ["q4", "q4", "q4", "q7", "q7"]             # the prefix stays the same for several turns
-    assert not conversation.compacted(found, 60) and conversation.compacted([*found, exchange(4)], 60)
+    assert dropped == [3, 3, 3, 6, 6]
+    assert conversation.cut(found, 60) == 0 and conversation.cut([*found, exchange(4)], 60) == 3
 
 
 def test_an_exchange_round_trips_through_its_stored_form_and_older_rows_read_as_text():

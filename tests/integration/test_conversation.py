@@ -184,6 +184,24 @@ async def test_the_second_turn_holds_the_first_turns_call_and_result_and_no_prod
         assert server.requests[2].body["messages"][:4] == server.requests[1].body["messages"][:4]
 
 
+async def test_with_no_history_budget_each_question_goes_alone_with_the_same_system_and_tools(shop_store):
+    # SHOPBOT_HISTORY_TOKENS=0, the setting docs/local-model.md gives a 1.5B model (bench/RESULTS.md, fourth pass)
+    seconds = {}
+    for budget, chat in ((0, "tg:1"), (2000, "tg:2")):
+        script = [openai_tool_calls(("c1", "get_item", '{"item": "vanilla"}')),
+                  openai_text("Vanilla: 2 tubs on hand."), openai_text("Still 2.")]
+        async with FakeModelServer(script) as server:
+            for n, text in ((1, "How is vanilla?"), (2, "And now?")):
+                await shop_store.admit(ask(n, text, session=chat))
+                await drain(shop_store, server, settings=WorkerSettings(**SETTINGS, history_tokens=budget))
+        first, seconds[budget] = server.requests[0].body, server.requests[2].body
+        assert seconds[budget]["messages"][0] == first["messages"][0] and seconds[budget]["tools"] == first["tools"]
+    assert [m["role"] for m in seconds[0]["messages"]] == ["system", "user"]
+    assert seconds[0]["messages"][-1]["content"].endswith("And now?") and "Vanilla: 2" not in json.dumps(seconds[0])
+    # negative control: the default budget replays the first turn
+    assert "Vanilla: 2 tubs on hand." in json.dumps(seconds[2000])
+
+
 async def test_product_stop_texts_never_enter_history_but_the_calls_that_ran_do(shop_store, raw):
     settings = WorkerSettings(**SETTINGS, limits=Limits(max_model_calls=1))
     async with FakeModelServer([openai_tool_calls(("c1", "get_item", '{"item": "vanilla"}')),

@@ -109,7 +109,7 @@ async def test_every_metric_on_the_page_is_documented_in_operations_md() -> None
 
 
 async def test_the_incremental_counts_by_state_always_equal_a_full_count(store, raw):
-    """The scrape counts ended rows once (store/metrics.py `Tally`); after every move the result equals a GROUP BY
+    """The scrape counts ended rows once (store/shop_records.py `Tally`); after every move the result equals a GROUP BY
     over the whole table, while an old open item holds the frontier back and after it ends."""
     from store import Occurrence, ReportDraft
 

@@ -11,7 +11,7 @@ import pytest
 from bot.shop_file import load_shop
 from producers.stock_watch import StockWatcher
 from producers.telegram.owner import Press, admit_press
-from store import ActionMove, Occurrence, OrderState, Policy, ReportDraft, asks
+from store import ActionMove, Occurrence, OrderState, Policy, RecordedProposal, ReportDraft, asks
 from tests.support import ROOT
 from worker.models.offline import OfflineModel
 from worker.worker import Worker, WorkerSettings
@@ -31,7 +31,7 @@ async def shop(store):
 _turns = iter(range(1, 10_000))
 
 
-async def propose(store, item: str, quantity: int) -> dict:
+async def propose(store, item: str, quantity: int) -> RecordedProposal:
     """One finished turn that proposed `item` (so the proposal awaits approval, C11)."""
     n = next(_turns)
     await store.admit(Occurrence(f"tg:1:{n}", "tg:1", "reorder", destination="tg:1"))
@@ -49,9 +49,9 @@ async def approve(store, proposal_id: int):
 
 async def approved_order(store, item="vanilla", quantity=6) -> tuple[int, int]:
     proposal = await propose(store, item, quantity)
-    decision = await approve(store, proposal["proposal_id"])
+    decision = await approve(store, proposal.proposal_id)
     assert decision.ok
-    return proposal["proposal_id"], decision.action_id
+    return proposal.proposal_id, decision.action_id
 
 
 async def confirm(store, action_id: int, receipt="SUP-1") -> None:
@@ -96,13 +96,13 @@ async def press_button(store, stored: str, verb: str, callback: str):
 
 async def test_the_owner_presses_received_on_the_approval_and_a_second_press_is_no_longer_valid(shop, raw):
     proposal = await propose(shop, "vanilla", 6)
-    nonce = await shop.atomic(lambda tx: tx.ask("proposal", str(proposal["proposal_id"]), 1).nonce)
+    nonce = await shop.atomic(lambda tx: tx.ask("proposal", str(proposal.proposal_id), 1).nonce)
     approved = await shop.atomic(lambda tx: admit_press(tx, Press("cb1", 1, 1, f"approve:{nonce}", None)))
     assert approved.decided
     [buttons] = raw.execute("SELECT buttons FROM reports WHERE report_id = ?",
                             (approved.admission.report_id,)).fetchone()
     received = await press_button(shop, buttons, "received", "cb2")
-    assert received.decided and received.answer.startswith(f"Received order #{proposal['proposal_id']}: 6 tubs")
+    assert received.decided and received.answer.startswith(f"Received order #{proposal.proposal_id}: 6 tubs")
     assert (await shop.shop_item("vanilla")).on_hand == 8
     again = await press_button(shop, buttons, "received", "cb3")
     assert not again.decided and again.answer == "This button is no longer valid."

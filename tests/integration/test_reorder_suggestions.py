@@ -54,6 +54,8 @@ async def test_packs_and_minimum_orders_in_reorder_need_and_drafts(store):
     need = await reorder_need(NeedArgs(item="vanilla"), ctx(store))
     # target 8 - position 2 = 6: already the minimum and a whole pack
     assert need["quantity"] == 6 and "note" not in need
+    # the reorder point beside the target: without it a small model gave the target as vanilla's reorder point
+    assert (need["reorder_point"], need["target"], need["below_reorder_point"]) == (8, 8, True)
     await store.apply_setting("vanilla", 8, 15, "owner")       # 13 needed: three packs, 18 (within 20)
     need = await reorder_need(NeedArgs(item="vanilla"), ctx(store))
     assert need["quantity"] == 18 and need["note"] == "13 tubs rounded up to whole packs of 6: 18 tubs"

@@ -11,7 +11,17 @@ from datetime import timedelta
 import pytest
 
 from bot.sandbox.local_setup import OWNER_ID, local_product
-from store import ManualClock, Occurrence, ReportDraft, SqliteStore, Store, WorkKind, restore
+from store import (
+    ManualClock,
+    Occurrence,
+    ProposalState,
+    RecordedProposal,
+    ReportDraft,
+    SqliteStore,
+    Store,
+    WorkKind,
+    restore,
+)
 from store.clock import AcceleratedClock
 from tests.conftest import START
 from tests.integration.test_worker import SHOP
@@ -33,7 +43,7 @@ async def test_every_part_that_reaches_telegram_holds_at_most_4000_characters():
             lambda tx, work_id: ReportDraft(body, destination=f"tg:{OWNER_ID}"))
         report_id = result.report_id
         parts = await store.db.read(lambda conn: conn.execute(
-            "SELECT count(*) FROM deliveries WHERE report_id = ?", (report_id,)).fetchone()[0])
+            "SELECT count(*) FROM deliveries WHERE report_id = $1", (report_id,)).fetchone()[0])
 
         def sent_parts() -> list[str]:
             return [m.text for m in run.owner_messages() if m.text.rsplit("\n", 1)[-1].startswith(report_id)]
@@ -50,7 +60,7 @@ async def test_every_part_that_reaches_telegram_holds_at_most_4000_characters():
 
 # ---- C11: one open proposal per item, by the store itself ----------------------------------------------------
 
-async def proposed(store: Store, item: str, n: int) -> dict:
+async def proposed(store: Store, item: str, n: int) -> RecordedProposal:
     await store.admit(Occurrence(f"tg:1:{item}{n}", "tg:1", f"order {item}", WorkKind.AGENT, "tg:1"))
     claim = await store.claim("w1")
     await store.op_started(claim.run_id, f"c{n}", "propose_order", {"item": item, "quantity": 6}, "external")
@@ -63,9 +73,9 @@ async def test_the_store_refuses_a_second_open_proposal_for_an_item(store, raw):
     await store.seed_shop(SHOP.items, "test")
     first = await proposed(store, "vanilla", 1)
     second = await proposed(store, "vanilla", 2)                      # with no policy given: the store's own check
-    assert first["state"] == "awaiting_approval"
-    assert second["state"] == "rejected" and second["reason"] == (
-        f"vanilla already has an open proposal (#{first['proposal_id']})")
+    assert first.state is ProposalState.PROPOSED
+    assert second.state is ProposalState.REJECTED_BY_POLICY and second.reason == (
+        f"vanilla already has an open proposal (#{first.proposal_id})")
     assert [tuple(r) for r in raw.execute("SELECT item, state FROM proposals ORDER BY proposal_id")] == [
         ("vanilla", "awaiting_approval"), ("vanilla", "rejected_by_policy")]
 
@@ -73,7 +83,7 @@ async def test_the_store_refuses_a_second_open_proposal_for_an_item(store, raw):
 async def test_the_database_refuses_a_second_open_proposal_from_another_connection(store, raw):
     await store.seed_shop(SHOP.items, "test")
     first = await proposed(store, "vanilla", 1)
-    run_id = raw.execute("SELECT run_id FROM proposals WHERE proposal_id = ?", (first["proposal_id"],)).fetchone()[0]
+    run_id = raw.execute("SELECT run_id FROM proposals WHERE proposal_id = ?", (first.proposal_id,)).fetchone()[0]
     with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
         raw.execute("INSERT INTO proposals (run_id, supplier, item, quantity, unit_cost_cents, total_cents, state, "
                     "created_at, updated_at) VALUES (?, 'Dairy Direct', 'vanilla', 1, 300, 300, 'awaiting_approval', "
@@ -84,12 +94,12 @@ async def test_the_database_refuses_a_second_open_proposal_from_another_connecti
 
 async def approved_key(store: Store, item: str, n: int) -> tuple[int, str]:
     p = await proposed(store, item, n)
-    decision = await store.atomic(lambda tx: tx.approve_proposal(p["proposal_id"], "owner:1", day="2027-03-01",
+    decision = await store.atomic(lambda tx: tx.approve_proposal(p.proposal_id, "owner:1", day="2027-03-01",
                                                                  day_max_cents=None,
                                                                  destination="supplier:Dairy Direct"))
     assert decision.ok, decision
     row = await store.db.read(lambda conn: conn.execute(
-        "SELECT action_id, idempotency_key FROM actions WHERE action_id = ?", (decision.action_id,)).fetchone())
+        "SELECT action_id, idempotency_key FROM actions WHERE action_id = $1", (decision.action_id,)).fetchone())
     return row[0], row[1]
 
 

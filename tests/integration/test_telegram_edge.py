@@ -328,7 +328,7 @@ async def test_global_pacing_limits_sends_per_second_over_all_chats():
             run.api.post_message(chat, chat, "help")
         await run.api.wait_for(lambda: len(run.api.sent) == 6, timeout=15)
         # six replies at three a second after a burst of one need at least 5/3 s (the decisions themselves are
-        # tested with an injected clock in tests/test_pacing.py)
+        # tested with an injected clock in tests/integration/test_pacing.py)
         assert time.monotonic() - start >= 1.0
 
 

@@ -268,7 +268,8 @@ class FakeShop:
     @staticmethod
     def _need(i: dict) -> dict:
         quantity = max(0, i["target"] - i["on_hand"])
-        return {"item": i["item"], "on_hand": i["on_hand"], "target": i["target"], "quantity": quantity,
+        return {"item": i["item"], "on_hand": i["on_hand"], "reorder_point": i["reorder_point"], "target": i["target"],
+                "quantity": quantity,
                 "unit_cost_cents": i["unit_cost_cents"], "cost_cents": quantity * i["unit_cost_cents"],
                 "below_reorder_point": i["on_hand"] < i["reorder_point"], "unit": i["unit"]}
 

@@ -1,5 +1,5 @@
-"""Every logging call of the product's code, found by reading the source (tests/test_logs.py checks the event
-catalogue of bot/log_events.py against it): {(logger name, message template): "file:line"}."""
+"""Every logging call of the product's code, found by reading the source (tests/integration/test_logs.py checks the
+event catalogue of bot/log_events.py against it): {(logger name, message template): "file:line"}."""
 from __future__ import annotations
 
 import ast

@@ -1,8 +1,8 @@
 """Hypothesis profiles and input strategies shared by the property and fuzz tests (issue 7, hostile input).
 
 Profiles: "ci" (the default: 50 examples, derandomised, no deadline) keeps the suite fast and reproducible; "long"
-(2,000 examples) is for a local soak: `HYPOTHESIS_PROFILE=long .venv/bin/python -m pytest tests/test_properties.py
-tests/test_fuzz_inputs.py`.
+(2,000 examples) is for a local soak: `HYPOTHESIS_PROFILE=long .venv/bin/python -m pytest
+tests/property/test_properties.py tests/edge/test_fuzz_inputs.py`.
 
 KNOWN_BUGS lists the input classes that currently break a contract. The general fuzz strategies leave them out (so the
 fuzz tests keep guarding everything else) and each class has its own strict-xfail test that names it; when a fix

@@ -8,13 +8,22 @@ import re
 
 import pytest
 
-from store import ActionState, DeliveryState, LimitKind, OrderState, ProposalState, WorkKind, WorkState
+from store import (
+    ActionState,
+    DeliveryState,
+    LimitKind,
+    MissedReason,
+    OrderState,
+    ProposalState,
+    WorkKind,
+    WorkState,
+)
 from tests.support import ROOT
 
 STATES: list[tuple[type[enum.Enum], str, str]] = [
     (WorkState, "work", "state"), (WorkKind, "work", "kind"), (DeliveryState, "deliveries", "state"),
     (ProposalState, "proposals", "state"), (LimitKind, "proposals", "refusal"), (ActionState, "actions", "state"),
-    (OrderState, "orders", "state"),
+    (OrderState, "orders", "state"), (MissedReason, "missed_occurrences", "reason"),
 ]
 
 # in file order: a table's definition or change (whose CHECKs follow), a rename, a column's CHECK list

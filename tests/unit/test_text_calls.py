@@ -171,6 +171,9 @@ async def test_an_answer_that_repeats_the_question_is_sent_back_once_and_is_not_
                              user_text="How much vanilla do we have?", journal=RecordingJournal(shop.events),
                              context=None, turn_head="[Today is Monday.]")
     assert model.calls[2].messages[-1].text == ECHO and result.text.startswith("We have 2 tubs.")
+    # the echo is not sent back: the round asks after the tool result itself (shown its echo, a 1.5B model echoed
+    # again, 5 questions of 5; without it, it answered all 5)
+    assert model.calls[2].messages[:-1] == model.calls[1].messages
     assert all(m.text not in (ECHO, "How much vanilla do we have?") for m in result.exchange)
     assert result.exchange[-1].text == "We have 2 tubs."
     # once only: a second echo is delivered as it is; negative control: an answer that is not the question
@@ -183,6 +186,24 @@ async def test_an_answer_that_repeats_the_question_is_sent_back_once_and_is_not_
     await run_agent(model=plain, registry=shop.registry(), system="s", history=(),
                     user_text="How much vanilla do we have?", journal=RecordingJournal(shop.events), context=None)
     assert len(plain.calls) == 1
+
+
+async def test_a_second_echo_is_delivered_but_leaves_no_history():
+    from worker.models.base import ToolCall
+    shop = FakeShop()
+
+    async def turn(final: str):
+        model = ScriptedModel([ModelTurn("", (ToolCall("c1", "get_item", VANILLA),)),
+                               ModelTurn("How much vanilla do we have?", ()), ModelTurn(final, ())])
+        return await run_agent(model=model, registry=shop.registry(), system="s", history=(),
+                               user_text="How much vanilla do we have?", journal=RecordingJournal(shop.events),
+                               context=None)
+
+    echoed = await turn("How much vanilla do we have?")   # seen live: replayed, it taught every later turn to echo
+    assert echoed.prose == "How much vanilla do we have?" and echoed.exchange == ()
+    # negative control: an answer after the echo round is the exchange, its tool call and result included
+    answered = await turn("We have 2 tubs.")
+    assert answered.exchange[-1].text == "We have 2 tubs." and answered.exchange[1].tool_calls
 
 
 def _history_with(tool: str, result: dict) -> list:
@@ -219,13 +240,13 @@ async def test_the_loop_answers_a_made_up_result_with_the_real_one():
 
 
 
-def test_the_echo_round_quotes_the_notes_of_the_turns_results():
-    from worker.agent_loop import ECHO, ToolResult, _echo
-    empty = ToolResult("c1", "on_order", {"item": "cones"}, {"orders": [], "note": "nothing is on order"}, True, "read")
-    found = ToolResult("c2", "get_item", {"item": "a"}, {"item": "a", "on_hand": 2}, True, "read")
-    failed = ToolResult("c3", "get_item", {"item": "b"}, {"error": "unknown item", "note": "x"}, False, "read")
-    assert _echo([empty, found]) == f"{ECHO} The tools said: nothing is on order."
-    assert _echo([found, failed]) == ECHO and _echo([]) == ECHO     # negative controls: no note of a result that ran
+async def test_the_echo_round_without_a_tool_result_asks_for_the_answer_or_the_tool():
+    from worker.agent_loop import ECHO_NO_RESULT
+    model = ScriptedModel([ModelTurn("How much vanilla do we have?", ()), ModelTurn("I do not know.", ())])
+    result = await run_agent(model=model, registry=FakeShop().registry(), system="s", history=(),
+                             user_text="How much vanilla do we have?", journal=RecordingJournal([]), context=None)
+    assert [m.text for m in model.calls[1].messages] == ["How much vanilla do we have?", ECHO_NO_RESULT]
+    assert result.prose == "I do not know."
 
 
 async def test_the_look_up_round_also_takes_an_answer_naming_a_shop_item_without_a_tool():

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from producers.telegram.wording import decision_text
-from store import Decision, DecisionKind, units
+from store import Decision, DecisionKind, ProposalState, units
 from worker.figures import Figure, figure_line
 from worker.money import ShopFormat
 
@@ -15,7 +15,8 @@ FMT = ShopFormat("USD", "en_US")
 KWD = ShopFormat("KWD", "en_US")
 ONE_TUB = dict(item="strawberry", quantity=1, unit="tubs", total_cents=200)
 DECISIONS = [Decision(DecisionKind.APPROVED, 2, 7, **ONE_TUB), Decision(DecisionKind.REJECTED, 2, **ONE_TUB),
-             Decision(DecisionKind.NOT_FOUND, 9), Decision(DecisionKind.NOT_AWAITING, 2, state="approved", **ONE_TUB),
+             Decision(DecisionKind.NOT_FOUND, 9),
+             Decision(DecisionKind.NOT_AWAITING, 2, state=ProposalState.APPROVED, **ONE_TUB),
              Decision(DecisionKind.EXPIRED, 2, **ONE_TUB),
              Decision(DecisionKind.OVER_DAY_LIMIT, 2, day_max_cents=1500, reserved_cents=1400, **ONE_TUB)]
 BAD = re.compile(r"\bcents?\b|\b1 (?:tubs|boxes|bottles)\b")      # what no product text may say

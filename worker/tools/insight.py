@@ -1,7 +1,7 @@
 """Tools that answer a shop's questions from its records (all `read`): how fast items sell, how long the stock lasts,
 what is on order, the latest till counts, the proposals awaiting a decision.
 
-Sales come from the stock records the till counts already make (store/insights.py): the decreases between
+Sales come from the stock records the till counts already make (store/shared/insights.py): the decreases between
 consecutive records of an item; increases are restocks, never negative sales. The rate is units sold per day over
 the window, measured from the window's start or from the item's first record when that is later. Days of cover
 are stock on hand divided by that rate; an item with no sales in the window has no cover figure ("no sales

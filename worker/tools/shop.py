@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from store import Order, Policy, PolicyRefusal, ShopItem, Store, UnknownTarget
+from store import Order, Policy, ShopItem, Store, UnknownTarget
 from worker.money import ShopFormat
 from worker.ordering import Fitted, OrderingSettings, fit_order
 from worker.proposals import rejection_reason
@@ -108,7 +108,8 @@ def _need(item: ShopItem) -> dict[str, Any]:
     low = item.position < item.reorder_point
     fitted = _fit(item, max(0, item.target - item.position) if low else 0)
     need = {"item": item.item, "on_hand": item.on_hand, "on_order": item.on_order,
-            "position": item.position, "target": item.target, "quantity": fitted.quantity,
+            "position": item.position, "reorder_point": item.reorder_point, "target": item.target,
+            "quantity": fitted.quantity,
             "unit_cost_cents": item.unit_cost_cents, "cost_cents": fitted.quantity * item.unit_cost_cents,
             "below_reorder_point": low, "unit": item.unit}
     if fitted.note:
@@ -168,14 +169,15 @@ async def propose_order(args: OrderArgs, ctx: TurnContext) -> dict[str, Any]:
     if fitted.quantity <= 0:
         raise ToolError(fitted.note or f"nothing to order: {args.quantity}")
     try:
-        result = await ctx.store.record_proposal(ctx.run_id, ctx.current_call, ctx.supplier, item,
-                                                 fitted.quantity, ctx.policy)
+        recorded = await ctx.store.record_proposal(ctx.run_id, ctx.current_call, ctx.supplier, item,
+                                                   fitted.quantity, ctx.policy)
     except UnknownTarget as exc:
         raise ToolError(str(exc)) from None
     ctx.completed_calls.add(ctx.current_call)
-    if result.get("refusal"):      # a spending limit's typed refusal, worded for the model with the shop's money
-        result = {**result, "reason": rejection_reason(PolicyRefusal.of(result), result.get("reason"),
-                                                         ShopFormat(ctx.currency, ctx.locale, ctx.timezone))}
+    result: dict[str, Any] = recorded.to_json()      # the journaled result's shape (C11)
+    if recorded.refusal is not None:   # a spending limit's typed refusal, worded for the model with the shop's money
+        result["reason"] = rejection_reason(recorded.refusal, recorded.reason,
+                                            ShopFormat(ctx.currency, ctx.locale, ctx.timezone))
     return _noted(result, fitted)
 
 

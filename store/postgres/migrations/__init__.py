@@ -46,7 +46,7 @@ def _session_lock(conn: PgConnection, shared: bool) -> None:
     """The run lock, waited for with a deadline (a whole migration may outlast the connection's lock_timeout)."""
     deadline = time.monotonic() + SETTLE_S
     take = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
-    while not conn.execute(f"SELECT {take}(?)", (RUN_LOCK,)).fetchone()[0]:
+    while not conn.execute(f"SELECT {take}($1)", (RUN_LOCK,)).fetchone()[0]:
         if time.monotonic() > deadline:
             raise StoreBusy(f"another process has been migrating this database for over {SETTLE_S:.0f} s")
         time.sleep(0.05)
@@ -59,7 +59,7 @@ def settled_version(conn: PgConnection, where: str) -> int:
     try:
         return check_not_newer(conn, where)
     finally:
-        conn.execute("SELECT pg_advisory_unlock_shared(?)", (RUN_LOCK,))
+        conn.execute("SELECT pg_advisory_unlock_shared($1)", (RUN_LOCK,))
 
 
 def migrate(conn: PgConnection, where: str, now_text: str, up_to: int | None = None) -> list[int]:
@@ -70,7 +70,7 @@ def migrate(conn: PgConnection, where: str, now_text: str, up_to: int | None = N
     try:
         return _migrate(conn, where, now_text, up_to)
     finally:
-        conn.execute("SELECT pg_advisory_unlock(?)", (RUN_LOCK,))
+        conn.execute("SELECT pg_advisory_unlock($1)", (RUN_LOCK,))
 
 
 def _migrate(conn: PgConnection, where: str, now_text: str, up_to: int | None) -> list[int]:
@@ -80,7 +80,7 @@ def _migrate(conn: PgConnection, where: str, now_text: str, up_to: int | None) -
             continue
         conn.execute("BEGIN")
         try:
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock($1)", (MIGRATION_LOCK,))
             # Re-checked under the lock: another process may have migrated meanwhile.
             if check_not_newer(conn, where) >= number:
                 conn.execute("ROLLBACK")
@@ -88,7 +88,7 @@ def _migrate(conn: PgConnection, where: str, now_text: str, up_to: int | None) -
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version bigint PRIMARY KEY, "
                          "name text COLLATE \"C\" NOT NULL, applied_at timestamptz NOT NULL)")
             conn.raw.execute(sql.encode())        # the whole file: PostgreSQL parses it (functions hold `;`)
-            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
                          (number, name, now_text))
         except BaseException:
             conn.execute("ROLLBACK")

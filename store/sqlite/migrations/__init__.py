@@ -5,6 +5,8 @@ import sqlite3
 
 from ...errors import NotShopbotDatabase, SchemaTooNew
 from ...shared import migration_files
+from ...shared.connection import Connection
+from ..connection import numbered
 
 FOREIGN_KEYS_OFF = "-- pragma: foreign_keys=OFF"   # a migration that rebuilds a table starts so
 
@@ -19,7 +21,7 @@ def available(package: str | None = None) -> list[tuple[int, str, str]]:
 LATEST = available()[-1][0]
 
 
-def current_version(conn: sqlite3.Connection) -> int:
+def current_version(conn: Connection) -> int:
     exists = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").fetchone()
     if not exists:
@@ -65,8 +67,8 @@ def migrate(conn: sqlite3.Connection, path: str, now_text: str, up_to: int | Non
                     conn.execute(statement)
                 if rebuild and conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
                     raise sqlite3.IntegrityError(f"migration {number:04d} would break a foreign key")
-                conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                             (number, name, now_text))
+                conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+                             numbered((number, name, now_text)))
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise

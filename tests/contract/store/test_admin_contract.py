@@ -23,7 +23,6 @@ from store import (
     Transaction,
     WorkKind,
 )
-from store.clock import to_text
 from store.postgres import migrations as postgres_migrations
 from store.sqlite import migrations as sqlite_migrations
 
@@ -73,9 +72,9 @@ async def expiring_proposal(store: Store, clock: ManualClock, minutes: int) -> i
     assert claim is not None
     await store.op_started(claim.run_id, "c1", "propose_order", {"item": "vanilla", "quantity": 2}, "external")
     result = await store.record_proposal(claim.run_id, "c1", "Dairy Direct", "vanilla", 2, Policy(
-        "Dairy Direct", expires_at=to_text(clock.now() + timedelta(minutes=minutes))))
+        "Dairy Direct", expires_at=clock.now() + timedelta(minutes=minutes)))
     await store.finish(claim, ReportDraft("proposed", destination="tg:1"))
-    return int(result["proposal_id"])
+    return result.proposal_id
 
 
 async def test_proposals_expire_once_their_time_has_passed_and_cannot_be_approved(store: Store, clock: ManualClock):

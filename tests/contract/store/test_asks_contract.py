@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from store import Ask, Occurrence, Policy, ReportDraft, Store, Transaction, WorkKind, asks, to_text
+from store import Ask, Occurrence, Policy, ReportDraft, Store, Transaction, WorkKind, asks
 
 from .conftest import START
 from .test_outbox_contract import SHOP
@@ -70,10 +70,10 @@ async def test_a_proposals_prompt_expires_with_the_proposal(store: Store):
     await store.op_started(claim.run_id, "c1", "propose_order", {"item": "vanilla", "quantity": 6}, "external")
     expiry = START + timedelta(days=1)
     proposal = await store.record_proposal(claim.run_id, "c1", "Dairy Direct", "vanilla", 6,
-                                           Policy("Dairy Direct", expires_at=to_text(expiry)))
+                                           Policy("Dairy Direct", expires_at=expiry))
 
     def ask_both(tx: Transaction) -> list[object]:
-        made = [tx.ask("proposal", str(proposal["proposal_id"]), CHAT), tx.ask("order", "3", CHAT)]
+        made = [tx.ask("proposal", str(proposal.proposal_id), CHAT), tx.ask("order", "3", CHAT)]
         return [(p.expires_at if (p := tx.prompt(a.nonce)) is not None else "missing") for a in made]
     assert await store.atomic(ask_both) == [expiry, None]
 

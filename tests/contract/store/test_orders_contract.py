@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -25,6 +24,7 @@ from store import (
     Proposal,
     ProposalState,
     ReceivedOrder,
+    RecordedProposal,
     ReportDraft,
     SentMessage,
     Store,
@@ -53,7 +53,7 @@ def typed(record: object) -> None:
             assert value is None or aware(value), (f.name, value)
 
 
-async def propose(store: Store, item: str, quantity: int, finish: bool = True) -> dict[str, Any]:
+async def propose(store: Store, item: str, quantity: int, finish: bool = True) -> RecordedProposal:
     """One turn that proposed `item`; finished, so the proposal awaits approval (C11)."""
     session = "tg:1" if finish else "tg:2"           # an unfinished turn keeps its session busy
     await store.admit(Occurrence(f"{session}:{next(_turns)}", session, "reorder", WorkKind.AGENT, session))
@@ -61,10 +61,10 @@ async def propose(store: Store, item: str, quantity: int, finish: bool = True) -
     assert claim is not None
     await store.op_started(claim.run_id, "c1", "propose_order", {"item": item, "quantity": quantity}, "external")
     result = await store.record_proposal(claim.run_id, "c1", "Dairy Direct", item, quantity,
-                                         Policy("Dairy Direct", expires_at="2027-03-02T09:00:00.000000Z"))
+                                         Policy("Dairy Direct", expires_at=datetime(2027, 3, 2, 9, tzinfo=UTC)))
     if finish:
         await store.finish(claim, ReportDraft("proposed", destination="tg:1"))
-    return {**result, "run_id": claim.run_id}
+    return result
 
 
 async def approve(store: Store, proposal_id: int) -> int:
@@ -75,7 +75,7 @@ async def approve(store: Store, proposal_id: int) -> int:
 
 
 async def approved_order(store: Store, item: str = "vanilla", quantity: int = 6) -> tuple[int, int]:
-    proposal_id = int((await propose(store, item, quantity))["proposal_id"])
+    proposal_id = (await propose(store, item, quantity)).proposal_id
     return proposal_id, await approve(store, proposal_id)
 
 
@@ -92,11 +92,13 @@ async def shop(store: Store) -> Store:
 
 async def test_a_proposal_reads_as_its_record_in_every_place_it_is_shown(shop: Store, clock: ManualClock):
     result = await propose(shop, "vanilla", 6, finish=False)
-    [mine] = await shop.atomic(lambda tx: tx.run_proposals(result["run_id"]))
+    assert isinstance(result, RecordedProposal) and result.state is ProposalState.PROPOSED
+    mine = await shop.atomic(lambda tx: tx.proposal(result.proposal_id))
     assert isinstance(mine, Proposal) and mine.state is ProposalState.PROPOSED
+    assert (mine.item, mine.quantity, mine.total_cents, mine.unit, mine.reason, mine.refusal) == (
+        result.item, result.quantity, result.total_cents, result.unit, result.reason, result.refusal)
+    assert await shop.atomic(lambda tx: tx.run_proposals(mine.run_id)) == [mine]
     assert await shop.awaiting_proposals() == []                     # its turn has not finished
-    claim_done = await shop.atomic(lambda tx: tx.proposal(mine.proposal_id))
-    assert claim_done == mine
     await propose(shop, "strawberry", 4)
     [awaiting] = await shop.awaiting_proposals()
     typed(awaiting)
@@ -142,15 +144,15 @@ async def test_an_item_on_order_gets_no_second_proposal(shop: Store):
     proposal_id, action_id = await approved_order(shop)
     await confirm(shop, action_id)
     again = await propose(shop, "vanilla", 6)
-    assert again["state"] == "rejected"
-    assert again["reason"] == (f"vanilla is already on order: 6 tubs, order #{proposal_id}, confirmed by the "
+    assert again.state is ProposalState.REJECTED_BY_POLICY and again.refusal is None
+    assert again.reason == (f"vanilla is already on order: 6 tubs, order #{proposal_id}, confirmed by the "
                                "supplier (their id SUP-1)")
 
 
 async def test_an_item_at_or_above_its_reorder_point_gets_no_proposal(shop: Store):
     result = await propose(shop, "chocolate", 2)
-    assert result["state"] == "rejected"
-    assert "at or above its reorder point of 6: nothing to order" in result["reason"]
+    assert result.state is ProposalState.REJECTED_BY_POLICY and result.reason is not None
+    assert "at or above its reorder point of 6: nothing to order" in result.reason
 
 
 async def test_received_adds_the_ordered_quantity_as_a_received_stock_event(shop: Store, clock: ManualClock):
@@ -221,7 +223,7 @@ async def test_a_failed_order_is_not_on_order(shop: Store):
     assert vanilla is not None and vanilla.on_order == 0
     order = await shop.order(proposal_id)
     assert order is not None and order.state is OrderState.CANCELLED and order.action_state is ActionState.FAILED
-    assert (await propose(shop, "vanilla", 6))["state"] == "awaiting_approval"
+    assert (await propose(shop, "vanilla", 6)).state is ProposalState.PROPOSED
 
 
 async def test_a_voided_quarantined_order_is_not_on_order(shop: Store):

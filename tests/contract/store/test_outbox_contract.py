@@ -2,7 +2,7 @@
 C11), and the shop and change-notification ports, for every store."""
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,13 +16,13 @@ from store import (
     ManualClock,
     Occurrence,
     Policy,
+    ProposalState,
     ReportDraft,
     ReportView,
     Store,
     Taken,
     Transaction,
     WorkKind,
-    to_text,
 )
 
 from .conftest import opened
@@ -203,7 +203,7 @@ async def test_shop_records_seed_once_and_sync_keeps_counted_stock(store: Store)
 
 
 async def proposed(store: Store, quantity: int = 6, item: str = "vanilla",
-                   expires_at: str | None = None) -> tuple[int, str]:
+                   expires_at: datetime | None = None) -> tuple[int, str]:
     """A turn that proposes an order and finishes (its proposal becomes approvable)."""
     await store.seed_shop(SHOP, "shop.toml")
     await store.admit(Occurrence(f"tg:1:{item}", "tg:1", f"order {item}", WorkKind.AGENT, "tg:1"))
@@ -213,16 +213,16 @@ async def proposed(store: Store, quantity: int = 6, item: str = "vanilla",
     result = await store.record_proposal(claim.run_id, "c1", "Dairy Direct", item, quantity,
                                          Policy("Dairy Direct", order_max_cents=5000, day_max_cents=5000,
                                                 expires_at=expires_at))
-    assert result["state"] == "awaiting_approval", result
+    assert result.state is ProposalState.PROPOSED and result.refusal is None, result
     report_id = (await store.finish(claim, ReportDraft("proposed", destination="tg:1"))).report_id
-    return int(result["proposal_id"]), report_id
+    return result.proposal_id, report_id
 
 
 @pytest.mark.parametrize(("minutes", "outcome"), [(-1, DecisionKind.EXPIRED), (1, DecisionKind.APPROVED)])
 async def test_an_approval_after_the_proposals_expiry_expires_it(store: Store, clock, minutes, outcome):
     """The expiry is compared as a time on both stores (a timestamptz on PostgreSQL); the approval a minute before it
     is the negative control."""
-    proposal_id, _ = await proposed(store, expires_at=to_text(clock.now() + timedelta(minutes=minutes)))
+    proposal_id, _ = await proposed(store, expires_at=clock.now() + timedelta(minutes=minutes))
     decision = await store.atomic(lambda tx: tx.approve_proposal(proposal_id, "owner 1", day="2027-03-01",
                                                                  day_max_cents=5000, destination="supplier:dairy"))
     assert decision.kind is outcome
@@ -281,7 +281,7 @@ async def test_a_proposal_of_an_unfinished_turn_is_void(store: Store):
     await store.release(claim, delay_seconds=0, reason="model timed out")
 
     def approve(tx: Transaction) -> bool:
-        return tx.approve_proposal(int(result["proposal_id"]), "owner 1", day="2027-03-01", day_max_cents=None,
+        return tx.approve_proposal(result.proposal_id, "owner 1", day="2027-03-01", day_max_cents=None,
                                    destination="supplier:dairy").ok
     assert not await store.atomic(approve)
     assert await store.due_actions() == []

@@ -16,6 +16,7 @@ from store import (
     PolicyRefusal,
     Proposal,
     ProposalState,
+    RecordedProposal,
     ReportDraft,
     Store,
     WorkKind,
@@ -30,7 +31,7 @@ def vars_of(row: Proposal) -> dict[str, object]:
     return {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
 
 
-async def propose(store: Store, item: str, quantity: int, policy: Policy) -> tuple[str, dict]:
+async def propose(store: Store, item: str, quantity: int, policy: Policy) -> tuple[str, RecordedProposal]:
     await store.admit(Occurrence(f"tg:1:{item}:{quantity}", "tg:1", f"order {item}", WorkKind.AGENT, "tg:1"))
     claim = await store.claim("w1")
     assert claim is not None
@@ -47,12 +48,14 @@ async def rows(store: Store, run_id: str) -> list[Proposal]:
 async def test_over_the_order_limit_is_a_typed_refusal_with_its_amounts(store: Store):
     await store.seed_shop(SHOP, "shop.toml")
     run_id, result = await propose(store, "vanilla", 6, Policy("Dairy Direct", order_max_cents=1500))
-    assert result["state"] == "rejected" and result["reason"] is None
-    assert (result["refusal"], result["total_cents"], result["refusal_limit_cents"]) == ("order_limit", 1800, 1500)
+    assert result.state is ProposalState.REJECTED_BY_POLICY and result.reason is None
+    assert result.to_json() | {"proposal_id": 0} == {       # the journaled result the model reads, as it always was
+        "proposal_id": 0, "item": "vanilla", "quantity": 6, "total_cents": 1800, "unit": "tubs", "state": "rejected",
+        "reason": None, "refusal": "order_limit", "refusal_limit_cents": 1500, "refusal_spent_cents": 0}
     [row] = await rows(store, run_id)
     assert row.state is ProposalState.REJECTED_BY_POLICY and row.reason is None
     assert row.refusal == PolicyRefusal(LimitKind.ORDER_LIMIT, 1800, 1500, 0)
-    assert PolicyRefusal.of(result) == row.refusal                    # the tool's result and the row agree
+    assert result.refusal == row.refusal and result.proposal_id == row.proposal_id   # the result and the row agree
     assert row.refusal is not None and row.refusal.kind is LimitKind.ORDER_LIMIT
     assert not any(isinstance(v, str) and MINOR_UNITS.search(v) for k, v in vars_of(row).items()
                    if k not in ("run_id", "created_at", "expires_at"))
@@ -68,14 +71,15 @@ async def test_over_the_day_limit_records_what_the_day_already_holds(store: Stor
     run_id, result = await propose(store, "chocolate", 4, policy)     # 1000 more: 2200 > 2000
     [row] = await rows(store, run_id)
     assert row.refusal == PolicyRefusal(LimitKind.DAY_LIMIT, 1000, 2000, 1200)
-    assert row.reason is None and result["refusal_spent_cents"] == 1200
+    assert row.reason is None and result.refusal == row.refusal and result.to_json()["refusal_spent_cents"] == 1200
 
 
 async def test_a_proposal_within_the_limits_and_other_reasons_carry_no_refusal(store: Store):
     """Negative control: the typed refusal is only a limit's; the other reasons stay words with no money in them."""
     await store.seed_shop(SHOP, "shop.toml")
     run_id, result = await propose(store, "vanilla", 6, Policy("Dairy Direct", order_max_cents=1800))
-    assert result["state"] == "awaiting_approval" and "refusal" not in result
+    assert result.state is ProposalState.PROPOSED and result.refusal is None
+    assert result.to_json()["state"] == "awaiting_approval" and "refusal" not in result.to_json()
     [row] = await rows(store, run_id)
     assert row.refusal is None
     run_id, result = await propose(store, "vanilla", 30, Policy("Dairy Direct"))      # over max_order (20)
@@ -87,3 +91,11 @@ def test_a_refusal_kind_given_as_text_becomes_the_member_and_an_unknown_one_fail
     assert PolicyRefusal("day_limit", 1, 2, 3).kind is LimitKind.DAY_LIMIT
     with pytest.raises(ValueError):
         PolicyRefusal("the total of 1800 cents is over the limit", 1800, 1500)     # type: ignore[arg-type]
+
+
+def test_a_proposal_is_recorded_only_proposed_or_rejected_by_policy():
+    """Negative control of RecordedProposal's check: a state a fresh row never has is refused where it is made."""
+    fields = dict(proposal_id=1, item="vanilla", quantity=6, total_cents=1800, unit="tubs", reason=None, refusal=None)
+    assert RecordedProposal(state=ProposalState.PROPOSED, **fields).to_json()["state"] == "awaiting_approval"
+    with pytest.raises(ValueError, match="awaiting_approval"):
+        RecordedProposal(state=ProposalState.AWAITING_APPROVAL, **fields)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import inspect
+import re
+from typing import Any, Protocol
 
 from store import (
     AdmissionTx,
@@ -24,6 +26,21 @@ def members(port: type) -> set[str]:
             continue
         names |= {n for n in vars(klass) if not n.startswith("_")} | set(getattr(klass, "__annotations__", {}))
     return names
+
+
+def loose(port: type) -> list[str]:
+    """The members of `port` (and its bases) whose signature names `Any`: a row as a dict, or an untyped value. A
+    port method returns a frozen dataclass, an Enum or a scalar (issue 29)."""
+    found = []
+    for klass in inspect.getmro(port):
+        if klass is object or not getattr(klass, "_is_protocol", False):
+            continue
+        for name, value in vars(klass).items():
+            fn = value.fget if isinstance(value, property) else value
+            if not name.startswith("_") and inspect.isfunction(fn) and any(
+                    re.search(r"\bAny\b", str(a)) for a in fn.__annotations__.values()):
+                found.append(f"{klass.__name__}.{name}")
+    return found
 
 
 def missing(obj: object, port: type) -> list[str]:
@@ -78,3 +95,19 @@ async def test_a_removed_method_is_caught(store: Store):
 
     assert missing(WithoutClaim(), Store) == ["claim"]
     assert missing(SyncFinish(), Store) == ["finish (sync/async)"]
+
+
+def test_no_port_member_is_typed_any():
+    assert [gap for port in (*PORTS, Store, Transaction, ProducerRecords) for gap in loose(port)] == []
+
+
+def test_a_port_method_returning_a_loose_dict_is_caught():
+    """Negative control: a port method returning `dict[str, Any]` (or taking `Any`) is named."""
+    class Loose(Protocol):
+        def rows(self) -> dict[str, Any]: ...
+
+        def put(self, value: Any) -> None: ...
+
+        def typed(self, value: int) -> str: ...
+
+    assert loose(Loose) == ["Loose.rows", "Loose.put"]

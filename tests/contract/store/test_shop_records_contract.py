@@ -33,6 +33,7 @@ from store import (
     StockLevel,
     Store,
     TillCount,
+    Transaction,
     WorkCounts,
     WorkKind,
     WorkReport,
@@ -154,9 +155,9 @@ async def test_on_order_and_open_actions_are_typed(store: Store, clock: ManualCl
 async def test_missed_occurrences_are_typed_newest_first(store: Store, clock: ManualClock):
     fire = START - timedelta(hours=1)
 
-    assert await store.atomic(lambda tx: tx.producers.record_missed("daily", "k1", "late", fire))
+    assert await store.atomic(lambda tx: tx.producers.record_missed("daily", "k1", MissedReason.LATE, fire))
     clock.advance(5)
-    assert await store.atomic(lambda tx: tx.producers.record_missed("daily", "k2", "capacity", None))
+    assert await store.atomic(lambda tx: tx.producers.record_missed("daily", "k2", MissedReason.CAPACITY, None))
     first, second = await store.missed_occurrences()
     assert all(isinstance(m, Missed) for m in (first, second))
     assert (first.key, first.reason, first.fire_time) == ("k2", MissedReason.CAPACITY, None)
@@ -164,6 +165,15 @@ async def test_missed_occurrences_are_typed_newest_first(store: Store, clock: Ma
         "k1", MissedReason.LATE, fire, START)
     assert type(first.reason) is MissedReason and aware(second.fire_time) and aware(first.recorded_at)
     assert await store.missed_occurrences(limit=1) == [first]
+
+
+async def test_a_missed_reason_outside_the_enum_is_refused_and_nothing_is_written(store: Store):
+    """Negative control of the typed reason: text the schema's CHECK list lacks never reaches the database."""
+    def record(tx: Transaction) -> bool:
+        return tx.producers.record_missed("daily", "k1", "asleep", None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="asleep"):
+        await store.atomic(record)
+    assert await store.missed_occurrences() == []
 
 
 async def test_work_with_report_is_typed_before_and_after_its_report(store: Store):

@@ -10,6 +10,7 @@ from store import (
     DecisionKind,
     IllegalTransition,
     ManualClock,
+    MissedReason,
     Occurrence,
     ReportDraft,
     Store,
@@ -162,10 +163,11 @@ async def test_a_schedules_cursor_and_refused_key_commit_with_the_transaction(st
 
 async def test_a_missed_occurrence_is_recorded_once_and_shown_in_status(store: Store, clock: ManualClock):
     fired = clock.now() - timedelta(hours=2)
-    record = lambda tx: tx.producers.record_missed("daily", "daily:1", "late", fired)  # noqa: E731
+    record = lambda tx: tx.producers.record_missed("daily", "daily:1", MissedReason.LATE, fired)  # noqa: E731
     assert (await store.atomic(record), await store.atomic(record)) == (True, False)
     [missed] = (await store.status()).extra.missed
-    assert (missed.schedule, missed.key, missed.reason, missed.fire_time) == ("daily", "daily:1", "late", fired)
+    assert (missed.schedule, missed.key, missed.reason, missed.fire_time) == (
+        "daily", "daily:1", MissedReason.LATE, fired)
 
 
 async def test_a_producers_mark_starts_at_zero_and_moves(store: Store):

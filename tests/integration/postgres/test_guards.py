@@ -90,15 +90,15 @@ async def test_without_on_conflict_the_second_admission_of_one_identity_is_an_er
 def _two_proposals(conn: Any) -> list[int]:
     for item in ("milk", "eggs"):
         conn.execute("INSERT INTO items (item, unit, on_hand, reorder_point, target, unit_cost_cents, updated_at) "
-                     "VALUES (?, 'unit', 1, 2, 10, 60, ?)", (item, NOW))
-    conn.execute("INSERT INTO work (source, session, kind, payload, admitted_at) VALUES ('t:1', 't', 'agent', '', ?)",
+                     "VALUES ($1, 'unit', 1, 2, 10, 60, $2)", (item, NOW))
+    conn.execute("INSERT INTO work (source, session, kind, payload, admitted_at) VALUES ('t:1', 't', 'agent', '', $1)",
                  (NOW,))
     conn.execute("INSERT INTO runs (run_id, worker_id, session, anchor, attempt, session_epoch, started_at) "
-                 "VALUES ('run1', 'w', 't', 1, 1, 0, ?)", (NOW,))
+                 "VALUES ('run1', 'w', 't', 1, 1, 0, $1)", (NOW,))
     return [conn.execute(
         "INSERT INTO proposals (run_id, supplier, item, quantity, unit_cost_cents, total_cents, state, created_at, "
-        "updated_at) VALUES ('run1', 'dairy', ?, 1, 60, 60, 'awaiting_approval', ?, ?) RETURNING proposal_id",
-        (item, NOW, NOW)).fetchone()[0] for item in ("milk", "eggs")]
+        "updated_at) VALUES ('run1', 'dairy', $1, 1, 60, 60, 'awaiting_approval', $2, $2) RETURNING proposal_id",
+        (item, NOW)).fetchone()[0] for item in ("milk", "eggs")]
 
 
 def _approve_both(pg: PostgresStore, approve: Callable[..., Any]) -> list[Any]:

@@ -11,20 +11,20 @@ import psycopg
 
 from store import Fence
 from store.postgres import leadership
-from store.postgres.connection import LooseCursor, PgConnection, configure
+from store.postgres.connection import PgConnection, PgCursor, configure
 
 LEASE = 0.3
 
 
 def connect(url: str) -> PgConnection:
-    raw = psycopg.connect(url, autocommit=True, cursor_factory=LooseCursor)
+    raw = psycopg.connect(url, autocommit=True, cursor_factory=PgCursor)
     configure(raw)
     return PgConnection(raw)
 
 
 def wait_expired(conn: PgConnection, name: str) -> None:
     deadline = time.monotonic() + 10
-    while not conn.execute("SELECT expires_at <= clock_timestamp() FROM leader_leases WHERE name = ?",
+    while not conn.execute("SELECT expires_at <= clock_timestamp() FROM leader_leases WHERE name = $1",
                            (name,)).fetchone()[0]:
         assert time.monotonic() < deadline
         time.sleep(0.01)
@@ -42,7 +42,7 @@ def takeover_while_a_fenced_transaction_is_open(url: str, lock: bool) -> tuple[l
         if lock:
             leadership.fence(first, Fence("producers", holder, 1))
         else:
-            assert first.execute("SELECT 1 FROM leader_leases WHERE name = 'producers' AND holder = ? "
+            assert first.execute("SELECT 1 FROM leader_leases WHERE name = 'producers' AND holder = $1 "
                                  "AND expires_at > clock_timestamp()", (holder,)).fetchone()
         first.execute("INSERT INTO counters (minute, kind, count) VALUES ('2027-03-01T09:00', 'fenced', 1)")
         wait_expired(second, "producers")
@@ -53,7 +53,7 @@ def takeover_while_a_fenced_transaction_is_open(url: str, lock: bool) -> tuple[l
         pid = second.raw.info.backend_pid
         deadline = time.monotonic() + 10
         while not events:                       # until the takeover committed, or is seen waiting for the row lock
-            waiting = watcher.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = ?",
+            waiting = watcher.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1",
                                       (pid,)).fetchone()
             if waiting and waiting[0] == "Lock":
                 break

@@ -12,13 +12,13 @@ import pytest
 
 from store import ManualClock, SchemaTooOld, open_store
 from store.postgres import migrations
-from store.postgres.connection import LooseCursor, PgConnection, configure
+from store.postgres.connection import PgConnection, PgCursor, configure
 
 NOW = "2027-03-01T09:00:00.000000Z"
 
 
 def connect(url: str) -> PgConnection:
-    raw = psycopg.connect(url, autocommit=True, cursor_factory=LooseCursor)
+    raw = psycopg.connect(url, autocommit=True, cursor_factory=PgCursor)
     configure(raw)
     return PgConnection(raw)
 
@@ -37,7 +37,7 @@ async def test_a_process_starting_beside_a_migration_waits_for_it(pg_empty_url):
             await asyncio.sleep(0.01)
         assert not opening.done()                                   # it waits for the run lock
         migrations._migrate(migrating, "test", NOW, up_to=None)
-        migrating.execute("SELECT pg_advisory_unlock(?)", (migrations.RUN_LOCK,))
+        migrating.execute("SELECT pg_advisory_unlock($1)", (migrations.RUN_LOCK,))
         store = await asyncio.wait_for(opening, 10)
         assert await store.schema_version() == migrations.LATEST
         await store.close()

@@ -1,9 +1,10 @@
 """C10 recovery from records, C11 void proposals, C14 Little's law on a seeded simulated run."""
 from __future__ import annotations
 
+import json
 import random
 
-from store import Occurrence, ReportDraft, SqliteStore
+from store import Occurrence, ProposalState, ReportDraft, SqliteStore
 from tests.support import ROOT
 
 
@@ -49,8 +50,12 @@ async def test_a_proposal_of_an_unfinished_turn_is_void(store, raw):
     claim = await store.claim("w1")
     await store.op_started(claim.run_id, "c1", "propose_order", {"item": "vanilla", "quantity": 6}, "external")
     result = await store.record_proposal(claim.run_id, "c1", "Dairy Direct", "vanilla", 6)
-    assert result["state"] == "awaiting_approval" and result["total_cents"] == 1800
-    assert raw.execute("SELECT status FROM operations").fetchone()[0] == "done"   # one transaction with the proposal
+    assert result.state is ProposalState.PROPOSED and result.total_cents == 1800
+    status, journaled = raw.execute("SELECT status, result FROM operations").fetchone()
+    assert status == "done"                                           # one transaction with the proposal
+    assert json.loads(journaled) == {                                 # the result the model reads, as it always was
+        "proposal_id": result.proposal_id, "item": "vanilla", "quantity": 6, "total_cents": 1800, "unit": "tubs",
+        "state": "awaiting_approval", "reason": None}
     await store.recover()
     assert raw.execute("SELECT state FROM proposals").fetchone()[0] == "void"
     # the item is free for a new proposal in the next attempt
