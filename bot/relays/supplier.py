@@ -15,6 +15,7 @@ have been). `stop()` cancels a call in flight, so a stop never waits on a slow s
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from collections import Counter
@@ -88,6 +89,8 @@ class ActionRelay:
     async def _outside(self, call: Awaitable[T]) -> T:
         """A supplier call that `stop()` can cancel; raises Stopped when it did."""
         if self._stop.is_set():
+            if inspect.iscoroutine(call):
+                call.close()                   # never started: closed, so no "never awaited" warning
             raise Stopped()
         inflight = asyncio.ensure_future(call)
         self._inflight = inflight
