@@ -23,6 +23,19 @@ class StartAborted(Exception):
 START_TRIES = 5            # a start-up step whose connection the database server ended is run this often at most
 
 
+def backoff(first_delay: float, failures: int, cap: float) -> float:
+    """Seconds to wait after `failures` consecutive failures: `first_delay`, doubling, at most `cap`."""
+    return min(cap, first_delay * 2.0 ** min(failures - 1, 6))
+
+
+async def stopped_within(stopping: asyncio.Event, delay: float) -> bool:
+    """Wait `delay` seconds, or less when `stopping` is set meanwhile: True when it was."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stopping.wait(), delay)
+        return True
+    return False
+
+
 async def at_start(what: str, step: Callable[[], Awaitable[T]], stopping: asyncio.Event, *,
                    tries: int = START_TRIES, first_delay: float = 0.2) -> T:
     """A database step of the start (opening the store, seeding the shop, the recovery sweep), each one safe to
@@ -30,19 +43,17 @@ async def at_start(what: str, step: Callable[[], Awaitable[T]], stopping: asynci
     drop; nothing was written), or ends it after COMMIT was sent (`CommitUnknown`: running the step again settles
     it), it is said in one line and run again on a fresh connection, with backoff, up to `tries` times; then the
     error stands (one line from the CLI, exit 1). SIGINT/SIGTERM meanwhile stop the start cleanly."""
-    delay = first_delay
     for attempt in range(1, tries + 1):
         try:
             return await step()
         except (ConnectionLost, CommitUnknown) as exc:
             if attempt == tries:
                 raise
+            delay = backoff(first_delay, attempt, 5.0)
             log.warning("database connection lost while %s (%s); trying again in %.1f s (%d of %d)", what, exc,
                         delay, attempt, tries - 1)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), delay)
+        if await stopped_within(stopping, delay):
             raise StartAborted(f"stopped while {what}")
-        delay = min(5.0, delay * 2)
     raise AssertionError("unreachable")
 
 
@@ -73,10 +84,9 @@ async def supervise(name: str, start: Callable[[], Awaitable[None]], health: Hea
             return
         except Exception as exc:
             crashes += 1
-            delay = min(60.0, first_delay * 2 ** min(crashes - 1, 6))
+            delay = backoff(first_delay, crashes, 60.0)
             log.critical("%s crashed (%s: %s); restarting in %.1f s", name, type(exc).__name__, str(exc)[:300],
                          delay, exc_info=crashes == 1)
             health.fail(name, f"the {name} part crashed ({type(exc).__name__}) and is restarting")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), delay)
+        await stopped_within(stopping, delay)
         health.clear(name)
