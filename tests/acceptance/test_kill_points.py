@@ -199,13 +199,6 @@ async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, 
         await audit(product, supplier)
 
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def post_until_answered(url: str, update: dict, secret: str, timeout: float = 30.0) -> list:
     """What Telegram does with a webhook: post the update until a 2xx comes back; returns every outcome."""
     import asyncio
@@ -232,20 +225,23 @@ async def post_until_answered(url: str, update: dict, secret: str, timeout: floa
 async def test_webhook_killed_before_the_answer_then_one_reply_after_restart(tmp_path, api, point):
     """K1/K2 on the webhook path: killed after reading the update (K1) or after its commit (K2), before answering.
     Telegram posts the update again until it gets 200; the owner gets exactly one reply."""
-    secret, port = "kill-point-webhook-secret", free_port()
+    secret = "kill-point-webhook-secret"
     product = Product(tmp_path, api, SHOPBOT_WEBHOOK_URL="https://bot.example/telegram/webhook",
-                      SHOPBOT_WEBHOOK_SECRET=secret, SHOPBOT_HTTP_PORT=str(port))
-    url = f"http://127.0.0.1:{port}/telegram/webhook"
+                      SHOPBOT_WEBHOOK_SECRET=secret, SHOPBOT_HTTP_PORT="0")   # each start logs the port it bound
+
+    async def webhook_url() -> str:
+        return f"http://127.0.0.1:{await product.http_port()}/telegram/webhook"
+
     update = {"update_id": 1, "message": {"message_id": 1, "date": 1, "text": "how much vanilla",
                                           "chat": {"id": OWNER, "type": "private", "first_name": "L"},
                                           "from": {"id": OWNER, "is_bot": False, "first_name": "L"}}}
     await product.start(point)
-    first = await post_until_answered_or_killed(url, update, secret, product)
+    first = await post_until_answered_or_killed(await webhook_url(), update, secret, product)
     await product.died_at_fault()
     assert product.query("SELECT count(*) FROM work") == [(0 if point == "K1" else 1,)]
     await product.start()
     try:
-        outcomes = await post_until_answered(url, update, secret)
+        outcomes = await post_until_answered(await webhook_url(), update, secret)
         await api.wait_for(lambda: len(owner_texts(api)) >= 1, timeout=30)
         await product.wait_db("SELECT state FROM deliveries", [("confirmed",)], context=lambda: owner_texts(api))
     finally:

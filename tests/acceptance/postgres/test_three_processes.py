@@ -100,8 +100,8 @@ async def stop_a_worker_past_its_lease(cluster: Cluster, until_resumed) -> Membe
     worker = await cluster.start("w", fault="K3:stop")
     await cluster.wait_until(lambda: cluster.holder_of(worker), 20, "the armed worker registered")
     headers = {"Authorization": f"Bearer {TILL_TOKEN}"}
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.port}", timeout=5) as till:
-        await cluster.wait_until(lambda: _listening(worker.port), 20, "the armed worker's HTTP")
+    port = await cluster.wait_port(worker, 20)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as till:
         for n in range(1, 16):
             response = await till.post("/till/counts", headers=headers,
                                        json={"request_id": f"stop-{n}", "counts": {"vanilla": 9}})
@@ -123,13 +123,6 @@ async def stop_a_worker_past_its_lease(cluster: Cluster, until_resumed) -> Membe
     await until_resumed()
     cluster.resume(worker)
     return worker
-
-
-def _listening(port: int) -> bool:
-    import socket
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 async def test_three_processes_survive_kills_a_stopped_worker_and_lost_replies(tmp_path, api, pg_fresh_url):
