@@ -186,10 +186,11 @@ class Cluster:
 
     # ---- the database, from outside --------------------------------------------------------------------------
     def query(self, sql: str, *args: object) -> list[tuple]:  # type: ignore[type-arg]
+        """`sql` with `$1 .. $n` marks for `args`."""
         conn = connect_read_only(self.db)
         try:
-            # without arguments no placeholder is parsed, so a literal % (LIKE 'tg:%') needs no escaping
-            return [tuple(r) for r in conn.execute(sql.replace("?", "%s"), args or None).fetchall()]
+            # `$1 .. $n` marks bound by the server (connect_read_only's RawCursor): a literal % needs no escaping
+            return [tuple(r) for r in conn.execute(sql, args or None).fetchall()]
         finally:
             conn.close()
 
@@ -202,7 +203,7 @@ class Cluster:
                 for name, holder, gen, pid in rows}
 
     def holder_of(self, member: Member) -> str | None:
-        rows = self.query("SELECT holder FROM processes WHERE pid = ? ORDER BY started_at DESC LIMIT 1", member.pid)
+        rows = self.query("SELECT holder FROM processes WHERE pid = $1 ORDER BY started_at DESC LIMIT 1", member.pid)
         return rows[0][0] if rows else None
 
     async def wait_until(self, predicate: Callable[[], Any], timeout: float, what: str,

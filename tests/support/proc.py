@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from store.sqlite.connection import numbered
 from tests.support import DATA
 
 OWNER = 1001
@@ -20,8 +21,9 @@ def connect_read_only(db: Path | str):   # type: ignore[no-untyped-def]
     """An independent read-only connection: the SQLite file (mode=ro), or the PostgreSQL URL (a read-only session)."""
     if isinstance(db, str):
         import psycopg
-        conn = psycopg.connect(db, autocommit=True, options="-c default_transaction_read_only=on")
-        return conn
+        # the server binds the `$1` marks itself, as store/ has it (RawCursor: no `%s`, `%` an ordinary character)
+        return psycopg.connect(db, autocommit=True, options="-c default_transaction_read_only=on",
+                               cursor_factory=psycopg.RawCursor)
     return sqlite3.connect(f"file:{db}?mode=ro", uri=True)
 
 
@@ -133,10 +135,11 @@ class Product:
             await self.proc.wait()
 
     def query(self, sql: str, *args: object) -> list[tuple]:
+        """`sql` with `$1 .. $n` marks for `args` on either store (SQLite binds them as named marks, as store/ does)."""
         conn = connect_read_only(self.db)
         try:
-            return [tuple(r) for r in conn.execute(sql.replace("?", "%s") if isinstance(self.db, str) else sql,
-                                                   args).fetchall()]
+            bound = args if isinstance(self.db, str) else numbered(args)
+            return [tuple(r) for r in conn.execute(sql, bound).fetchall()]
         finally:
             conn.close()
 

@@ -47,7 +47,7 @@ def answered(api: LocalBotApi, cluster: Cluster) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for source, report_id in cluster.query(
             "SELECT w.source, i.report_id FROM work w LEFT JOIN report_items i USING (work_id) "
-            "WHERE w.source LIKE ? ORDER BY w.work_id", f"tg:{OWNER}:%"):
+            "WHERE w.source LIKE $1 ORDER BY w.work_id", f"tg:{OWNER}:%"):
         mid = int(source.rsplit(":", 1)[1])
         out.setdefault(mid, [])
         if report_id is not None and len(reached.get(report_id, ())) == parts.get(report_id, -1):
@@ -71,11 +71,11 @@ async def lose_a_reply(api: LocalBotApi, cluster: Cluster, text: str, button: st
     await api.wait_for(lambda: sum("may not have delivered" in t for t in owner_texts(api)) > notices, timeout=20)
     notice = [m for m in api.sent if "may not have delivered" in m.text][-1]
     report_id = notice.text.split("my reply ", 1)[1].split(" ", 1)[0]
-    assert cluster.query("SELECT state FROM deliveries WHERE report_id = ?", report_id) == [("unknown",)]
+    assert cluster.query("SELECT state FROM deliveries WHERE report_id = $1", report_id) == [("unknown",)]
     data = next(b["callback_data"] for row in notice.reply_markup["inline_keyboard"] for b in row
                 if b["text"] == button)
     api.post_callback(OWNER, OWNER, data, notice.message_id)
-    await cluster.wait_until(lambda: cluster.query("SELECT state FROM deliveries WHERE report_id = ?", report_id)
+    await cluster.wait_until(lambda: cluster.query("SELECT state FROM deliveries WHERE report_id = $1", report_id)
                              == [("confirmed",)], 20, f"{report_id} resolved by {button}")
     return report_id
 
@@ -110,7 +110,7 @@ async def stop_a_worker_past_its_lease(cluster: Cluster, until_resumed) -> Membe
 
             def settled(source=source) -> bool:   # type: ignore[no-untyped-def]
                 return "stopping process" in worker.output() or cluster.query(
-                    "SELECT state FROM work WHERE source = ?", source) == [("finished",)]
+                    "SELECT state FROM work WHERE source = $1", source) == [("finished",)]
 
             await cluster.wait_until(settled, 20, f"{source} claimed")
             if "stopping process" in worker.output():
@@ -118,7 +118,7 @@ async def stop_a_worker_past_its_lease(cluster: Cluster, until_resumed) -> Membe
                 break
         else:
             raise AssertionError("the armed worker never claimed a till count of its own")
-    await cluster.wait_until(lambda: cluster.query("SELECT state FROM work WHERE source = ?", source)
+    await cluster.wait_until(lambda: cluster.query("SELECT state FROM work WHERE source = $1", source)
                              == [("finished",)], LEASE_S * 3 + 15, f"{source} finished by another process")
     await until_resumed()
     cluster.resume(worker)
