@@ -147,7 +147,8 @@ MUTATIONS: list[Mutation] = [
       "redaction.secrets_only(draft.body)", "    body = draft.body", ("tests/integration/test_secrets.py",),
       "reports are stored unredacted"),
     M("secrets", "store/shared/moves.py", '        columns["reason"] = redaction.error_detail(reason)',
-      "        pass", ("tests/integration/test_secrets.py",), "reasons are stored unredacted"),
+      "        pass", ("tests/contract/store/test_reason_redaction_contract.py", "tests/integration/test_secrets.py"),
+      "reasons are stored unredacted"),
     M("database", "store/sqlite/connection.py", "            await _close_quietly(conn)\n            if isinstance",
       "            if isinstance", ("tests/integration/sqlite/test_damaged_databases.py::test_formerly_bug_a_bad_database_file_makes_every"
                                    "_command_fail_with_one_line",), "a failed open leaves the driver thread running"),
