@@ -44,6 +44,7 @@ class Proc:
                          "SHOPBOT_LOG_LEVEL": "INFO", "SHOPBOT_LEASE_S": LEASE_S, "SHOPBOT_TEST_MODE": "1",
                          "SHOPBOT_CLOCK": SKEW[name], **settings})
         self.proc: asyncio.subprocess.Process | None = None
+        self.pid = 0
 
     async def start(self) -> int:
         self.proc = await asyncio.create_subprocess_exec(
@@ -142,39 +143,63 @@ def process_state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
 
 
-async def test_two_processes_skewed_ten_minutes_apart_never_take_each_others_live_leases(tmp_path, pg_fresh_url):
+async def skewed_pair(tmp_path: Path, url: str, while_both_hold=None) -> tuple[Proc, Proc, list[str]]:  # type: ignore[no-untyped-def]
+    """Four turns on two processes at +600 s and -600 s until all finished; `while_both_hold(url)` runs once both hold
+    a turn. The processes, and the model requests' bodies."""
     async with FakeModelServer(slow_answers(8)) as model:
-        fast, slow = (Proc(tmp_path, pg_fresh_url, model, name) for name in ("fast", "slow"))
-        await admit(pg_fresh_url, 4)
-        watch_sweeps(pg_fresh_url)
+        fast, slow = (Proc(tmp_path, url, model, name) for name in ("fast", "slow"))
+        await admit(url, 4)
+        watch_sweeps(url)
         try:
-            fast_pid = await fast.start()
-            slow_pid = await slow.start()
+            fast.pid = await fast.start()
+            slow.pid = await slow.start()
             # while turns run on both: the live leases, judged by the database clock and by a skewed one
-            await until(lambda: rows(pg_fresh_url, "SELECT count(*) FROM runs WHERE ended_at IS NULL") == [(2,)],
+            await until(lambda: rows(url, "SELECT count(*) FROM runs WHERE ended_at IS NULL") == [(2,)],
                         what="both processes holding a turn")
-            judged = rows(pg_fresh_url, "SELECT lease_expires_at > clock_timestamp(), "
-                                  "lease_expires_at > clock_timestamp() + interval '600 seconds' "
-                                  "FROM runs WHERE ended_at IS NULL")
+            judged = rows(url, "SELECT lease_expires_at > clock_timestamp(), "
+                               "lease_expires_at > clock_timestamp() + interval '600 seconds' "
+                               "FROM runs WHERE ended_at IS NULL")
             # negative control: on the fast process's own clock each live lease looks long expired; a lease judged
             # there would be taken over at once
             assert judged == [(True, False), (True, False)]
-            await until(lambda: rows(pg_fresh_url, "SELECT count(*) FROM work WHERE state = 'finished'") == [(4,)],
+            if while_both_hold is not None:
+                while_both_hold(url)
+            await until(lambda: rows(url, "SELECT count(*) FROM work WHERE state = 'finished'") == [(4,)],
                         what="every turn finished")
         finally:
             assert await asyncio.gather(fast.stop(), slow.stop()) == [0, 0]
-        requests = [json.dumps(r.body) for r in model.requests]
+        return fast, slow, [json.dumps(r.body) for r in model.requests]
+
+
+async def test_two_processes_skewed_ten_minutes_apart_never_take_each_others_live_leases(tmp_path, pg_fresh_url):
+    fast, slow, requests = await skewed_pair(tmp_path, pg_fresh_url)
     # no live lease was taken and every turn finished once; a lease lapsed under load is swept and its turn re-run
     assert lease_violations(pg_fresh_url, 4, requests) == []
     # both worked: finished runs of each (the database's record; a log's `turn finished` line can be missing, as
     # when a renewal that meets the committed finish logs `lease lost` and cancels the turn after the commit)
     finishers = {w.rpartition("-")[2] for (w,) in rows(pg_fresh_url, "SELECT worker_id FROM runs "
                                                                     "WHERE outcome = 'finished'")}
-    assert finishers == {str(fast_pid), str(slow_pid)}, finishers
+    assert finishers == {str(fast.pid), str(slow.pid)}, finishers
     for proc, lead in ((fast, "+600"), (slow, "-600")):
         assert f"this process's clock is {lead}" in proc.log.read_text()   # each measured its own skew
     result = audit(pg_fresh_url, [])
     assert result.ok, result.violations
+
+
+def take_a_live_lease(url: str) -> None:
+    """What a sweep judging on the fast process's clock would do: a live run ended `expired`, its item pending."""
+    with psycopg.connect(url, autocommit=True, cursor_factory=psycopg.RawCursor) as conn, conn.transaction():
+        [(run,)] = conn.execute("SELECT run_id FROM runs WHERE ended_at IS NULL AND lease_expires_at > "
+                                "clock_timestamp() LIMIT 1 FOR UPDATE").fetchall()
+        conn.execute("UPDATE work SET state = 'pending', run_id = NULL WHERE run_id = $1", (run,))
+        conn.execute("UPDATE runs SET ended_at = clock_timestamp(), outcome = 'expired' WHERE run_id = $1", (run,))
+
+
+async def test_the_drill_fails_when_a_live_lease_is_taken_while_both_processes_run(tmp_path, pg_fresh_url):
+    """Negative control of the drill itself: the same two processes, and one live lease taken mid-turn."""
+    _, _, requests = await skewed_pair(tmp_path, pg_fresh_url, take_a_live_lease)
+    problems = lease_violations(pg_fresh_url, 4, requests)
+    assert [p.startswith("live lease taken: run ") for p in problems] == [True], problems
 
 
 async def test_the_sweep_witness_names_a_live_lease_taken_and_passes_a_lapsed_one(pg_fresh_url):
