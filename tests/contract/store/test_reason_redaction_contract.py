@@ -3,14 +3,13 @@ that names a secret is stored masked, on every store. The relays redact what the
 line, so a caller that forgets cannot put a credential in the database (docs/contracts.md, secrets)."""
 from __future__ import annotations
 
-from store import Occurrence, ReportDraft, Store, WorkKind
+from store import Store
+
+from .test_outbox_contract import finished_report
 
 
 async def test_a_delivery_reason_naming_a_secret_is_stored_masked(store: Store):
-    await store.admit(Occurrence("tg:1:1", "tg:1", "stock", WorkKind.AGENT, "tg:1"))
-    claim = await store.claim("w1")
-    assert claim is not None
-    report_id = (await store.finish(claim, ReportDraft("hello", destination="tg:1"))).report_id
+    report_id = await finished_report(store)
     [part] = await store.due_deliveries()
     await store.mark_sending(part.delivery_id)
     await store.mark_failed(part.delivery_id, "Unauthorized: api_key=abcd1234secret was refused")
