@@ -189,21 +189,20 @@ def start_run(conn: Any, rows: Sequence[Any], worker_id: str, run_id: str, sessi
     return Claim(run_id, worker_id, session, items, attempt, epoch)
 
 
-def waiting_sessions(conn: Connection, now: str) -> list[tuple[datetime, datetime | None, datetime | None]]:
+def waiting_sessions(conn: Connection) -> list[tuple[datetime, datetime | None, datetime | None]]:
     """(admitted_at, not_before, released_at) of the anchors (oldest items of sessions whose turn is not running)
     among which the earliest due time lies: every anchor with a not-before time, and of those without one the
-    oldest-admitted and one admitted after `now` (a backward clock step: due at once), if any. Each is read through
-    migration 0023's work_waiting and stops at its first anchor, so the read does not grow with the waiting work."""
+    earliest and the latest admitted (the latest is due at once when a backward clock step put it after now). One
+    walk of the claim's index each and a few rows back, however many sessions wait."""
     held = conn.execute(
         "SELECT w.admitted_at, w.not_before, (SELECT r.ended_at FROM runs r WHERE r.run_id = w.run_id) "
         f"FROM work w WHERE w.state = 'pending' AND w.kind = 'agent' AND w.not_before IS NOT NULL AND {ANCHOR}"
     ).fetchall()
-    unheld = ("SELECT w.admitted_at, NULL, NULL FROM work w WHERE w.state = 'pending' AND w.kind = 'agent' "
-              f"AND w.not_before IS NULL AND {ANCHOR}")
-    oldest = conn.execute(f"{unheld} ORDER BY w.admitted_at LIMIT 1").fetchall()
-    ahead = conn.execute(f"{unheld} AND w.admitted_at > $1 LIMIT 1", (now,)).fetchall()
-    rows = [*held, *oldest, *ahead]
-    return [(from_db(r[0]), from_db_or_none(r[1]), from_db_or_none(r[2])) for r in rows]
+    unheld = conn.execute(
+        "SELECT min(w.admitted_at), max(w.admitted_at) FROM work w "
+        f"WHERE w.state = 'pending' AND w.kind = 'agent' AND w.not_before IS NULL AND {ANCHOR}").fetchone()
+    rows = [(r[0], r[1], r[2]) for r in held] + [(at, None, None) for at in unheld if at is not None]
+    return [(from_db(a), from_db_or_none(n), from_db_or_none(r)) for a, n, r in rows]
 
 
 def _held(conn: Connection, claim: Claim) -> None:

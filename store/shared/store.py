@@ -354,7 +354,7 @@ class BaseStore(abc.ABC):
         """When the earliest waiting session becomes due (debounce, not-before, judged as `inbox.DUE` judges them
         under a backward clock step); None when none is waiting."""
         now = self.clock.now()
-        rows = await self.db.read(inbox.waiting_sessions, to_text(now))
+        rows = await self.db.read(inbox.waiting_sessions)
 
         def due(admitted: datetime, not_before: datetime | None, released: datetime | None) -> datetime:
             debounced = now if admitted > now else admitted + self.debounce

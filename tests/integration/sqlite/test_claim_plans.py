@@ -1,6 +1,7 @@
-"""The claim and the worker's next wake-up walk indexes and stop early (migration 0023), on SQLite's real planner:
-no statement of theirs judges every pending item or sorts them (at 1,000 pending the claim's sort and scan cost
-556 µs of CPU, bench.throughput). The plans are read with EXPLAIN QUERY PLAN on the statements the store runs."""
+"""The claim walks its index in its own order and stops at the first due anchor (migration 0023), on SQLite's real
+planner: no sort of every pending item (at 1,000 pending the claim's sort and scan cost 556 µs of CPU,
+bench.throughput); the worker's wake-up reads and the oldest pending item read pending work through partial indexes,
+never the history. The plans are read with EXPLAIN QUERY PLAN on the statements the store runs."""
 from __future__ import annotations
 
 import sqlite3
@@ -10,6 +11,7 @@ from typing import Any
 
 from store import ManualClock, Occurrence, SqliteStore, WorkKind
 from store.shared import inbox
+from store.shared.status import OLDEST_PENDING
 from store.sqlite.connection import SqliteConnection, numbered
 from tests.conftest import START
 
@@ -17,8 +19,9 @@ from tests.conftest import START
 EXPECTED = {
     "SELECT w.session, w.work_id": "SCAN w USING INDEX work_claimable",
     "UPDATE work SET state = 'running'": "SEARCH work USING INDEX work_open (session=?)",
-    "SELECT w.admitted_at, w.not_before": "SEARCH w USING INDEX work_waiting (not_before>?)",
-    "SELECT w.admitted_at, NULL, NULL": "SEARCH w USING INDEX work_waiting (not_before=?",
+    "SELECT w.admitted_at, w.not_before": "SCAN w USING INDEX work_claimable",
+    "SELECT min(w.admitted_at)": "SCAN w USING INDEX work_claimable",
+    "SELECT min(admitted_at) FROM work": "SEARCH work USING INDEX work_open",
 }
 
 
@@ -62,7 +65,8 @@ async def claim_and_wake_plans(path: Path, drop_indexes: bool = False) -> tuple[
         assert claim is not None
         await store.release(claim, delay_seconds=60, reason="model unavailable")
         if drop_indexes:          # the negative control: the schema before migration 0023
-            await store.db.raw(lambda raw: raw.executescript("DROP INDEX work_claimable; DROP INDEX work_waiting;"))
+            await store.db.raw(lambda raw: raw.executescript(
+                "DROP INDEX work_claimable; CREATE INDEX work_pending ON work (work_id) WHERE state = 'pending';"))
         now = store.now()
 
         def look(raw: sqlite3.Connection) -> list[tuple[str, Sequence[Any]]]:
@@ -70,7 +74,8 @@ async def claim_and_wake_plans(path: Path, drop_indexes: bool = False) -> tuple[
             raw.execute("BEGIN IMMEDIATE")
             try:
                 assert inbox.claim(conn, "w1", "run-x", now, now, ["tg:5"]) is not None
-                inbox.waiting_sessions(conn, now)
+                inbox.waiting_sessions(conn)
+                conn.execute(OLDEST_PENDING)
             finally:
                 raw.execute("ROLLBACK")
             return conn.seen
@@ -83,12 +88,13 @@ async def claim_and_wake_plans(path: Path, drop_indexes: bool = False) -> tuple[
 
 async def test_the_claim_and_the_wake_up_walk_their_indexes_without_sorting(tmp_path: Path):
     found, checked = await claim_and_wake_plans(tmp_path / "plans.sqlite3")
-    assert checked == 5                  # the claim's read and move, the three wake-up probes
+    assert checked == 5                  # the claim's read and move, the two wake-up reads, the oldest pending item
     assert found == []
 
 
 async def test_without_migration_0023s_indexes_the_check_finds_the_sorting_scan(tmp_path: Path):
-    """The negative control: the same statements on the schema before 0023 sort every pending item."""
+    """The negative control: the same statements on the schema before 0023 (work_pending, no work_claimable) sort
+    every pending item."""
     found, _ = await claim_and_wake_plans(tmp_path / "plans.sqlite3", drop_indexes=True)
     assert any("TEMP B-TREE" in fault for fault in found)
-    assert len(found) == 4               # the claim's read and the three probes; the move has work_open either way
+    assert len(found) == 4               # all but the move (work_open either way) read work_pending
