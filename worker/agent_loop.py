@@ -387,13 +387,18 @@ def _names_any(text: str, words: Collection[str]) -> bool:
     return any(re.search(rf"\b{re.escape(word.lower())}", lowered) for word in words if word)
 
 
+# a run of letters or digits (`str.isalnum`: \w is exactly that and `_`)
+_WORD = re.compile(r"[^\W_]+")
+
+
 def _words(text: str) -> str:
-    return " ".join("".join(ch if ch.isalnum() else " " for ch in text.lower()).split())
+    return " ".join(_WORD.findall(text.lower()))
 
 
 def _echoes(answer: str, question: str) -> bool:
     """The answer is the owner's question again (case, punctuation and spacing aside)."""
-    return bool(_words(question)) and _words(answer) == _words(question)
+    asked = _words(question)
+    return bool(asked) and _words(answer) == asked
 
 
 def _answered_calls_only(messages: list[Message]) -> tuple[Message, ...]:

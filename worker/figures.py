@@ -78,8 +78,12 @@ _DATE_PARTS = rf"""
     (?P<time>(?<![\w.:,])\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:\s?(?i:[ap]\.?m)(?!\w))?(?![\d:])
         |(?<![\w.,])\d{{1,2}}(?:\.\d{{2}})?\s?(?i:[ap]\.?m)(?!\w))
     |
-    (?P<ident>(?<!\w)[^\W\d_]\w*(?:(?<=\d)\.\d+)*)
+    (?P<ident>(?<!\w)[^\W\d_][^\W\d]*\d\w*(?:(?<=\d)\.\d+)*)
 """
+# `ident` takes a word that starts with a letter and holds a digit (`r12.1`, `K7`), so its digits are not numbers. A
+# word without a digit is left to the scan: nothing else can match inside it (every other token needs a digit, and
+# those that may start a word look behind for a word character), and not matching it saves a call of `check`'s
+# replacer per word of the prose.
 _EN_NUMBER = r"""
     (?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?
       |(?<![\w.])\.\d+)
@@ -99,6 +103,7 @@ def _compile(number: str) -> re.Pattern[str]:
 
 _TOKEN_EN = _compile(_EN_NUMBER)
 _TOKEN_COMMA = _compile(_COMMA_NUMBER)
+_DIGIT = re.compile(r"\d")
 _ORDINAL_AFTER = re.compile(r"(?:st|nd|rd|th)\b", re.IGNORECASE)
 _MINOR_AFTER = re.compile(r"\s?(?:cents?\b|ct\b|¢|pence\b|p\b|centimes?\b)", re.IGNORECASE)
 
@@ -234,6 +239,8 @@ def _sentence(prose: str, start: int, end: int) -> str:
 
 def check(prose: str, figures: Sequence[Figure], fmt: ShopFormat | None = None) -> Checked:
     """Match every number of `prose` against `figures` (see the module docstring)."""
+    if not _DIGIT.search(prose):         # every token checked holds a digit: nothing to match, nothing to cite
+        return Checked(prose, (), 0, 0)
     fmt = fmt or ShopFormat()
     index = _Index.of(figures)
     ids = {f.value for f in figures if f.record_id}

@@ -10,6 +10,7 @@ C13), not asked for; the prompt's lines for small models only say where figures 
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, time
@@ -32,11 +33,16 @@ def _items_line(items: Iterable[ShopItem]) -> str:
 
 
 def system_text(shop: ShopContext, items: Iterable[ShopItem]) -> str:
+    return _system_text(shop, _items_line(items))
+
+
+@functools.lru_cache(maxsize=8)   # the same text every turn of a shop (C18): made once, not per turn
+def _system_text(shop: ShopContext, items_line: str) -> str:
     fmt = shop.fmt
     symbol = fmt.symbol
     lines = [
         f"You are the assistant of {shop.name}, a small shop, talking with its owner in a chat.",
-        f"Items and their units: {_items_line(items)}.",
+        f"Items and their units: {items_line}.",
         f"Money is in {fmt.currency} ({symbol}); tools show amounts as the owner reads them: repeat them as shown.",
         "On hand: the stock in the shop. Reorder point: an item below it needs ordering. Target: the stock an order "
         "brings it up to. On order: approved supplier orders not yet received; on hand plus on order is the stock "

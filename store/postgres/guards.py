@@ -31,7 +31,7 @@ from ..errors import NotClaimed
 from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
 from ..shared import actions, inbox, producer_state, recovery, retention, sales, shop
 from ..shared.connection import Connection, marks
-from ..shared.inbox import DUE, OWNER_FIRST
+from ..shared.inbox import ANCHOR, DUE, OWNER_FIRST
 from ..shared.orders import DEFAULT_LEAD_TIME_DAYS
 from ..shared.store import DEFAULT_LEASE_S
 
@@ -119,10 +119,7 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
         skipped = f"AND w.session NOT IN ({marks(len(skip), first=3)})" if skip else ""
         row = conn.execute(
             f"""SELECT w.session, w.work_id FROM work w
-                WHERE w.state = 'pending' AND w.kind = 'agent'
-                  AND NOT EXISTS (SELECT 1 FROM work x WHERE x.session = w.session AND x.kind = 'agent'
-                                  AND x.state IN ('pending', 'running') AND x.work_id < w.work_id)
-                  AND {DUE}
+                WHERE w.state = 'pending' AND w.kind = 'agent' AND {ANCHOR} AND {DUE}
                   {skipped}
                 ORDER BY {OWNER_FIRST} LIMIT 1 FOR UPDATE OF w SKIP LOCKED""",
             (debounce_cutoff, now, *skip)).fetchone()

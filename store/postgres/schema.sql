@@ -535,7 +535,6 @@ CREATE INDEX spending_day ON spending (day) WHERE state = 'reserved';
 -- 0005: claim scans pending items in admission order; without this index it scanned the whole work table,
 -- history included (bench/history_scale.py, bench/throughput.py).
 
-CREATE INDEX work_pending ON work (work_id) WHERE state = 'pending';
 
 -- ==== 0006_relay_indexes.sql ====
 -- 0006: the relay asks for due deliveries on every cycle and finish looks up the run's proposals; without these
@@ -955,3 +954,12 @@ ALTER TABLE proposals ADD COLUMN refusal_spent_cents bigint CHECK (refusal_spent
 -- ==== 0021_timestamptz.sql ====
 -- 0021: every time column a timestamptz (written in place above); the counters' minute buckets and the shop's local
 -- dates (spending.day, sales_days.day) stay text: they are labels, not instants.
+
+-- ==== 0023_claim_order_indexes.sql ====
+-- 0023 (C5): a claim walks the waiting work in its own order and stops at the first due anchor, instead of judging
+-- every pending item and sorting them (556 µs of CPU per claim at 1,000 pending, 65 µs at 100: bench.throughput).
+-- work_claimable holds the pending agent items keyed by the claim's order (inbox.OWNER_FIRST: the owner's sessions
+-- first, then admission order); its expression must stay that text for the planner to walk it in order.
+CREATE INDEX work_claimable ON work ((CASE WHEN session LIKE 'tg:%' THEN 0 ELSE 1 END), work_id)
+    WHERE state = 'pending' AND kind = 'agent';
+-- It replaces 0005's work_pending (dropped), so an admission and a claim write as many index pages as before.

@@ -133,7 +133,13 @@ DUE = ("(w.admitted_at <= $1 OR w.admitted_at > $2) AND (w.not_before IS NULL OR
        "OR (SELECT r.ended_at FROM runs r WHERE r.run_id = w.run_id) > $2)")
 # The owner's sessions are claimed before the producers' (a stock check or a scheduled brief) when both are due: on a
 # slow model a producer's turn must not delay an owner's question that arrived before it started; oldest first within.
+# Migration 0023's work_claimable index is keyed by exactly this order, so a claim walks it and stops at the first due
+# anchor instead of judging every pending item and sorting them (the text must stay the index's expression).
 OWNER_FIRST = "CASE WHEN w.session LIKE 'tg:%' THEN 0 ELSE 1 END, w.work_id"
+# A session's anchor: its oldest open agent item, pending (a running turn holds its session's pending items back).
+# One probe of work_open (session, work_id) per candidate.
+ANCHOR = ("NOT EXISTS (SELECT 1 FROM work x WHERE x.session = w.session AND x.state IN ('pending', 'running') "
+          "AND x.kind = 'agent' AND x.work_id < w.work_id)")
 
 
 def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cutoff: str,
@@ -147,10 +153,7 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
     skipped = f"AND w.session NOT IN ({marks(len(skip), first=3)})" if skip else ""
     row = conn.execute(
         f"""SELECT w.session, w.work_id FROM work w
-            WHERE w.state = 'pending' AND w.kind = 'agent'
-              AND w.work_id = (SELECT min(x.work_id) FROM work x
-                               WHERE x.session = w.session AND x.state IN ('pending', 'running') AND x.kind = 'agent')
-              AND {DUE}
+            WHERE w.state = 'pending' AND w.kind = 'agent' AND {ANCHOR} AND {DUE}
               {skipped}
             ORDER BY {OWNER_FIRST} LIMIT 1""",
         (debounce_cutoff, now, *skip)).fetchone()
@@ -158,9 +161,11 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
         return None
     session = row["session"]
     epoch = session_epoch(conn, session)
+    # `state IN (...)` restates work_open's condition so SQLite finds the session's rows through it (it does not
+    # infer it from `state = 'pending'`, and walked every pending item instead)
     rows = conn.execute(
         "UPDATE work SET state = 'running', attempts = attempts + 1, worker_id = $1, run_id = $2, not_before = NULL "
-        "WHERE session = $3 AND state = 'pending' AND kind = 'agent' RETURNING *",
+        "WHERE session = $3 AND state IN ('pending', 'running') AND state = 'pending' AND kind = 'agent' RETURNING *",
         (worker_id, run_id, session)).fetchall()
     return start_run(conn, rows, worker_id, run_id, session, epoch, now)
 
@@ -185,12 +190,19 @@ def start_run(conn: Any, rows: Sequence[Any], worker_id: str, run_id: str, sessi
 
 
 def waiting_sessions(conn: Connection) -> list[tuple[datetime, datetime | None, datetime | None]]:
-    """(admitted_at, not_before, released_at) of the oldest item of every session whose turn is not running."""
-    return [(from_db(r[0]), from_db_or_none(r[1]), from_db_or_none(r[2])) for r in conn.execute(
+    """(admitted_at, not_before, released_at) of the anchors (oldest items of sessions whose turn is not running)
+    among which the earliest due time lies: every anchor with a not-before time, and of those without one the
+    earliest and the latest admitted (the latest is due at once when a backward clock step put it after now). One
+    walk of the claim's index each and a few rows back, however many sessions wait."""
+    held = conn.execute(
         "SELECT w.admitted_at, w.not_before, (SELECT r.ended_at FROM runs r WHERE r.run_id = w.run_id) "
-        "FROM work w WHERE w.state = 'pending' AND w.kind = 'agent' "
-        "AND w.work_id = (SELECT min(x.work_id) FROM work x WHERE x.session = w.session "
-        "AND x.state IN ('pending', 'running') AND x.kind = 'agent')").fetchall()]
+        f"FROM work w WHERE w.state = 'pending' AND w.kind = 'agent' AND w.not_before IS NOT NULL AND {ANCHOR}"
+    ).fetchall()
+    unheld = conn.execute(
+        "SELECT min(w.admitted_at), max(w.admitted_at) FROM work w "
+        f"WHERE w.state = 'pending' AND w.kind = 'agent' AND w.not_before IS NULL AND {ANCHOR}").fetchone()
+    rows = [(r[0], r[1], r[2]) for r in held] + [(at, None, None) for at in unheld if at is not None]
+    return [(from_db(a), from_db_or_none(n), from_db_or_none(r)) for a, n, r in rows]
 
 
 def _held(conn: Connection, claim: Claim) -> None:

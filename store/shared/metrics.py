@@ -14,7 +14,7 @@ from ..clock import from_db, to_text
 from ..records import DeliveryCounts, MetricsSnapshot, Stats, UnknownPart, WorkCounts
 from ..shop_records import ActionState, EndedRun, OpenAction, OpsView, RunOutcome, SeriesPoint, StateTallies, Tally
 from .connection import Connection
-from .status import failed_deliveries, failed_work
+from .status import OLDEST_PENDING, failed_deliveries, failed_work
 
 WORK_KINDS = ("agent", "control", "notice")
 WORK_STATES = ("pending", "running", "finished", "failed")
@@ -78,7 +78,7 @@ def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, talli
     actions = dict.fromkeys(ACTION_STATES, 0)
     for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state"):
         actions[state] = n
-    oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
+    oldest = conn.execute(OLDEST_PENDING).fetchone()[0]
     last_minute = to_text(now - timedelta(minutes=1))[:16]
     counted: dict[str, int] = {}
     for kind, n in conn.execute("SELECT kind, sum(count) FROM counters WHERE minute = $1 GROUP BY kind",
@@ -110,7 +110,7 @@ def ops_view(conn: Connection, now: datetime, tallies: StateTallies, oldest_open
             agent_work[state] = n
     deliveries = {state: n for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()),
                                                       oldest_open_sql).items()}
-    oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
+    oldest = conn.execute(OLDEST_PENDING).fetchone()[0]
     unknown = tuple(UnknownPart(r["report_id"], r["part"], r["parts"], r["chat_id"], r["reason"],
                                 from_db(r["updated_at"])) for r in conn.execute(
         "SELECT report_id, part, parts, chat_id, reason, updated_at FROM deliveries "

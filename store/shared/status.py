@@ -49,11 +49,16 @@ def failed_deliveries(conn: Connection) -> tuple[FailedPart, ...]:
         "ORDER BY delivery_id DESC LIMIT 20"))
 
 
+# The oldest pending item of any kind, read through work_open (its condition restated: SQLite does not infer it from
+# `state = 'pending'`, and there is no index of pending work of every kind since migration 0023).
+OLDEST_PENDING = "SELECT min(admitted_at) FROM work WHERE state IN ('pending', 'running') AND state = 'pending'"
+
+
 def read_status(conn: Connection, now: datetime, window: Stats) -> Status:
     work = dict(conn.execute("SELECT state, count(*) FROM work GROUP BY state").fetchall())
     agent_work = dict(conn.execute("SELECT state, count(*) FROM work WHERE kind = 'agent' GROUP BY state").fetchall())
     deliveries = dict(conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state").fetchall())
-    oldest = conn.execute("SELECT min(admitted_at) FROM work WHERE state = 'pending'").fetchone()[0]
+    oldest = conn.execute(OLDEST_PENDING).fetchone()[0]
     unknown = tuple(UnknownPart(r["report_id"], r["part"], r["parts"], r["chat_id"], r["reason"],
                                 from_db(r["updated_at"])) for r in conn.execute(
         "SELECT report_id, part, parts, chat_id, reason, updated_at FROM deliveries WHERE state = 'unknown' "

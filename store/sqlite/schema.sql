@@ -31,7 +31,6 @@ CREATE TABLE work (
 -- Open items are few and scanned by claim and capacity; history rows never are (partial indexes).
 CREATE INDEX work_open ON work (session, work_id) WHERE state IN ('pending', 'running');
 CREATE INDEX work_ended ON work (ended_at) WHERE ended_at IS NOT NULL;
-CREATE INDEX work_pending ON work (work_id) WHERE state = 'pending';      -- claim: pending items in admission order
 CREATE INDEX work_prunable ON work (ended_at) WHERE pruned_at IS NULL AND ended_at IS NOT NULL;   -- retention
 CREATE INDEX work_failed ON work (work_id) WHERE state = 'failed';          -- the last failures, without a scan
 
@@ -610,3 +609,11 @@ WHEN OLD.kind = 'agent' AND OLD.state IN ('pending', 'running')
 BEGIN
     UPDATE open_agent_tally SET n = n - 1 WHERE slot = 1 + OLD.work_id % 16;
 END;
+
+-- 0023 (C5): a claim walks the waiting work in its own order and stops at the first due anchor, instead of judging
+-- every pending item and sorting them (556 µs of CPU per claim at 1,000 pending, 65 µs at 100: bench.throughput).
+-- work_claimable holds the pending agent items keyed by the claim's order (inbox.OWNER_FIRST: the owner's sessions
+-- first, then admission order); its expression must stay that text for the planner to walk it in order.
+CREATE INDEX work_claimable ON work ((CASE WHEN session LIKE 'tg:%' THEN 0 ELSE 1 END), work_id)
+    WHERE state = 'pending' AND kind = 'agent';
+-- It replaces 0005's work_pending (dropped), so an admission and a claim write as many index pages as before.

@@ -1,10 +1,15 @@
 """C13: render_report keeps only the prose numbers that some figure holds (in any natural rendering), then lists
 the figures the reply relies on."""
+import re
 from datetime import date, datetime, time
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.support.strategies import examples
+from worker import figures
 from worker.figures import DASH, Figure, check, numbers_in, render_report, scrub
 from worker.money import Money, ShopFormat
 
@@ -240,3 +245,41 @@ def test_a_record_number_stands_only_when_the_run_returned_it():
     assert text.startswith(f"Proposal #2 orders 6 tubs; proposal #{DASH} and {DASH} proposals are open.")
     assert "proposal id" not in text and "- vanilla quantity: 6 tubs" in text
     assert render_report("See #2.", figures) == "See #2."          # an id is no number: no Figures block for it
+
+
+# ---- the token scan: a word without a digit is not matched, and that changes nothing ---------------------------
+# The identifier branch as it was: every word starting with a letter was matched (and handed back unchanged).
+EVERY_WORD_IDENT = r"(?P<ident>(?<!\w)[^\W\d_]\w*(?:(?<=\d)\.\d+)*)"
+PIECES = ["vanilla", "K7", "r12.1", "x", "_", "ab_c1", "2", "12", "3.5", ".5", "1,800", "3,50", "1.800", "2026",
+          "2026-12-05", "05/12/2026", "5.12.26", "08:30", "8pm", "8.30am", "5th", "Dec", "December", "5. Dezember",
+          "#2", "&#3", "−4", "-", "¢", "cents", "²", "٣", "x²", "İ", " ", " ", "  ", ".", ",", ":", "/", "\n", "?", "!"]
+
+
+def scan(pattern, prose: str) -> list[tuple[str | None, int, int]]:
+    return [(m.lastgroup, m.start(), m.end()) for m in pattern.finditer(prose) if m.lastgroup != "ident"]
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=30).map("".join), st.booleans())
+def test_the_scan_finds_the_same_numbers_as_when_every_word_was_an_identifier(prose: str, comma: bool):
+    """check's replacer gave an identifier back unchanged, so the same non-identifier tokens at the same places make
+    the same check; a prose without a digit has none (check returns it at once)."""
+    pattern = figures._tokens(ShopFormat(locale="de_DE") if comma else ShopFormat())
+    ident = re.search(r"\(\?P<ident>.*\)\n", pattern.pattern)
+    assert ident is not None
+    oracle = re.compile(pattern.pattern.replace(ident.group(0), EVERY_WORD_IDENT + "\n"), re.VERBOSE)
+    assert scan(pattern, prose) == scan(oracle, prose)
+    if not re.search(r"\d", prose):
+        assert scan(oracle, prose) == [] and check(prose, SHOP) == figures.Checked(prose, (), 0, 0)
+
+
+def test_negative_control_an_identifier_branch_taking_only_letters_lets_glued_digits_through():
+    """The differential check above catches a branch that differs: one that stops at the first digit leaves `K7`'s
+    7 to be read as a number."""
+    pattern = figures._tokens(ShopFormat())
+    ident = re.search(r"\(\?P<ident>.*\)\n", pattern.pattern)
+    assert ident is not None
+    letters_only = re.compile(pattern.pattern.replace(ident.group(0), r"(?P<ident>(?<!\w)[^\W\d_]+)" + "\n"),
+                              re.VERBOSE)
+    oracle = re.compile(pattern.pattern.replace(ident.group(0), EVERY_WORD_IDENT + "\n"), re.VERBOSE)
+    assert scan(letters_only, "see K7") != scan(oracle, "see K7")

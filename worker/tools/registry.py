@@ -97,6 +97,7 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool] | tuple[Tool, ...] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._specs: tuple[ToolSpec, ...] | None = None   # built once: every turn offers the same definitions (C18)
         for tool in tools:
             self.register(tool)
 
@@ -104,6 +105,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._specs = None
         return tool
 
     def get(self, name: str) -> Tool | None:
@@ -111,7 +113,9 @@ class ToolRegistry:
         return self._tools.get(name)
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(tool.spec() for tool in self._tools.values())
+        if self._specs is None:
+            self._specs = tuple(tool.spec() for tool in self._tools.values())
+        return self._specs
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)

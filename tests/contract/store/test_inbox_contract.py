@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,81 @@ async def test_debounce_runs_from_the_oldest_pending_item(kind: str, tmp_path: P
         clock.advance(0.1)
         claim = await store.claim("w1")
         assert claim is not None and len(claim.items) == 2      # not reset by the later item
+    finally:
+        await store.close()
+
+
+async def test_a_claim_passes_over_every_session_that_is_not_due_to_the_first_that_is(
+        kind: str, tmp_path: Path, clock: ManualClock, location: str | None):
+    """C5 as the claim walks the waiting work in its order (migration 0023): an owner's session in its debounce
+    window, one whose turn runs (its newer item waits), one on a back-off and one skipped are each passed over, and
+    the first due session after them, a producer's, is claimed; then the owners' come first again, oldest first."""
+    store = await opened(kind, tmp_path, clock, location, capacity=20, debounce_ms=300)
+    try:
+        await store.admit(occ("tg:1:1"))                               # will run, its newer item waiting behind it
+        await store.admit(occ("tg:2:1"))                               # will be on a back-off
+        await store.admit(occ("tg:3:1"))                               # will be skipped
+        clock.advance(0.3)
+        running = await store.claim("w1", ["tg:2", "tg:3"])
+        assert running is not None and running.session == "tg:1"
+        backing_off = await store.claim("w1", ["tg:3"])
+        assert backing_off is not None and backing_off.session == "tg:2"
+        assert await store.release(backing_off, delay_seconds=60, reason="model unavailable") is None
+        await store.admit(occ("tg:1:2"))
+        await store.admit(Occurrence("stock:vanilla:1", "stock:vanilla", "check", WorkKind.AGENT, "tg:1"))
+        clock.advance(0.3)
+        await store.admit(occ("tg:4:1"))                               # in its debounce window
+        claim = await store.claim("w1", ["tg:3"])
+        assert claim is not None and claim.session == "stock:vanilla"
+        assert (await store.claim("w1", ["tg:3"])) is None
+        clock.advance(0.3)
+        assert [c.session for c in [await store.claim("w1"), await store.claim("w1")] if c] == ["tg:3", "tg:4"]
+        assert await store.claim("w1") is None                         # tg:1 runs, tg:2 backs off
+    finally:
+        await store.close()
+
+
+async def test_the_next_claim_time_is_the_earliest_due_session_not_the_oldest_item(
+        kind: str, tmp_path: Path, clock: ManualClock, location: str | None):
+    """C5's wake-up: an item waiting behind its session's running turn is not a due time, a back-off is one, and the
+    earliest of the sessions' due times is the answer however they are ordered by admission."""
+    store = await opened(kind, tmp_path, clock, location, capacity=20, debounce_ms=300)
+    start = clock.now()
+    try:
+        await store.admit(occ("tg:1:1"))
+        await store.admit(occ("tg:2:1"))
+        clock.advance(0.3)
+        running = await store.claim("w1", ["tg:2"])
+        backing_off = await store.claim("w1")
+        assert running is not None and backing_off is not None and backing_off.session == "tg:2"
+        await store.release(backing_off, delay_seconds=10, reason="model unavailable")
+        await store.admit(occ("tg:1:2"))                               # behind tg:1's running turn: no due time
+        clock.advance(0.1)
+        await store.admit(occ("tg:3:1"))
+        assert await store.next_claim_time() == start + timedelta(seconds=0.7)       # tg:3's, not tg:1:2's 0.6
+        clock.advance(0.3)
+        assert (await store.claim("w1")) is not None and await store.next_claim_time() == start + timedelta(
+            seconds=10.3)                                              # tg:2's back-off
+        await store.finish(running, ReportDraft("done", destination="tg:1"))
+        assert await store.next_claim_time() == start + timedelta(seconds=0.6)       # tg:1:2, now its session's oldest
+    finally:
+        await store.close()
+
+
+async def test_after_a_backward_step_an_item_stamped_ahead_makes_the_next_claim_time_now(
+        kind: str, tmp_path: Path, clock: ManualClock, location: str | None):
+    """C5 under a backward clock step: work admitted before the step is stamped ahead of the clock and is due at once,
+    even when an older-stamped item (admitted after the step) still waits out its debounce."""
+    store = await opened(kind, tmp_path, clock, location, capacity=20, debounce_ms=300)
+    try:
+        await store.admit(occ("tg:1:1"))
+        clock.set(clock.now() - timedelta(hours=1))
+        await store.admit(occ("tg:2:1"))
+        due = await store.next_claim_time()
+        assert due is not None and due <= clock.now()
+        claim = await store.claim("w1")
+        assert claim is not None and claim.session == "tg:1"
+        assert await store.next_claim_time() == clock.now() + timedelta(seconds=0.3)   # tg:2's own debounce
     finally:
         await store.close()
 
