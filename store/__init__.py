@@ -67,6 +67,7 @@ from .records import (
     Admission,
     AdmitResult,
     Claim,
+    Claimed,
     Decision,
     DecisionKind,
     Delivery,
@@ -184,7 +185,7 @@ __all__ = [
     "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
     "StoreUnavailable", "UnknownTarget", "retry_delay",
     # records
-    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Decision", "DecisionKind", "Delivery",
+    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Claimed", "Decision", "DecisionKind", "Delivery",
     "DeliveryState", "Destination", "Fence", "Lease",
     "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
     "PolicyRefusal", "ProcessView", "Prompt",

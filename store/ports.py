@@ -30,6 +30,7 @@ from .records import (
     ActionMove,
     AdmitResult,
     Claim,
+    Claimed,
     Decision,
     Delivery,
     DeliveryState,
@@ -299,6 +300,11 @@ class Inbox(Protocol):
         same transaction (`Claim.setup`: the session's last `history_limit` exchanges as `exchanges` returns them,
         and `shop_items`), so the turn makes no read before its model call."""
 
+    async def claim_or_wake(self, worker_id: str, skip_sessions: Sequence[str] = (), *,
+                            history_limit: int | None = None) -> Claimed:
+        """`claim`, and when nothing is due, `Claimed.next_wake` is what `next_claim_time` would say, read in the
+        same transaction: the worker's idle look costs no read of its own."""
+
     async def next_claim_time(self) -> datetime | None:
         """When the earliest waiting session becomes due (debounce, not-before); None when none waits."""
 
@@ -312,7 +318,8 @@ class Inbox(Protocol):
         every item, the run's operations attached, the history updated; `apply(tx)` first and `after(tx, report_id)`
         last in the same transaction. Raises `NotClaimed` for work this run does not hold. C12: if the session was
         forgotten during the run, nothing is stored (`discarded`). With `claim_next` the next due turn is claimed in the
-        same commit (with its set-up when `history_limit` is given, as `claim`). C17: with `model_said` (the model's own
+        same commit (with its set-up when `history_limit` is given, as `claim`); when it finds none due, the outcome
+        is `looked` with `next_wake` as `claim_or_wake` gives it. C17: with `model_said` (the model's own
         prose, its exchange as JSON) the history's answer is that prose and exchange, never the report's body."""
 
     async def finish_counts(self, claim: Claim, requests: Sequence[CountRequest],

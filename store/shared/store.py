@@ -36,6 +36,7 @@ from ..records import (
     Admission,
     AdmitResult,
     Claim,
+    Claimed,
     Delivery,
     Fence,
     FinishOutcome,
@@ -350,18 +351,38 @@ class BaseStore(abc.ABC):
         return dataclasses.replace(claim, setup=TurnSetup(tuple(inbox.exchanges(conn, claim.session, history_limit)),
                                                           tuple(shop.list_items(conn))))
 
-    async def next_claim_time(self) -> datetime | None:
-        """When the earliest waiting session becomes due (debounce, not-before, judged as `inbox.DUE` judges them
-        under a backward clock step); None when none is waiting."""
-        now = self.clock.now()
-        rows = await self.db.read(inbox.waiting_sessions)
+    async def claim_or_wake(self, worker_id: str, skip_sessions: Sequence[str] = (), *,
+                            history_limit: int | None = None) -> Claimed:
+        """`claim` whose empty answer carries the next wake-up time, read in the claim's transaction."""
+        now_dt = self.now_dt()
+        cutoff = to_text(now_dt - self.debounce)
+        run_id = uuid.uuid4().hex
 
+        def body(conn: Connection) -> Claimed:
+            claim = self._set_up(conn, self._claim(conn, worker_id, run_id, to_text(now_dt), cutoff, skip_sessions),
+                                 history_limit)
+            return Claimed(claim, None if claim is not None else self._next_wake(conn, now_dt))
+        claimed = await self.db.write(body)
+        return dataclasses.replace(claimed, next_wake=self._on_process_clock(claimed.next_wake))
+
+    def _next_wake(self, conn: Connection, now: datetime) -> datetime | None:
+        """When the earliest waiting session becomes due (debounce, not-before, judged as `inbox.DUE` judges them
+        under a backward clock step), on the store's clock; None when none is waiting."""
         def due(admitted: datetime, not_before: datetime | None, released: datetime | None) -> datetime:
             debounced = now if admitted > now else admitted + self.debounce
             held = not_before if not_before and not (released and released > now) else None
             return max(debounced, held) if held else debounced
-        times = [due(*row) for row in rows]
+        times = [due(*row) for row in inbox.waiting_sessions(conn)]
         return min(times) if times else None
+
+    def _on_process_clock(self, at: datetime | None) -> datetime | None:
+        """A wake-up time read on the store's clock, handed to callers that wait on `clock` (PostgreSQL: moved)."""
+        return at
+
+    async def next_claim_time(self) -> datetime | None:
+        """When the earliest waiting session becomes due; None when none is waiting."""
+        now = self.clock.now()
+        return await self.db.read(self._next_wake, now)
 
     async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
                      user_text: str | None = None, model_said: tuple[str, str] | None = None,
@@ -389,10 +410,19 @@ class BaseStore(abc.ABC):
                 outcome = dataclasses.replace(
                     outcome, next_claim=self._set_up(conn, self._claim(conn, claim_next, next_run_id, now, cutoff),
                                                      history_limit))
+                outcome = self._looked(conn, outcome, now_dt)
             return outcome
         outcome = await self._commit_finish(body, claim, next_run_id)
+        if outcome.looked:
+            outcome = dataclasses.replace(outcome, next_wake=self._on_process_clock(outcome.next_wake))
         self.signals.deliveries.notify()
         return outcome
+
+    def _looked(self, conn: Connection, outcome: FinishOutcome, now: datetime) -> FinishOutcome:
+        """A finish that looked for the next turn and found none carries the next wake-up (the worker's idle look)."""
+        if outcome.next_claim is not None:
+            return outcome
+        return dataclasses.replace(outcome, looked=True, next_wake=self._next_wake(conn, now))
 
     async def _commit_finish(self, body: Callable[[Any], FinishOutcome], claim: Claim,
                              next_run_id: str | None) -> FinishOutcome:
