@@ -73,6 +73,7 @@ from .records import (
     Delivery,
     DeliveryCounts,
     DeliveryState,
+    DueReceipts,
     Fence,
     FinishOutcome,
     ItemSpec,
@@ -186,7 +187,7 @@ __all__ = [
     "StoreUnavailable", "UnknownTarget", "retry_delay",
     # records
     "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Claimed", "Decision", "DecisionKind", "Delivery",
-    "DeliveryState", "Destination", "Fence", "Lease",
+    "DeliveryState", "DueReceipts", "Destination", "Fence", "Lease",
     "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
     "PolicyRefusal", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "SentMessage", "Stats",

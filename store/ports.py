@@ -34,6 +34,7 @@ from .records import (
     Decision,
     Delivery,
     DeliveryState,
+    DueReceipts,
     Fence,
     FinishOutcome,
     ItemSpec,
@@ -441,7 +442,21 @@ class Receipts(Protocol):
     the admission's transaction. Setting a reaction is idempotent: an unknown outcome leaves a receipt pending."""
 
     async def due_receipts(self, limit: int = 20) -> list[Receipt]:
-        """Pending receipts whose not-before time has passed, oldest first."""
+        """Pending receipts whose not-before time has passed, oldest first; one whose set is held (`hold_set`) is
+        not due."""
+
+    async def due_receipts_or_wake(self, limit: int = 20) -> DueReceipts:
+        """`due_receipts`, with the earliest not-before time still to come of a pending receipt read in the same
+        snapshot: the relay's look is one read."""
+
+    def hold_set(self, receipt_id: int) -> None:
+        """pending -> set (Telegram answered True), stored with the next commit that writes anyway, or by a flush
+        within a second when nothing commits: no commit of its own. Until it is stored the receipt is not due; a
+        crash before that leaves it pending, to be set again (the same reaction: harmless). `flush_held` stores it
+        now."""
+
+    async def flush_held(self) -> None:
+        """Store now what is held in memory (sets held by `hold_set`, refusal counts): one commit, when any."""
 
     async def next_receipt_time(self) -> datetime | None:
         """The earliest not-before time of a pending receipt, or None."""

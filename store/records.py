@@ -143,6 +143,14 @@ class Receipt:
 
 
 @dataclass(frozen=True)
+class DueReceipts:
+    """`Receipts.due_receipts_or_wake`'s answer: the receipts due now (oldest first) and `next_wake`, the earliest
+    not-before time still to come of a pending one (None: none waits), read in the same snapshot."""
+    due: tuple[Receipt, ...]
+    next_wake: datetime | None = None
+
+
+@dataclass(frozen=True)
 class FinishOutcome:
     report_id: str
     discarded: bool = False   # C12: the session was forgotten during the run; the result was not stored

@@ -38,6 +38,7 @@ from ..records import (
     Claim,
     Claimed,
     Delivery,
+    DueReceipts,
     Fence,
     FinishOutcome,
     ItemSpec,
@@ -127,7 +128,8 @@ class BaseStore(abc.ABC):
         self._seen_version: int | None = None
         self._last_probe: tuple[float, StoreError | None] | None = None   # /healthz's write probe (`writable`)
         self.tallies = Tallies()
-        db.hooks = self.tallies
+        self.held_sets = receipts.HeldSets()
+        db.hooks = _RideAlong(self.tallies, self.held_sets)
         self._flush: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
@@ -301,18 +303,22 @@ class BaseStore(abc.ABC):
             pass                   # the database is busy or full: the counts wait for the next try
         finally:
             self._flushing = None
-        if self.tallies:           # counted while this flush ran, or not written: flushed a second from now
+        if self.tallies or self.held_sets:   # held while this flush ran, or not written: flushed a second from now
             self._arm_flush()
 
     async def flush_counts(self) -> int:
-        """Write the counts held in memory now (one commit, only when there are any). Returns the kinds written."""
-        if not self.tallies:
+        """Write the counts and receipt sets held in memory now (one commit, only when there are any). Returns the
+        kinds of count written."""
+        if not self.tallies and not self.held_sets:
             return 0
         def flush(conn: Connection) -> int:
             kinds = len(self.tallies.pending())
-            self.tallies.before_commit(conn)    # Database sees the change and completes the hook at commit
+            self.db.hooks.before_commit(conn)   # Database sees the change and completes the hooks at commit
             return kinds
         return await self.db.write(flush)
+
+    async def flush_held(self) -> None:
+        await self.flush_counts()
 
     async def atomic(self, fn: Callable[[Transaction], Any], *, fence: Fence | None = None) -> Any:
         """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2). With
@@ -586,7 +592,20 @@ class BaseStore(abc.ABC):
     # ---- receipts (C19) -------------------------------------------------------------------------------------
     async def due_receipts(self, limit: int = 20) -> list[Receipt]:
         now = self.now()
-        return await self.db.read(receipts.due, now, limit)
+        return await self.db.read(lambda conn: receipts.due(conn, now, limit, self.held_sets.skip()))
+
+    async def due_receipts_or_wake(self, limit: int = 20) -> DueReceipts:
+        now = self.now()
+
+        def look(conn: Connection) -> DueReceipts:
+            due = receipts.due(conn, now, limit, self.held_sets.skip())
+            return DueReceipts(tuple(due), None if len(due) == limit else receipts.next_wake_after(conn, now))
+        found = await self.db.read(look)
+        return dataclasses.replace(found, next_wake=self._on_process_clock(found.next_wake))
+
+    def hold_set(self, receipt_id: int) -> None:
+        self.held_sets.hold(receipt_id, self.now())
+        self._arm_flush()
 
     async def next_receipt_time(self) -> datetime | None:
         return await self.db.read(receipts.next_wake)
@@ -596,7 +615,7 @@ class BaseStore(abc.ABC):
 
         def body(conn: Connection) -> list[Receipt]:
             receipts.mark_set(conn, receipt_id, now)
-            return receipts.due(conn, now, then) if then else []
+            return receipts.due(conn, now, then, self.held_sets.skip()) if then else []
         return await self.db.write(body)
 
     async def receipt_retry(self, receipt_id: int, reason: str, retry_after: float) -> None:
@@ -869,3 +888,26 @@ class BaseStore(abc.ABC):
                 totals[kind] = totals.get(kind, 0) + n
             if not any(done.values()):
                 return totals
+
+
+class _RideAlong:
+    """What rides along with the next commit that writes anyway (`CommitHooks` of each part, in turn): the refusal
+    counts (C1) and the receipts' sets (C19)."""
+
+    def __init__(self, *parts: Any) -> None:
+        self.parts = parts
+
+    def __bool__(self) -> bool:
+        return any(bool(part) for part in self.parts)
+
+    def before_commit(self, conn: Any) -> None:
+        for part in self.parts:
+            part.before_commit(conn)
+
+    def committed(self) -> None:
+        for part in self.parts:
+            part.committed()
+
+    def rolled_back(self) -> None:
+        for part in self.parts:
+            part.rolled_back()
