@@ -338,7 +338,8 @@ class Worker:
         while not turn.done():
             await asyncio.sleep(period)
             try:
-                held = await asyncio.wait_for(self.store.renew(claim), timeout=period)
+                async with asyncio.timeout(period):   # not wait_for: a cancellation with the answer is kept (3.11)
+                    held = await self.store.renew(claim)
                 why = "" if held else "the lease had lapsed"
             except TimeoutError:
                 held, why = False, f"the renewal took longer than {period:.2f} s"
