@@ -13,6 +13,7 @@ import pytest
 
 from bot.leadership import Leader
 from store import Claim, SqliteStore
+from tests.support.cancelling import how_it_ended
 from worker.models.offline import OfflineModel
 from worker.worker import Worker
 
@@ -35,12 +36,7 @@ async def cancelled_as_answered(start: Callable[[Callable[[], Awaitable[Any]]], 
     assert answers, "the loop never made its call"
     answers[-1].set_result(True)
     loop.call_soon(task.cancel)
-    done, _ = await asyncio.wait({task}, timeout=2)
-    if not done:
-        task.cancel()                         # the dropped cancellation, asked again so the test ends
-        await asyncio.gather(task, return_exceptions=True)
-        return "ran on"
-    return "cancelled" if task.cancelled() else f"ran on, then ended: {task.exception()!r}"
+    return await how_it_ended(task)
 
 
 def asking(ask: Callable[[Awaitable[Any]], Awaitable[object]]) -> Callable[[Callable[[], Awaitable[Any]]],
@@ -86,9 +82,9 @@ def keeping(db_path: Any, clock: Any, *, former: bool = False) -> Callable[[Call
             store.renew = renew  # type: ignore[method-assign]
             worker = Worker(store, OfflineModel())
             if former:
-                await former_keep(store, turn, 0.03)
+                await former_keep(store, turn, 0.6)
             else:
-                await worker._keep_lease(Claim("run", "worker-1", "tg:1", (), 1, 0), turn, 0.03)
+                await worker._keep_lease(Claim("run", "worker-1", "tg:1", (), 1, 0), turn, 0.6)
         finally:
             turn.cancel()
             await store.close()

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from store.signals import Pulse
+from tests.support.cancelling import how_it_ended
 
 
 async def cancelled_as_notified(wait: Callable[[], Awaitable[object]], pulse: Pulse) -> str:
@@ -25,12 +26,7 @@ async def cancelled_as_notified(wait: Callable[[], Awaitable[object]], pulse: Pu
     await asyncio.sleep(0.01)                 # it is waiting
     pulse.notify()
     task.cancel()
-    done, _ = await asyncio.wait({task}, timeout=2)
-    if not done:
-        task.cancel()                         # the dropped cancellation, asked again so the test ends
-        await asyncio.gather(task, return_exceptions=True)
-        return "ran on"
-    return "cancelled" if task.cancelled() else f"ended: {task.exception()!r}"
+    return await how_it_ended(task)
 
 
 async def test_a_wait_cancelled_as_it_is_notified_ends_cancelled():
