@@ -449,6 +449,11 @@ class Receipts(Protocol):
         """`due_receipts`, with the earliest not-before time still to come of a pending receipt read in the same
         snapshot: the relay's look is one read."""
 
+    def fresh_receipts(self) -> list[Receipt] | None:
+        """The receipts this process's admissions wrote since the last call (each committed and pending; one whose
+        set is held left out), oldest first, so the relay sets them with no read; a hint, which a look
+        (`due_receipts_or_wake`) would find too. None when more waited than are kept (no relay took them): look."""
+
     def hold_set(self, receipt_id: int) -> None:
         """pending -> set (Telegram answered True), stored with the next commit that writes anyway, or by a flush
         within a second when nothing commits: no commit of its own. Until it is stored the receipt is not due; a

@@ -26,6 +26,7 @@ log = logging.getLogger("shopbot.receipts")
 MAX_ATTEMPTS = 20          # then the receipt is failed (the answer still comes: a receipt is only a hint of storage)
 RETRY_S = 2.0              # an unknown or unsent attempt is tried again after this long
 CONFIG_RETRY_S = 30.0      # a refused bot token: the report relay stops and says so; receipts wait
+LOOK_S = 1.0               # a look (a read) at least this often, however many receipts are handed over
 
 
 class Reacts(Protocol):
@@ -42,6 +43,7 @@ class ReceiptRelay:
         self.set = 0
         self.more = False          # the last look found a full batch: look again at once
         self.next_wake: datetime | None = None   # read with the last look: the earliest not-before still to come
+        self._looked_at = float("-inf")          # when the last look (a read) began, on the loop's clock
 
     def stop(self) -> None:
         self._stop.set()
@@ -74,13 +76,21 @@ class ReceiptRelay:
         return total
 
     async def set_due(self) -> int:
-        """Set the receipts due now, one by one. A look is one read (the next wake-up time read with it) and a set
-        is no commit of its own (`hold_set`: stored with the next commit that writes anyway), so the relay's store
-        work never queues ahead of a turn's claim or finish. Returns how many were tried."""
-        look = await self.store.due_receipts_or_wake(self.batch)
-        self.more, self.next_wake = len(look.due) >= self.batch, look.next_wake
+        """Set the receipts due now, one by one. Those this process's admissions just wrote are handed over
+        (`fresh_receipts`) and need no read; else, and at least once a second, a look is one read (the next
+        wake-up time read with it). A set is no commit of its own (`hold_set`: stored with the next commit that
+        writes anyway). So the relay's store work never queues ahead of a turn's claim or finish, and its HTTP call
+        is made while the claim commits. Returns how many were tried."""
+        now = asyncio.get_running_loop().time()
+        fresh = self.store.fresh_receipts()      # taken even when a look follows: the look finds them
+        if fresh and now - self._looked_at < LOOK_S:
+            due, self.more = fresh, False
+        else:
+            self._looked_at = now
+            look = await self.store.due_receipts_or_wake(self.batch)
+            due, self.more, self.next_wake = list(look.due), len(look.due) >= self.batch, look.next_wake
         handled = 0
-        for receipt in look.due:
+        for receipt in due:
             if self._stop.is_set():
                 break
             await self.set_one(receipt)

@@ -22,12 +22,14 @@ def _receipt(row: Row) -> Receipt:
     return Receipt(*row)
 
 
-def add(conn: Connection, chat_id: int, message_id: int, emoji: str, now: str) -> bool:
-    """One receipt per message: a second one for the same message is no new row (a redelivery adds none)."""
-    cursor = conn.execute(
+def add(conn: Connection, chat_id: int, message_id: int, emoji: str, now: str) -> int | None:
+    """One receipt per message: a second one for the same message is no new row (a redelivery adds none). The new
+    receipt's id, or None."""
+    row = conn.execute(
         "INSERT INTO receipts (chat_id, message_id, emoji, created_at, updated_at) VALUES ($1, $2, $3, $4, $5) "
-        "ON CONFLICT (chat_id, message_id) DO NOTHING", (chat_id, message_id, emoji, now, now))
-    return cursor.rowcount == 1
+        "ON CONFLICT (chat_id, message_id) DO NOTHING RETURNING receipt_id",
+        (chat_id, message_id, emoji, now, now)).fetchone()
+    return int(row[0]) if row is not None else None
 
 
 def due(conn: Connection, now: str, limit: int, skip: set[int] | frozenset[int] = frozenset()) -> list[Receipt]:
@@ -91,13 +93,19 @@ class HeldSets:
         with self._lock:
             self._held[receipt_id] = now
 
-    def skip(self) -> set[int]:
-        """The receipts a due read leaves out; called in the read's transaction, before its query."""
+    def taken(self) -> set[int]:
+        """The receipts whose set is held, in flight or stored since the last due read (nothing is forgotten)."""
         with self._lock:
             ids = set(self._held) | self._stored
             for share in self._in_flight.values():
                 ids |= share.keys()
-            self._stored = set()
+            return ids
+
+    def skip(self) -> set[int]:
+        """The receipts a due read leaves out; called in the read's transaction, before its query."""
+        ids = self.taken()
+        with self._lock:
+            self._stored -= ids
             return ids
 
     def __bool__(self) -> bool:

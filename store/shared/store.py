@@ -102,6 +102,7 @@ from .tallies import FLUSH_S, Tallies
 from .transaction import Transaction
 
 DEFAULT_CAPACITY = 100
+FRESH_MAX = 1000          # receipts handed over and not taken (no receipt relay runs here): then dropped, as a hint
 DEFAULT_DEBOUNCE_MS = 300     # docs/running.md: long enough for a double tap or a burst of short messages
 DEFAULT_ATTEMPT_CAP = 3
 DEFAULT_LEASE_S = 30.0        # SHOPBOT_LEASE_S: a claim's lease where claims are leases (PostgreSQL, C15)
@@ -129,6 +130,7 @@ class BaseStore(abc.ABC):
         self._last_probe: tuple[float, StoreError | None] | None = None   # /healthz's write probe (`writable`)
         self.tallies = Tallies()
         self.held_sets = receipts.HeldSets()
+        self._fresh: list[Receipt] | None = []   # receipts admitted here, for the relay (None: some were dropped)
         db.hooks = _RideAlong(self.tallies, self.held_sets)
         self._flush: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
@@ -337,6 +339,7 @@ class BaseStore(abc.ABC):
         if ran[-1].wrote_deliveries:         # else the relay's look would find nothing new (Transaction's note)
             self.signals.deliveries.notify()
         if ran[-1].wrote_receipts:
+            self._hand_over(ran[-1].added_receipts)
             self.signals.receipts.notify()
         return result
 
@@ -602,6 +605,19 @@ class BaseStore(abc.ABC):
             return DueReceipts(tuple(due), None if len(due) == limit else receipts.next_wake_after(conn, now))
         found = await self.db.read(look)
         return dataclasses.replace(found, next_wake=self._on_process_clock(found.next_wake))
+
+    def _hand_over(self, added: Sequence[Receipt]) -> None:
+        if self._fresh is not None:
+            self._fresh.extend(added)
+            if len(self._fresh) > FRESH_MAX:    # no relay takes them here: it reads when it starts
+                self._fresh = None
+
+    def fresh_receipts(self) -> list[Receipt] | None:
+        taken, self._fresh = self._fresh, []
+        if taken is None:
+            return None
+        held = self.held_sets.taken()
+        return [r for r in taken if r.receipt_id not in held]
 
     def hold_set(self, receipt_id: int) -> None:
         self.held_sets.hold(receipt_id, self.now())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from store import Admission, DueReceipts, IllegalTransition, ManualClock, Occurrence, Store, Transaction, WorkKind
+from store.shared import store as store_module
 
 
 def admit_with_receipt(chat_id: int, message_id: int, emoji: str = "👀"):  # type: ignore[no-untyped-def]
@@ -81,12 +82,13 @@ async def test_retention_removes_ended_receipts_only(store: Store, clock: Manual
     assert again.outcome is Admission.DUPLICATE
 
 
-async def test_a_held_set_is_not_due_and_is_stored_with_the_next_commit_that_writes_anyway(store: Store,
-                                                                                          clock: ManualClock):
+async def test_a_held_set_is_not_due_and_is_stored_with_the_next_commit_that_writes_anyway(
+        store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch):
     """Issue 31: a set is held (`hold_set`), not a commit of its own: the receipt is no longer due at once, and its
     set is stored inside the next transaction that writes anyway (here an admission), or by `flush_held`. Until then
     the database holds it pending: what a crash leaves, so it is set again after a restart (the same reaction:
     harmless), never lost. The relay's look is one read, carrying the earliest not-before time still to come."""
+    monkeypatch.setattr(store_module, "FLUSH_S", 60.0)   # no timed flush within the test: each store is shown
     for message_id in (30, 31):
         await store.atomic(admit_with_receipt(3, message_id))
     look = await store.due_receipts_or_wake()
@@ -124,3 +126,36 @@ async def test_a_held_set_is_not_due_and_is_stored_with_the_next_commit_that_wri
 def _failing_admission(tx: Transaction) -> None:
     tx.admit(Occurrence("tg:5:1", "tg:5", "stock", WorkKind.AGENT, "tg:5"))
     raise RuntimeError("the commit never happens")
+
+
+async def test_the_receipts_an_admission_wrote_are_handed_to_this_processs_relay(store: Store,
+                                                                                 monkeypatch: pytest.MonkeyPatch):
+    """Issue 31: what `fresh_receipts` hands over is exactly what the committed admissions wrote (so the relay
+    sets a new receipt with no read of its own, while the turn's claim commits): each as `due_receipts` reads it,
+    once. Negative controls: a redelivery, a rolled-back admission and an admission undone in its savepoint hand
+    over nothing; one whose set is held is left out; more than are kept (no relay takes them) is None: look."""
+    assert store.fresh_receipts() == []
+    await store.atomic(admit_with_receipt(6, 1))
+    await store.atomic(admit_with_receipt(6, 1))                         # a redelivery: none
+    with pytest.raises(RuntimeError):
+        await store.atomic(_failing_admission_with_receipt)
+    undone = await store.atomic(lambda tx: tx.isolated(lambda: _failing_admission_with_receipt(tx)))
+    assert isinstance(undone, RuntimeError)
+    await store.atomic(admit_with_receipt(6, 2))
+    fresh = store.fresh_receipts()
+    assert fresh == await store.due_receipts() and [r.message_id for r in fresh] == [1, 2]
+    assert store.fresh_receipts() == []                                  # taken once
+    await store.atomic(admit_with_receipt(6, 3))
+    [third] = (await store.due_receipts())[2:]
+    store.hold_set(third.receipt_id)
+    assert store.fresh_receipts() == []                                  # its set is held: not handed over
+    monkeypatch.setattr(store_module, "FRESH_MAX", 1)
+    await store.atomic(admit_with_receipt(6, 4))
+    await store.atomic(admit_with_receipt(6, 5))
+    assert store.fresh_receipts() is None                                # dropped: the relay looks instead
+    assert store.fresh_receipts() == []
+
+
+def _failing_admission_with_receipt(tx: Transaction) -> None:
+    admit_with_receipt(7, 1)(tx)
+    raise RuntimeError("undone")
