@@ -124,7 +124,10 @@ def traced(app: Any, stages: Stages) -> Any:
     ingress, store, worker = parts.ingress, parts.store, parts.worker
     stages.around(ingress, "fetch", None, "parsed", lambda result, args: bool(result))
     stages.around(ingress, "admit_parsed", None, "admitted")
-    stages.around(store, "claim", "woke", "claimed", lambda result, args: result is not None)
+    if hasattr(store, "claim_or_wake"):   # the worker's claim (issue 31: its empty answer carries the next wake)
+        stages.around(store, "claim_or_wake", "woke", "claimed", lambda result, args: result.claim is not None)
+    else:
+        stages.around(store, "claim", "woke", "claimed", lambda result, args: result is not None)
     stages.around(worker.model, "complete", "model_start", "model_end")
     stages.around(store, "finish", None, "finished")
     if hasattr(store, "take_due"):        # the due read rides in the `sending` transaction: that stage is empty

@@ -92,9 +92,12 @@ class Leader:
             await asyncio.wait_for(self._stop.wait(), seconds)
 
     async def _ask(self, call: Awaitable[Any]) -> Any:
-        """One lease statement, bounded by a renewal period; an unknown outcome is None (counts as failed)."""
+        """One lease statement, bounded by a renewal period; an unknown outcome is None (counts as failed). Bounded by
+        `asyncio.timeout`, not `asyncio.wait_for`, which on Python 3.11 returns the answer and drops a cancellation
+        (a demotion, a stop) that arrives with it: the leader's loop would run on (as `Pulse.wait` did)."""
         try:
-            return await asyncio.wait_for(call, max(0.05, self.period))
+            async with asyncio.timeout(max(0.05, self.period)):
+                return await call
         except (StoreError, TimeoutError, OSError) as exc:
             log.warning("leader lease call failed name=%s (%s): counted as not held", self.name, type(exc).__name__)
             return None

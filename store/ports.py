@@ -30,9 +30,11 @@ from .records import (
     ActionMove,
     AdmitResult,
     Claim,
+    Claimed,
     Decision,
     Delivery,
     DeliveryState,
+    DueReceipts,
     Fence,
     FinishOutcome,
     ItemSpec,
@@ -299,6 +301,11 @@ class Inbox(Protocol):
         same transaction (`Claim.setup`: the session's last `history_limit` exchanges as `exchanges` returns them,
         and `shop_items`), so the turn makes no read before its model call."""
 
+    async def claim_or_wake(self, worker_id: str, skip_sessions: Sequence[str] = (), *,
+                            history_limit: int | None = None) -> Claimed:
+        """`claim`, and when nothing is due, `Claimed.next_wake` is what `next_claim_time` would say, read in the
+        same transaction: the worker's idle look costs no read of its own."""
+
     async def next_claim_time(self) -> datetime | None:
         """When the earliest waiting session becomes due (debounce, not-before); None when none waits."""
 
@@ -312,7 +319,8 @@ class Inbox(Protocol):
         every item, the run's operations attached, the history updated; `apply(tx)` first and `after(tx, report_id)`
         last in the same transaction. Raises `NotClaimed` for work this run does not hold. C12: if the session was
         forgotten during the run, nothing is stored (`discarded`). With `claim_next` the next due turn is claimed in the
-        same commit (with its set-up when `history_limit` is given, as `claim`). C17: with `model_said` (the model's own
+        same commit (with its set-up when `history_limit` is given, as `claim`); when it finds none due, the outcome
+        is `looked` with `next_wake` as `claim_or_wake` gives it. C17: with `model_said` (the model's own
         prose, its exchange as JSON) the history's answer is that prose and exchange, never the report's body."""
 
     async def finish_counts(self, claim: Claim, requests: Sequence[CountRequest],
@@ -434,7 +442,26 @@ class Receipts(Protocol):
     the admission's transaction. Setting a reaction is idempotent: an unknown outcome leaves a receipt pending."""
 
     async def due_receipts(self, limit: int = 20) -> list[Receipt]:
-        """Pending receipts whose not-before time has passed, oldest first."""
+        """Pending receipts whose not-before time has passed, oldest first; one whose set is held (`hold_set`) is
+        not due."""
+
+    async def due_receipts_or_wake(self, limit: int = 20) -> DueReceipts:
+        """`due_receipts`, with the earliest not-before time still to come of a pending receipt read in the same
+        snapshot: the relay's look is one read."""
+
+    def fresh_receipts(self) -> list[Receipt] | None:
+        """The receipts this process's admissions wrote since the last call (each committed and pending; one whose
+        set is held left out), oldest first, so the relay sets them with no read; a hint, which a look
+        (`due_receipts_or_wake`) would find too. None when more waited than are kept (no relay took them): look."""
+
+    def hold_set(self, receipt_id: int) -> None:
+        """pending -> set (Telegram answered True), stored with the next commit that writes anyway, or by a flush
+        within a second when nothing commits: no commit of its own. Until it is stored the receipt is not due; a
+        crash before that leaves it pending, to be set again (the same reaction: harmless). `flush_held` stores it
+        now."""
+
+    async def flush_held(self) -> None:
+        """Store now what is held in memory (sets held by `hold_set`, refusal counts): one commit, when any."""
 
     async def next_receipt_time(self) -> datetime | None:
         """The earliest not-before time of a pending receipt, or None."""

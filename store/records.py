@@ -143,10 +143,31 @@ class Receipt:
 
 
 @dataclass(frozen=True)
+class DueReceipts:
+    """`Receipts.due_receipts_or_wake`'s answer: the receipts due now (oldest first) and `next_wake`, the earliest
+    not-before time still to come of a pending one (None: none waits), read in the same snapshot."""
+    due: tuple[Receipt, ...]
+    next_wake: datetime | None = None
+
+
+@dataclass(frozen=True)
 class FinishOutcome:
     report_id: str
     discarded: bool = False   # C12: the session was forgotten during the run; the result was not stored
     next_claim: Claim | None = None   # the next turn, claimed in the same commit when the worker asked for it
+    # the finish looked for the next turn in its commit and found none due: `next_wake` is then when the earliest
+    # waiting session becomes due (None: none waits), read in the same transaction (False: not read, e.g. read back)
+    looked: bool = False
+    next_wake: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """`Inbox.claim_or_wake`'s answer: the turn claimed (None when none is due) and, when none is, `next_wake`: when
+    the earliest waiting session becomes due (None: none waits), read in the claim's own transaction, so the worker
+    needs no read of its own before it sleeps."""
+    claim: Claim | None
+    next_wake: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo
 from store import (
     Ask,
     Claim,
+    Claimed,
     CountRequest,
     NotClaimed,
     Occurrence,
@@ -138,7 +139,7 @@ class Worker:
         self._paused_until: float | None = None
         self._stop = asyncio.Event()
         self._lost: set[str] = set()       # run ids whose lease was lost (C15): nothing more of them is written
-        self._looked: set[str] = set()     # run ids whose finish looked for the next turn in its commit, found none
+        self._looked: dict[str, Claimed] = {}   # run id -> its finish looked for the next turn, found none (when due)
         self._polled_at = float("-inf")    # when poll_changes last ran (loop time)
 
     def stop(self) -> None:
@@ -149,7 +150,7 @@ class Worker:
     async def run(self) -> None:
         """Run until `stop()`; raises PartStopped on a configuration fault."""
         loop = asyncio.get_running_loop()
-        active: dict[int, asyncio.Task[bool]] = {}      # slot -> its chain of turns
+        active: dict[int, asyncio.Task[Claimed | None]] = {}      # slot -> its chain of turns
         look = True                               # claim only when something may have changed
         failures = 0
         try:
@@ -183,59 +184,60 @@ class Worker:
         except TimeoutError:
             pass
 
-    async def _step(self, loop: asyncio.AbstractEventLoop, active: dict[int, asyncio.Task[bool]],
+    async def _step(self, loop: asyncio.AbstractEventLoop, active: dict[int, asyncio.Task[Claimed | None]],
                     look: bool) -> bool:
         """One pass of the worker loop: collect finished chains, claim while there is room, wait for a reason to
-        look again (an admission, a finished turn, a due time, another process's commit)."""
-        looked = False                     # a chain ended by a finish that found no next turn in its own commit
+        look again (an admission, a finished turn, a due time, another process's commit). No read precedes a claim
+        or a wait: an empty claim, and a finish that found no next turn, carry the next due time (`next_wake`)."""
+        looked: list[Claimed] = []         # chains ended by a finish that found no next turn in its own commit
         for slot in [s for s, t in active.items() if t.done()]:
-            if active.pop(slot).result():  # re-raises PartStopped and bugs: loud, never silent
-                looked = True              # nothing was claimable then; what came since signals: no claim to redo
+            idle = active.pop(slot).result()   # re-raises PartStopped and bugs: loud, never silent
+            if idle is not None:
+                looked.append(idle)        # nothing was claimable then; what came since signals: no claim to redo
             else:
                 look = True
         paused = self._paused_until is not None and loop.time() < self._paused_until
         if self._paused_until is not None and not paused:
             self._paused_until, look = None, True
-        exhausted = False                  # nothing claimable right now: then look for the next due time
+        exhausted: Claimed | None = None   # nothing claimable right now, and when something will be
         while look and not paused and len(active) < self.settings.concurrency and not self._stop.is_set():
-            claim = await self._claim()
-            if claim is None:
-                exhausted = True
+            claimed = await self.store.claim_or_wake(self.settings.worker_id, history_limit=self.settings.history_limit)
+            if claimed.claim is None:
+                exhausted = claimed
                 break
             slot = next(i for i in range(self.settings.concurrency) if i not in active)
-            active[slot] = asyncio.create_task(self._chain(claim))
+            active[slot] = asyncio.create_task(self._chain(claimed.claim))
+        due = exhausted.next_wake if exhausted is not None else (
+            _earliest(c.next_wake for c in looked) if looked and not look else None)
         timeout = 1.0
-        due = await self.store.next_claim_time() if exhausted or (looked and not look) else None
         if due is not None:
             timeout = min(timeout, max(0.0, (due - self.store.clock.now()).total_seconds()))
-        signal = asyncio.ensure_future(self.store.signals.work.wait())
-        done, _ = await asyncio.wait([signal, *active.values()], timeout=timeout,
-                                     return_when=asyncio.FIRST_COMPLETED)
-        signal.cancel()
+        started = loop.time()
+        signalled = await self.store.signals.work.wait_or(active.values(), timeout)
         changed = False
-        if not done or loop.time() - self._polled_at >= 1.0:
-            # another process committed (admit, resolve, forget): looked for once a second, not at every in-process
-            # wake-up, which claims anyway (one database round trip less between an admission and its claim)
+        if not signalled and (loop.time() - started >= timeout or loop.time() - self._polled_at >= 1.0):
+            # another process committed (admit, resolve, forget): looked for once a second, never at an in-process
+            # wake-up, which claims anyway (no database call between an admission and its claim)
             self._polled_at = loop.time()
             changed = await self.store.poll_changes()
-        return signal in done or changed or due is not None   # a finished chain is looked at above, on the next pass
+        return signalled or changed or due is not None   # a finished chain is looked at above, on the next pass
 
-    async def _chain(self, claim: Claim | None) -> bool:
-        """Run turns one after another: each finish claims the next due turn in its own commit. True when the chain
-        ended because its last finish found no next turn (the worker need not look again at once)."""
-        looked = False
+    async def _chain(self, claim: Claim | None) -> Claimed | None:
+        """Run turns one after another: each finish claims the next due turn in its own commit. When the chain ended
+        because its last finish found no next turn, what that finish read of the next due time (the worker need not
+        look again at once); else None."""
+        looked = None
         while claim is not None and not self._stop.is_set() and self._paused_until is None:
             current = claim
             try:
                 claim = await self.run_turn(current)
             except StoreError as exc:
                 await self._give_back(current, exc)
-                return False
-            looked = current.run_id in self._looked
-            self._looked.discard(current.run_id)
+                return None
+            looked = self._looked.pop(current.run_id, None)
         if claim is not None:   # claimed by the last finish, but we stop or pause: give it back, attempt not counted
             await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="worker stopping", refund=True))
-            return False
+            return None
         return looked
 
     async def _give_back(self, claim: Claim, exc: StoreError) -> None:
@@ -336,7 +338,8 @@ class Worker:
         while not turn.done():
             await asyncio.sleep(period)
             try:
-                held = await asyncio.wait_for(self.store.renew(claim), timeout=period)
+                async with asyncio.timeout(period):   # not wait_for: a cancellation with the answer is kept (3.11)
+                    held = await self.store.renew(claim)
                 why = "" if held else "the lease had lapsed"
             except TimeoutError:
                 held, why = False, f"the renewal took longer than {period:.2f} s"
@@ -441,8 +444,8 @@ class Worker:
             after=self._announce_proposals(claim), claim_next=self.settings.worker_id,
             history_limit=self.settings.history_limit)
         log.info("turn finished run_id=%s report_id=%s stop=%s", claim.run_id, outcome.report_id, result.stop_reason)
-        if outcome.next_claim is None:
-            self._looked.add(claim.run_id)
+        if outcome.looked:
+            self._looked[claim.run_id] = Claimed(None, outcome.next_wake)
         return outcome.next_claim
 
     def _card(self, claim: Claim, text: str, offers: Sequence[tuple[str, str]] = ()):  # type: ignore[no-untyped-def]
@@ -514,6 +517,11 @@ class Worker:
         if self.settings.notice_destination is not None:
             await self.store.notice(kind, f"{self.store.clock.now().astimezone(UTC):%Y-%m-%dT%H:%M}", text,
                                     self.settings.notice_destination)
+
+
+def _earliest(times: Iterable[datetime | None]) -> datetime | None:
+    """The earliest of the wake-up times given (None: none)."""
+    return min((t for t in times if t is not None), default=None)
 
 
 def _chat(destination: str | None) -> int | None:

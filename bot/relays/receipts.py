@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Protocol
 
 from bot.relays.sender import OutcomeKind, SendOutcome
@@ -25,6 +26,7 @@ log = logging.getLogger("shopbot.receipts")
 MAX_ATTEMPTS = 20          # then the receipt is failed (the answer still comes: a receipt is only a hint of storage)
 RETRY_S = 2.0              # an unknown or unsent attempt is tried again after this long
 CONFIG_RETRY_S = 30.0      # a refused bot token: the report relay stops and says so; receipts wait
+LOOK_S = 1.0               # a look (a read) at least this often, however many receipts are handed over
 
 
 class Reacts(Protocol):
@@ -39,8 +41,9 @@ class ReceiptRelay:
         self.batch = batch
         self._stop = asyncio.Event()
         self.set = 0
-        self.nothing_due = False   # the last look (a read, or the due ones read with a set) found none due
-        self.next_due: list[Receipt] | None = None    # the due ones read with the last set (None: not read)
+        self.more = False          # the last look found a full batch: look again at once
+        self.next_wake: datetime | None = None   # read with the last look: the earliest not-before still to come
+        self._looked_at = float("-inf")          # when the last look (a read) began, on the loop's clock
 
     def stop(self) -> None:
         self._stop.set()
@@ -52,12 +55,11 @@ class ReceiptRelay:
             try:
                 handled = await self.set_due()
                 failures = 0
-                if handled and not self.nothing_due:
+                if handled and self.more:
                     continue
                 timeout = 1.0
-                wake = await self.store.next_receipt_time()
-                if wake is not None:
-                    timeout = min(timeout, max(0.0, (wake - self.store.clock.now()).total_seconds()))
+                if self.next_wake is not None:
+                    timeout = min(timeout, max(0.0, (self.next_wake - self.store.clock.now()).total_seconds()))
             except StoreError as exc:
                 failures += 1
                 timeout = retry_delay(failures)
@@ -65,34 +67,38 @@ class ReceiptRelay:
             await self.store.signals.receipts.wait(timeout)
 
     async def drain(self) -> int:
-        """Set every receipt due now (`run --drain`, the demo); returns how many were tried."""
+        """Set every receipt due now (`run --drain`, the demo), their sets stored before it returns; returns how
+        many were tried."""
         total = 0
         while n := await self.set_due():
             total += n
+        await self.store.flush_held()
         return total
 
     async def set_due(self) -> int:
-        """Set the receipts due now, one by one; the last one set of what was read carries the next due ones in
-        its own transaction (`receipt_set(then=)`), so a receipt costs one read (the look that woke) and one write.
-        Returns how many were tried."""
-        due = await self.store.due_receipts(self.batch)
-        self.nothing_due = not due
+        """Set the receipts due now, one by one. Those this process's admissions just wrote are handed over
+        (`fresh_receipts`) and need no read; else, and at least once a second, a look is one read (the next
+        wake-up time read with it). A set is no commit of its own (`hold_set`: stored with the next commit that
+        writes anyway). So the relay's store work never queues ahead of a turn's claim or finish, and its HTTP call
+        is made while the claim commits. Returns how many were tried."""
+        now = asyncio.get_running_loop().time()
+        fresh = self.store.fresh_receipts()      # taken even when a look follows: the look finds them
+        if fresh and now - self._looked_at < LOOK_S:
+            due, self.more = fresh, False
+        else:
+            self._looked_at = now
+            look = await self.store.due_receipts_or_wake(self.batch)
+            due, self.more, self.next_wake = list(look.due), len(look.due) >= self.batch, look.next_wake
         handled = 0
-        while due and not self._stop.is_set():
-            receipt, rest = due[0], due[1:]
-            self.next_due = None
-            await self.set_one(receipt, then=0 if rest else self.batch)
+        for receipt in due:
+            if self._stop.is_set():
+                break
+            await self.set_one(receipt)
             handled += 1
-            if rest:
-                due = rest
-            else:                      # read with the set: [] means none is due; None (not set) means look again
-                due = self.next_due or []
-                self.nothing_due = self.next_due == []
         return handled
 
-    async def set_one(self, receipt: Receipt, *, then: int = 0) -> OutcomeKind | None:
-        """Set one receipt and record the outcome; with `then`, a receipt set reads the next due ones in the same
-        transaction (kept in `next_due`)."""
+    async def set_one(self, receipt: Receipt) -> OutcomeKind | None:
+        """Set one receipt and record the outcome (a set is held, to ride along with the next commit)."""
         ident = f"chat={receipt.chat_id} message_id={receipt.message_id}"
         if not self.allowed(receipt.chat_id):          # C3 at send time, as for replies
             await self.store.receipt_failed(receipt.receipt_id, "the chat is no longer allow-listed (C3)")
@@ -101,7 +107,7 @@ class ReceiptRelay:
         outcome = await self.sender.react(receipt.chat_id, receipt.message_id, receipt.emoji)
         kind = outcome.kind
         if kind is OutcomeKind.CONFIRMED:
-            self.next_due = await self.store.receipt_set(receipt.receipt_id, then=then)
+            self.store.hold_set(receipt.receipt_id)
             self.set += 1
             log.info("receipt set %s", ident)
         elif kind is OutcomeKind.FAILED:

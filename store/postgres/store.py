@@ -201,6 +201,9 @@ class PostgresStore(BaseStore):
         due = await super().next_claim_time()
         return due - self._offset if due else None
 
+    def _on_process_clock(self, at: datetime | None) -> datetime | None:
+        return at - self._offset if at else None
+
     async def next_delivery_time(self) -> datetime | None:
         due = await super().next_delivery_time()
         return due - self._offset if due else None

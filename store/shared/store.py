@@ -36,7 +36,9 @@ from ..records import (
     Admission,
     AdmitResult,
     Claim,
+    Claimed,
     Delivery,
+    DueReceipts,
     Fence,
     FinishOutcome,
     ItemSpec,
@@ -100,6 +102,7 @@ from .tallies import FLUSH_S, Tallies
 from .transaction import Transaction
 
 DEFAULT_CAPACITY = 100
+FRESH_MAX = 1000          # receipts handed over and not taken (no receipt relay runs here): then dropped, as a hint
 DEFAULT_DEBOUNCE_MS = 300     # docs/running.md: long enough for a double tap or a burst of short messages
 DEFAULT_ATTEMPT_CAP = 3
 DEFAULT_LEASE_S = 30.0        # SHOPBOT_LEASE_S: a claim's lease where claims are leases (PostgreSQL, C15)
@@ -126,7 +129,9 @@ class BaseStore(abc.ABC):
         self._seen_version: int | None = None
         self._last_probe: tuple[float, StoreError | None] | None = None   # /healthz's write probe (`writable`)
         self.tallies = Tallies()
-        db.hooks = self.tallies
+        self.held_sets = receipts.HeldSets()
+        self._fresh: list[Receipt] | None = []   # receipts admitted here, for the relay (None: some were dropped)
+        db.hooks = _RideAlong(self.tallies, self.held_sets)
         self._flush: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
@@ -300,18 +305,22 @@ class BaseStore(abc.ABC):
             pass                   # the database is busy or full: the counts wait for the next try
         finally:
             self._flushing = None
-        if self.tallies:           # counted while this flush ran, or not written: flushed a second from now
+        if self.tallies or self.held_sets:   # held while this flush ran, or not written: flushed a second from now
             self._arm_flush()
 
     async def flush_counts(self) -> int:
-        """Write the counts held in memory now (one commit, only when there are any). Returns the kinds written."""
-        if not self.tallies:
+        """Write the counts and receipt sets held in memory now (one commit, only when there are any). Returns the
+        kinds of count written."""
+        if not self.tallies and not self.held_sets:
             return 0
         def flush(conn: Connection) -> int:
             kinds = len(self.tallies.pending())
-            self.tallies.before_commit(conn)    # Database sees the change and completes the hook at commit
+            self.db.hooks.before_commit(conn)   # Database sees the change and completes the hooks at commit
             return kinds
         return await self.db.write(flush)
+
+    async def flush_held(self) -> None:
+        await self.flush_counts()
 
     async def atomic(self, fn: Callable[[Transaction], Any], *, fence: Fence | None = None) -> Any:
         """Run `fn(tx)` in one write transaction: a producer admits and moves its cursor in one commit (C2). With
@@ -330,6 +339,7 @@ class BaseStore(abc.ABC):
         if ran[-1].wrote_deliveries:         # else the relay's look would find nothing new (Transaction's note)
             self.signals.deliveries.notify()
         if ran[-1].wrote_receipts:
+            self._hand_over(ran[-1].added_receipts)
             self.signals.receipts.notify()
         return result
 
@@ -350,18 +360,38 @@ class BaseStore(abc.ABC):
         return dataclasses.replace(claim, setup=TurnSetup(tuple(inbox.exchanges(conn, claim.session, history_limit)),
                                                           tuple(shop.list_items(conn))))
 
-    async def next_claim_time(self) -> datetime | None:
-        """When the earliest waiting session becomes due (debounce, not-before, judged as `inbox.DUE` judges them
-        under a backward clock step); None when none is waiting."""
-        now = self.clock.now()
-        rows = await self.db.read(inbox.waiting_sessions)
+    async def claim_or_wake(self, worker_id: str, skip_sessions: Sequence[str] = (), *,
+                            history_limit: int | None = None) -> Claimed:
+        """`claim` whose empty answer carries the next wake-up time, read in the claim's transaction."""
+        now_dt = self.now_dt()
+        cutoff = to_text(now_dt - self.debounce)
+        run_id = uuid.uuid4().hex
 
+        def body(conn: Connection) -> Claimed:
+            claim = self._set_up(conn, self._claim(conn, worker_id, run_id, to_text(now_dt), cutoff, skip_sessions),
+                                 history_limit)
+            return Claimed(claim, None if claim is not None else self._next_wake(conn, now_dt))
+        claimed = await self.db.write(body)
+        return dataclasses.replace(claimed, next_wake=self._on_process_clock(claimed.next_wake))
+
+    def _next_wake(self, conn: Connection, now: datetime) -> datetime | None:
+        """When the earliest waiting session becomes due (debounce, not-before, judged as `inbox.DUE` judges them
+        under a backward clock step), on the store's clock; None when none is waiting."""
         def due(admitted: datetime, not_before: datetime | None, released: datetime | None) -> datetime:
             debounced = now if admitted > now else admitted + self.debounce
             held = not_before if not_before and not (released and released > now) else None
             return max(debounced, held) if held else debounced
-        times = [due(*row) for row in rows]
+        times = [due(*row) for row in inbox.waiting_sessions(conn)]
         return min(times) if times else None
+
+    def _on_process_clock(self, at: datetime | None) -> datetime | None:
+        """A wake-up time read on the store's clock, handed to callers that wait on `clock` (PostgreSQL: moved)."""
+        return at
+
+    async def next_claim_time(self) -> datetime | None:
+        """When the earliest waiting session becomes due; None when none is waiting."""
+        now = self.clock.now()
+        return await self.db.read(self._next_wake, now)
 
     async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
                      user_text: str | None = None, model_said: tuple[str, str] | None = None,
@@ -389,10 +419,19 @@ class BaseStore(abc.ABC):
                 outcome = dataclasses.replace(
                     outcome, next_claim=self._set_up(conn, self._claim(conn, claim_next, next_run_id, now, cutoff),
                                                      history_limit))
+                outcome = self._looked(conn, outcome, now_dt)
             return outcome
         outcome = await self._commit_finish(body, claim, next_run_id)
+        if outcome.looked:
+            outcome = dataclasses.replace(outcome, next_wake=self._on_process_clock(outcome.next_wake))
         self.signals.deliveries.notify()
         return outcome
+
+    def _looked(self, conn: Connection, outcome: FinishOutcome, now: datetime) -> FinishOutcome:
+        """A finish that looked for the next turn and found none carries the next wake-up (the worker's idle look)."""
+        if outcome.next_claim is not None:
+            return outcome
+        return dataclasses.replace(outcome, looked=True, next_wake=self._next_wake(conn, now))
 
     async def _commit_finish(self, body: Callable[[Any], FinishOutcome], claim: Claim,
                              next_run_id: str | None) -> FinishOutcome:
@@ -556,7 +595,33 @@ class BaseStore(abc.ABC):
     # ---- receipts (C19) -------------------------------------------------------------------------------------
     async def due_receipts(self, limit: int = 20) -> list[Receipt]:
         now = self.now()
-        return await self.db.read(receipts.due, now, limit)
+        return await self.db.read(lambda conn: receipts.due(conn, now, limit, self.held_sets.skip()))
+
+    async def due_receipts_or_wake(self, limit: int = 20) -> DueReceipts:
+        now = self.now()
+
+        def look(conn: Connection) -> DueReceipts:
+            due = receipts.due(conn, now, limit, self.held_sets.skip())
+            return DueReceipts(tuple(due), None if len(due) == limit else receipts.next_wake_after(conn, now))
+        found = await self.db.read(look)
+        return dataclasses.replace(found, next_wake=self._on_process_clock(found.next_wake))
+
+    def _hand_over(self, added: Sequence[Receipt]) -> None:
+        if self._fresh is not None:
+            self._fresh.extend(added)
+            if len(self._fresh) > FRESH_MAX:    # no relay takes them here: it reads when it starts
+                self._fresh = None
+
+    def fresh_receipts(self) -> list[Receipt] | None:
+        taken, self._fresh = self._fresh, []
+        if taken is None:
+            return None
+        held = self.held_sets.taken()
+        return [r for r in taken if r.receipt_id not in held]
+
+    def hold_set(self, receipt_id: int) -> None:
+        self.held_sets.hold(receipt_id, self.now())
+        self._arm_flush()
 
     async def next_receipt_time(self) -> datetime | None:
         return await self.db.read(receipts.next_wake)
@@ -566,7 +631,7 @@ class BaseStore(abc.ABC):
 
         def body(conn: Connection) -> list[Receipt]:
             receipts.mark_set(conn, receipt_id, now)
-            return receipts.due(conn, now, then) if then else []
+            return receipts.due(conn, now, then, self.held_sets.skip()) if then else []
         return await self.db.write(body)
 
     async def receipt_retry(self, receipt_id: int, reason: str, retry_after: float) -> None:
@@ -839,3 +904,26 @@ class BaseStore(abc.ABC):
                 totals[kind] = totals.get(kind, 0) + n
             if not any(done.values()):
                 return totals
+
+
+class _RideAlong:
+    """What rides along with the next commit that writes anyway (`CommitHooks` of each part, in turn): the refusal
+    counts (C1) and the receipts' sets (C19)."""
+
+    def __init__(self, *parts: Any) -> None:
+        self.parts = parts
+
+    def __bool__(self) -> bool:
+        return any(bool(part) for part in self.parts)
+
+    def before_commit(self, conn: Any) -> None:
+        for part in self.parts:
+            part.before_commit(conn)
+
+    def committed(self) -> None:
+        for part in self.parts:
+            part.committed()
+
+    def rolled_back(self) -> None:
+        for part in self.parts:
+            part.rolled_back()

@@ -13,7 +13,17 @@ from .. import asks
 from ..asks import Ask
 from ..clock import from_text, to_text
 from ..order_records import Order, Proposal, ReceivedOrder, UnknownReport
-from ..records import AdmitResult, Decision, DeliveryState, Occurrence, Prompt, ReportDraft, SentMessage, Status
+from ..records import (
+    AdmitResult,
+    Decision,
+    DeliveryState,
+    Occurrence,
+    Prompt,
+    Receipt,
+    ReportDraft,
+    SentMessage,
+    Status,
+)
 from . import actions, inbox, orders, outbox, producer_state, prompts, proposals, receipts, sales, stats
 from .connection import Connection
 from .status import read_status
@@ -36,12 +46,14 @@ class Transaction:
         # message admits work and its receipt and wakes neither relay's look for nothing
         self.wrote_deliveries = False
         self.wrote_receipts = False
+        self.added_receipts: list[Receipt] = []   # handed to this process's receipt relay after the commit
 
     def isolated(self, fn: Callable[[], object]) -> BaseException | None:
         """Run `fn` in a savepoint. A bug or bad input inside it (any exception but a database error) undoes only
         its own writes and is returned, so one bad update never rolls back the batch it came in; a database error
         (disk full, I/O) still fails the whole transaction, so nothing is acknowledged."""
         self._conn.execute("SAVEPOINT isolated")
+        receipts_before = len(self.added_receipts)
         try:
             fn()
         except self._store._db_error:
@@ -50,6 +62,7 @@ class Transaction:
             self._conn.execute("ROLLBACK TO isolated")
             self._conn.execute("RELEASE isolated")
             self._open_count.clear()          # recount after the rollback
+            del self.added_receipts[receipts_before:]   # undone with it
             return exc
         self._conn.execute("RELEASE isolated")
         return None
@@ -75,9 +88,12 @@ class Transaction:
         return result
 
     def add_receipt(self, chat_id: int, message_id: int, emoji: str) -> bool:
-        added = receipts.add(self._conn, chat_id, message_id, emoji, self._now)
-        self.wrote_receipts |= added
-        return added
+        receipt_id = receipts.add(self._conn, chat_id, message_id, emoji, self._now)
+        if receipt_id is None:
+            return False
+        self.wrote_receipts = True
+        self.added_receipts.append(Receipt(receipt_id, chat_id, message_id, emoji, "pending", 0))
+        return True
 
     def unknown_reports(self) -> list[UnknownReport]:
         """Reports with a part in `unknown`, with what a notice needs; notices' own reports are left out (no notice

@@ -112,3 +112,52 @@ async def test_the_local_bot_api_checks_reactions_and_drafts_as_telegram_does():
             with pytest.raises(BadRequest, match="too long"):
                 await bot.send_message_draft(OWNER_ID, 7, "x" * 4097)
             assert [d["text"] for d in api.drafts] == ["Checking stock…"]
+
+
+async def test_the_relay_sets_a_handed_over_receipt_with_no_store_call_and_stores_the_set_with_the_next_commit(
+        store, monkeypatch):
+    """Issue 31: a receipt this process just admitted is set with no read (handed over) and no commit of its own
+    (held): the relay makes no store call between the admission and the reaction, and the set is stored by the
+    next commit that writes anyway. Negative control: with nothing handed over (another process admitted it, or
+    the relay's once-a-second look is due) the relay reads."""
+    from bot.relays.receipts import ReceiptRelay
+    from bot.relays.sender import OutcomeKind, SendOutcome
+    from store import Occurrence, WorkKind
+    from store.shared import store as store_module
+
+    monkeypatch.setattr(store_module, "FLUSH_S", 60.0)   # no timed flush within the test: each store is shown
+    calls: list[str] = []
+    for method in ("read", "write"):
+        original = getattr(store.db, method)
+
+        def counted(fn, *args, _original=original, _method=method):  # type: ignore[no-untyped-def]
+            calls.append(_method)
+            return _original(fn, *args)
+        setattr(store.db, method, counted)
+
+    class Telegram:
+        reacted: list[int] = []
+
+        async def react(self, chat_id: int, message_id: int, emoji: str) -> SendOutcome:
+            self.reacted.append(message_id)
+            return SendOutcome(OutcomeKind.CONFIRMED)
+
+    def admit(message_id: int):  # type: ignore[no-untyped-def]
+        def body(tx):  # type: ignore[no-untyped-def]
+            tx.admit(Occurrence(f"tg:1:{message_id}", "tg:1", "stock", WorkKind.AGENT, "tg:1"))
+            tx.add_receipt(1, message_id, "👀")
+        return body
+    telegram = Telegram()
+    relay = ReceiptRelay(store, telegram, lambda chat_id: True)
+    await relay.set_due()                        # the first look reads: nothing yet
+    await store.atomic(admit(7))
+    calls.clear()
+    assert await relay.set_due() == 1 and telegram.reacted == [7]
+    assert calls == []                           # no read, no write
+    assert [r.state for r in await store.receipts(1)] == ["pending"]   # held: what a crash leaves (set again)
+    await store.atomic(admit(8))                 # the next commit that writes anyway stores the set
+    assert [(r.message_id, r.state) for r in await store.receipts(1)] == [(8, "pending"), (7, "set")]
+    store.fresh_receipts()                       # negative control: nothing handed over, so the relay reads
+    calls.clear()
+    assert await relay.set_due() == 1 and telegram.reacted == [7, 8]
+    assert calls == ["read"]

@@ -1,6 +1,7 @@
 """The worker on a real store with the offline and scripted models: C5, C6, C9, C11, C13."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -227,3 +228,62 @@ async def test_a_stock_check_turn_may_only_order_its_own_item(shop_store, raw):
     assert raw.execute("SELECT count(*) FROM proposals").fetchone()[0] == 0
     tool_result = [m for m in model.calls[1].messages if m.role == "tool"][0]
     assert tool_result.is_error and "stock check for vanilla only" in tool_result.text
+
+
+async def _turns(worker: Worker, count: int, seconds: float) -> bool:
+    """Poll (deadline `seconds`) until the running worker has finished `count` turns."""
+    import asyncio
+    deadline = asyncio.get_running_loop().time() + seconds
+    while worker.turns_done < count and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    return worker.turns_done >= count
+
+
+@pytest.mark.parametrize("drop_wake", [False, True])
+async def test_the_worker_sleeps_until_the_next_due_time_its_claim_read_without_a_read_of_its_own(
+        db_path, clock, drop_wake):
+    """Issue 31: the running worker claims on an admission's wake-up with no read before the claim, and sleeps
+    until the time its empty claim (or a finish that found no next turn) carried: a debounced message is claimed
+    when its window ends though nothing else happens, and `next_claim_time` is never read. Negative control
+    (`drop_wake`): an empty claim that carries no wake-up time leaves the debounced message unclaimed past the
+    once-a-second look (an in-process admission moves no `data_version`)."""
+    import asyncio
+    store = await SqliteStore.open(db_path, clock, debounce_ms=300)
+    await store.seed_shop(SHOP.items, "test")
+    await store.poll_changes()                    # the first look's "changed" is spent: only a real change counts
+    reads: list[str] = []
+    read = store.db.read
+
+    async def counted(fn, *args):  # type: ignore[no-untyped-def]
+        reads.append(getattr(fn, "__name__", ""))
+        return await read(fn, *args)
+    store.db.read = counted  # type: ignore[method-assign]
+    empty = asyncio.Event()                       # an empty claim came back: the worker sleeps on its answer
+    claim_or_wake = store.claim_or_wake
+
+    async def watched(*args, **kwargs):  # type: ignore[no-untyped-def]
+        claimed = await claim_or_wake(*args, **kwargs)
+        if claimed.claim is None:
+            empty.set()
+        return dataclasses.replace(claimed, next_wake=None) if drop_wake else claimed
+    store.claim_or_wake = watched  # type: ignore[method-assign]
+
+    async def debounced(n: int, chat: int) -> None:
+        empty.clear()
+        await store.admit(message(n, "stock vanilla", chat=chat))
+        await asyncio.wait_for(empty.wait(), 5)   # claimed too early: nothing due yet
+        clock.advance(0.3)
+    worker = Worker(store, OfflineModel())
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(empty.wait(), 5)   # the worker's first look: nothing waits
+        await debounced(1, 1)
+        assert await _turns(worker, 1, 1.5 if drop_wake else 10) is not drop_wake
+        if not drop_wake:
+            await debounced(2, 2)                 # the next one, after a finish that looked and found none
+            assert await _turns(worker, 2, 10)
+    finally:
+        worker.stop()
+        await task
+        await store.close()
+    assert "_next_wake" not in reads

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from store.signals import Pulse
+from tests.support.cancelling import how_it_ended
 
 
 async def cancelled_as_notified(wait: Callable[[], Awaitable[object]], pulse: Pulse) -> str:
@@ -25,12 +26,7 @@ async def cancelled_as_notified(wait: Callable[[], Awaitable[object]], pulse: Pu
     await asyncio.sleep(0.01)                 # it is waiting
     pulse.notify()
     task.cancel()
-    done, _ = await asyncio.wait({task}, timeout=2)
-    if not done:
-        task.cancel()                         # the dropped cancellation, asked again so the test ends
-        await asyncio.gather(task, return_exceptions=True)
-        return "ran on"
-    return "cancelled" if task.cancelled() else f"ended: {task.exception()!r}"
+    return await how_it_ended(task)
 
 
 async def test_a_wait_cancelled_as_it_is_notified_ends_cancelled():
@@ -61,3 +57,20 @@ async def test_a_notify_before_the_wait_is_kept_and_a_timeout_is_false():
     assert await pulse.wait(0.01) is False      # cleared by that wait; nothing since
     pulse.notify()
     assert await pulse.wait() is True
+
+
+async def test_wait_or_is_woken_by_the_notify_or_by_another_future_and_a_cancellation_ends_it():
+    """Issue 31: the worker's wait (`wait_or`): level-triggered as `wait`, it also ends (False) when one of the
+    futures it watches is done (a turn's chain), and a cancellation arriving with a notify ends it cancelled."""
+    pulse = Pulse()
+    pulse.notify()
+    assert await pulse.wait_or([], 0) is True
+    other = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(0.01, other.set_result, None)
+    assert await pulse.wait_or([other], 5) is False          # the other future ended it, not a notify
+    assert await pulse.wait_or([], 0.01) is False
+    waiting = asyncio.ensure_future(pulse.wait_or([], 5))
+    await asyncio.sleep(0.01)
+    pulse.notify()
+    assert await waiting is True and not pulse._event.is_set()   # the notify is taken by the wait it woke
+    assert await cancelled_as_notified(lambda: pulse.wait_or([], 5), pulse) == "cancelled"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from store import Admission, ItemSpec, ManualClock, NotClaimed, Occurrence, ReportDraft, Store, WorkKind
+from store import Admission, Claimed, ItemSpec, ManualClock, NotClaimed, Occurrence, ReportDraft, Store, WorkKind
 from store.records import WorkCounts
 
 from .conftest import opened
@@ -335,3 +335,49 @@ async def test_recovery_releases_a_turn_that_only_read(store: Store):
     assert summary.released == (claim.anchor,)
     again = await store.claim("w1")
     assert again is not None and again.attempt == 2
+
+
+async def test_an_empty_claim_and_a_finish_that_found_none_carry_the_next_wake(kind: str, tmp_path: Path,
+                                                                               clock: ManualClock,
+                                                                               location: str | None):
+    """Issue 31: `claim_or_wake` claims as `claim` does; when nothing is due, its answer carries what
+    `next_claim_time` says, read in the claim's own transaction (the worker's idle look is no read of its own), and
+    so does a finish whose `claim_next` found no turn due (`looked`). Nothing waiting: no wake-up time."""
+    store = await opened(kind, tmp_path, clock, location, debounce_ms=300)
+    try:
+        assert await store.claim_or_wake("w1") == Claimed(None, None)
+        await store.admit(occ("tg:1:1"))
+        clock.advance(0.2)
+        empty = await store.claim_or_wake("w1")
+        assert empty.claim is None and empty.next_wake == await store.next_claim_time()
+        assert empty.next_wake is not None and abs((empty.next_wake - clock.now()).total_seconds() - 0.1) < 1e-3
+        clock.advance(0.1)
+        claimed = await store.claim_or_wake("w1", history_limit=5)
+        assert claimed.claim is not None and claimed.claim.setup is not None and claimed.next_wake is None
+        await store.admit(occ("tg:2:1"))                                 # debounced: not due at the finish
+        outcome = await store.finish(claimed.claim, ReportDraft("x", destination="tg:1"), claim_next="w1")
+        assert outcome.next_claim is None and outcome.looked
+        assert outcome.next_wake == await store.next_claim_time() == clock.now() + timedelta(milliseconds=300)
+        # a transient failure's back-off is a wake-up time too (the not-before time, past the debounce)
+        clock.advance(0.3)
+        turn = await store.claim("w1")
+        assert turn is not None
+        await store.release(turn, delay_seconds=30, reason="model unavailable")
+        again = await store.claim_or_wake("w1")
+        assert again.claim is None and again.next_wake == clock.now() + timedelta(seconds=30)
+        # negative controls: a finish not asked to claim, or that claimed the next turn, did not look
+        await store.admit(occ("tg:3:1"))
+        await store.admit(occ("tg:4:1"))
+        clock.advance(0.3)
+        first = await store.claim("w1")
+        assert first is not None
+        plain = await store.finish(first, ReportDraft("y", destination=first.destination))
+        assert not plain.looked and plain.next_wake is None
+        second = await store.claim("w1")
+        assert second is not None
+        await store.admit(occ("tg:5:1"))
+        clock.advance(0.3)
+        chained = await store.finish(second, ReportDraft("z", destination=second.destination), claim_next="w1")
+        assert chained.next_claim is not None and not chained.looked and chained.next_wake is None
+    finally:
+        await store.close()
