@@ -955,3 +955,13 @@ ALTER TABLE proposals ADD COLUMN refusal_spent_cents bigint CHECK (refusal_spent
 -- ==== 0021_timestamptz.sql ====
 -- 0021: every time column a timestamptz (written in place above); the counters' minute buckets and the shop's local
 -- dates (spending.day, sales_days.day) stay text: they are labels, not instants.
+
+-- ==== 0022_fewer_pages.sql ====
+-- 0022 (issue 31): fewer pages in the reply's commits (store/sqlite/migrations/0022_fewer_pages.sql says why): an
+-- index no statement reads (runs_open), the relay's two narrow indexes whose rows deliveries_open holds
+-- (deliveries_pending, deliveries_sending), and the turn count and last report that every finish wrote and nothing
+-- read.
+DROP INDEX runs_open;
+DROP INDEX deliveries_pending;
+DROP INDEX deliveries_sending;
+ALTER TABLE sessions DROP COLUMN turns, DROP COLUMN last_report;
