@@ -81,7 +81,11 @@ def identified(chunks: Sequence[str], report_id: str) -> list[str]:
 
 
 def next_generation(conn: Connection, anchor: int) -> int:
-    return conn.execute("SELECT coalesce(max(generation), 0) + 1 FROM reports WHERE anchor = $1",
+    """Read through report_items' key: every report links its anchor (the turn's lowest item, `insert_report`), and
+    reports keep no index on the anchor of their own (migration 0022: a page fewer in every finish). A generation
+    taken twice would still be refused by the reports' primary key, r<anchor>.<generation>."""
+    return conn.execute("SELECT coalesce(max(r.generation), 0) + 1 FROM report_items i "
+                        "JOIN reports r USING (report_id) WHERE i.work_id = $1 AND r.anchor = $1",
                         (anchor,)).fetchone()[0]
 
 

@@ -144,8 +144,7 @@ CREATE TABLE reports (
     created_at  TEXT NOT NULL,
     pruned_at   TEXT,                                         -- retention emptied the body; body_sha256 keeps it
     body_sha256 TEXT,
-    UNIQUE (anchor, generation),
-    CHECK (report_id = 'r' || anchor || '.' || generation)
+    CHECK (report_id = 'r' || anchor || '.' || generation)   -- so the primary key makes (anchor, generation) unique
 );
 CREATE INDEX reports_created ON reports (created_at) WHERE pruned_at IS NULL;   -- retention: unpruned reports by age
 CREATE INDEX reports_recent ON reports (created_at, anchor, generation);    -- the latest reports, without a sort
