@@ -193,7 +193,7 @@ def _move(conn: Connection, delivery_id: int, expect: str, new: str, now: str, *
 def mark_sending(conn: Connection, delivery_id: int, now: str, sender: str | None = None) -> None:
     """pending -> sending, one more attempt; `sender` names the relay's lease that marked it (C16)."""
     moved = conn.execute(
-        "UPDATE deliveries SET state = 'sending', updated_at = $1, attempts = attempts + 1, "
+        "UPDATE deliveries SET attempts = attempts + 1, state = 'sending', updated_at = $1, "
         "sender = coalesce($2, sender) WHERE delivery_id = $3 AND state = 'pending'",
         (now, sender, delivery_id)).rowcount
     if moved != 1:      # the guarded move's own refusal (the row is not pending)
