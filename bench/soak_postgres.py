@@ -103,7 +103,8 @@ class PostgresSoak(Soak):
 
     def till_url(self) -> str:
         running = [m for m in self.cluster.live() if not m.stopped] or self.cluster.live()
-        port = self.target_rng.choice(running).port if running else 1
+        # a process not yet listening (its port unknown): port 1, where nothing listens, as with none running
+        port = (self.target_rng.choice(running).port or 1) if running else 1
         return f"http://127.0.0.1:{port}/till/counts"
 
     # ---- chaos ----------------------------------------------------------------------------------------------

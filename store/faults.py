@@ -31,6 +31,7 @@ POINTS = {
     "clock-cursor": "inside a clock catch-up, after its admissions, before its cursor moves",
     "take-due": "inside the relay's every look (`take_due`), after its lease fence, before the due read",
     "seed": "inside the start's seeding of the shop from its file, after its items, before its seeded mark",
+    "schema-step": "while a new SQLite database is created, after one migration committed, before the next",
 }
 ACTIONS = ("kill", "stop", "raise")
 

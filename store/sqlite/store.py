@@ -52,9 +52,11 @@ class SqliteStore(BaseStore):
         try:
             version = await db.raw(lambda conn: migrations.check_not_newer(conn, str(path)))
             if version < migrations.LATEST:
-                if version == 0 and not create:
-                    raise SchemaTooOld(0, migrations.LATEST, str(path))
-                if version > 0 and not migrate:
+                # a new database, or one whose creation a kill interrupted (migrations.CREATING): created on
+                new = version == 0 or await db.raw(migrations.creation_unfinished)
+                if new and not create:
+                    raise SchemaTooOld(version, migrations.LATEST, str(path))
+                if not new and not migrate:
                     raise SchemaTooOld(version, migrations.LATEST, str(path))
                 now = to_text(clock.now())
                 await db.raw(lambda conn: migrations.migrate(conn, str(path), now))

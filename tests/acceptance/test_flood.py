@@ -27,12 +27,6 @@ async def api():
         yield server
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def sockets_of(pid: int) -> int:
     count = 0
     for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -49,15 +43,16 @@ async def test_a_flood_of_half_open_connections_under_ulimit_1024(tmp_path, api)
     if hard != resource.RLIM_INFINITY and hard < FLOOD + 200:
         pytest.skip("this machine's hard descriptor limit is below the flood")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))   # the flood's own side
-    port = free_port()
-    product = Product(tmp_path, api, SHOPBOT_HTTP_PORT=str(port))
+    product = Product(tmp_path, api, SHOPBOT_HTTP_PORT="0")     # it binds a free port and logs it
     loop = asyncio.get_running_loop()
-    product.proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "run", env=product.env(None), cwd=str(tmp_path),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard)))
+    errors = tmp_path / "shopbot.err"          # its stdout and stderr, printed if the drill fails
+    with errors.open("wb") as sink:
+        await product.start(stdout=sink, stderr=sink,
+                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard)))
+    assert product.proc is not None
     flood: list[socket.socket] = []
     try:
+        port = await product.http_port()
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=3) as client:
             deadline = loop.time() + 30
             while True:                                         # up: it answers before the flood
@@ -97,6 +92,9 @@ async def test_a_flood_of_half_open_connections_under_ulimit_1024(tmp_path, api)
                 assert loop.time() < healthy, "no 200 within 5 s after the flood"
                 await asyncio.sleep(0.1)
         assert product.proc.returncode is None                  # still running
+    except BaseException:
+        print(f"shopbot's stdout and stderr:\n{errors.read_text(errors='replace')[-4000:]}")
+        raise
     finally:
         for sock in flood:
             sock.close()

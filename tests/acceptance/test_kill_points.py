@@ -199,13 +199,6 @@ async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, 
         await audit(product, supplier)
 
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def post_until_answered(url: str, update: dict, secret: str, timeout: float = 30.0) -> list:
     """What Telegram does with a webhook: post the update until a 2xx comes back; returns every outcome."""
     import asyncio
@@ -232,31 +225,71 @@ async def post_until_answered(url: str, update: dict, secret: str, timeout: floa
 async def test_webhook_killed_before_the_answer_then_one_reply_after_restart(tmp_path, api, point):
     """K1/K2 on the webhook path: killed after reading the update (K1) or after its commit (K2), before answering.
     Telegram posts the update again until it gets 200; the owner gets exactly one reply."""
-    secret, port = "kill-point-webhook-secret", free_port()
+    secret = "kill-point-webhook-secret"
     product = Product(tmp_path, api, SHOPBOT_WEBHOOK_URL="https://bot.example/telegram/webhook",
-                      SHOPBOT_WEBHOOK_SECRET=secret, SHOPBOT_HTTP_PORT=str(port))
-    url = f"http://127.0.0.1:{port}/telegram/webhook"
+                      SHOPBOT_WEBHOOK_SECRET=secret, SHOPBOT_HTTP_PORT="0")   # each start logs the port it bound
+
+    async def webhook_url() -> str:
+        return f"http://127.0.0.1:{await product.http_port()}/telegram/webhook"
+
     update = {"update_id": 1, "message": {"message_id": 1, "date": 1, "text": "how much vanilla",
                                           "chat": {"id": OWNER, "type": "private", "first_name": "L"},
                                           "from": {"id": OWNER, "is_bot": False, "first_name": "L"}}}
-    await product.start(point)
-    first = await post_until_answered_or_killed(url, update, secret, product)
+    killed = (await product.start(point)).pid
+    first = await post_until_answered_or_killed(await webhook_url(), update, secret, product)
     await product.died_at_fault()
     assert product.query("SELECT count(*) FROM work") == [(0 if point == "K1" else 1,)]
     await product.start()
     try:
-        outcomes = await post_until_answered(url, update, secret)
+        outcomes = await post_until_answered(await webhook_url(), update, secret)
         await api.wait_for(lambda: len(owner_texts(api)) >= 1, timeout=30)
         await product.wait_db("SELECT state FROM deliveries", [("confirmed",)], context=lambda: owner_texts(api))
     finally:
         assert await product.stop() == 0
     assert first != 200 and outcomes[-1] == 200
     assert len(owner_texts(api)) == 1 and "vanilla on hand: 9 tubs" in owner_texts(api)[0]
-    assert product.query("SELECT source, state, attempts FROM work") == [(f"tg:{OWNER}:1", "finished", 1)]
+    work = product.query("SELECT source, state, attempts FROM work")
+    runs = product.query("SELECT worker_id, outcome FROM runs ORDER BY started_at")
+    assert one_turn_after_a_kill(work, runs, killed, f"tg:{OWNER}:1") == [], (work, runs)
     rc, out = await product.check()
     assert rc == 0, out
     result = full_audit(product.db, [m.text for m in api.sent], owner_messages=1)
     assert result.ok, result.violations
+
+
+def one_turn_after_a_kill(work: list[tuple], runs: list[tuple], killed_pid: int, source: str) -> list[str]:
+    """What K1/K2 allow of the one item (`work`: source, state, attempts; `runs`: worker_id, outcome by start):
+    finished by the restarted process. The killed one may have claimed it too: its worker can claim the item the
+    moment the admission commits, before the webhook handler reaches K2 and the kill (the claim queued behind the
+    admission on the store's writer thread). Such a run never answered (the process died) and the restart's
+    recovery hands it back (outcome `released`, C10), so attempts is 2 and there is still one reply. Anything else
+    (a run of the restarted process handed back, two finished runs, attempts not counting the runs) is a fault."""
+    problems = []
+    if [(s, state) for s, state, _ in work] != [(source, "finished")]:
+        problems.append(f"the item is not finished once: {work}")
+    elif work[0][2] != len(runs):
+        problems.append(f"attempts {work[0][2]} for {len(runs)} runs")
+    by_killed = [r[0].endswith(f"-{killed_pid}") for r in runs]      # worker ids end with the process id
+    if [outcome for (_, outcome), mine in zip(runs, by_killed, strict=True) if not mine] != ["finished"]:
+        problems.append(f"the restarted process did not finish it in one run: {runs}")
+    if by_killed not in ([False], [True, False]) or (by_killed[0] and runs[0][1] != "released"):
+        problems.append(f"a run besides one claim of the killed process, handed back by the restart: {runs}")
+    return problems
+
+
+def test_the_kill_drills_judgement_of_the_item_catches_a_second_turn():
+    """Negative controls for `one_turn_after_a_kill`: the legal outcomes pass, each planted fault is named."""
+    source, ok = "tg:1:1", [("tg:1:1", "finished", 1)]
+    assert one_turn_after_a_kill(ok, [("worker-h-2", "finished")], 1, source) == []
+    assert one_turn_after_a_kill([(source, "finished", 2)], [("worker-h-1", "released"), ("worker-h-2", "finished")],
+                                 1, source) == []
+    assert one_turn_after_a_kill([(source, "finished", 2)], [("worker-h-2", "released"), ("worker-h-2", "finished")],
+                                 1, source)                               # the restarted process gave it back
+    assert one_turn_after_a_kill([(source, "finished", 2)], [("worker-h-1", "finished"), ("worker-h-2", "finished")],
+                                 1, source)                               # answered twice
+    assert one_turn_after_a_kill([(source, "finished", 2)], [("worker-h-2", "finished")], 1, source)   # uncounted
+    assert one_turn_after_a_kill([(source, "failed", 1)], [("worker-h-2", "failed")], 1, source)
+    assert one_turn_after_a_kill([(source, "finished", 1)], [("worker-h-21", "finished")], 1, source) == []
 
 
 async def post_until_answered_or_killed(url: str, update: dict, secret: str, product: Product) -> object:

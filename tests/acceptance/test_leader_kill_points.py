@@ -52,7 +52,7 @@ async def until(predicate, what: str, timeout: float = 20.0, *products: Product)
 def holder_of(p: Product) -> str | None:
     assert p.proc is not None
     try:
-        rows = p.query("SELECT holder FROM processes WHERE pid = ?", p.proc.pid)
+        rows = p.query("SELECT holder FROM processes WHERE pid = $1", p.proc.pid)
     except Exception:        # the tables do not exist yet (still migrating)
         return None
     return rows[0][0] if rows else None
@@ -192,7 +192,7 @@ async def test_k15_a_relay_paused_after_sending_is_left_alone_until_its_lease_la
         samples = []
         while True:
             [(state, current)] = a.query(
-                "SELECT d.state, l.holder = ? AND l.expires_at > clock_timestamp() FROM deliveries d "
+                "SELECT d.state, l.holder = $1 AND l.expires_at > clock_timestamp() FROM deliveries d "
                 "JOIN leader_leases l ON l.name = 'relay'", a_holder)
             samples.append((state, current))
             if not current:

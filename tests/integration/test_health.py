@@ -106,16 +106,11 @@ async def test_a_stopped_part_is_named_without_its_paths_or_secrets() -> None:
 async def test_a_real_run_capped_by_shopbot_db_max_pages_answers_503_full(tmp_path) -> None:
     """The test-mode page cap (SHOPBOT_DB_MAX_PAGES with SHOPBOT_TEST_MODE=1) on a real `shopbot run` process (the
     way back to 200 once there is room is shown in-process above)."""
-    import socket
-
     from bot.sandbox.bot_api import LocalBotApi
     from tests.support.proc import Product
 
-    with socket.socket() as probe:                 # a free port for this test's HTTP server
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-
     async def healthz_until(status: int, timeout: float = 20.0) -> dict:
+        port = await product.http_port()           # each start binds a free port of its own and logs it
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         async with httpx.AsyncClient(timeout=5) as client:
@@ -130,7 +125,7 @@ async def test_a_real_run_capped_by_shopbot_db_max_pages_answers_503_full(tmp_pa
                 await asyncio.sleep(0.1)
 
     async with LocalBotApi("777:health-full-token") as api:
-        product = Product(tmp_path, api, SHOPBOT_HTTP_PORT=str(port))
+        product = Product(tmp_path, api, SHOPBOT_HTTP_PORT="0")
         await product.start()
         try:
             await healthz_until(200)

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -24,26 +23,29 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import DATA
-from tests.support.proc import OWNER, connect_read_only
+from tests.support.proc import OWNER, connect_read_only, listening_port, wait_listening
 
 LEASES = ("poller", "relay", "producers", "actions")   # the leader leases (C16)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
 class Member:
     label: str
     proc: asyncio.subprocess.Process
-    port: int
+    log: Path                        # its own log file (one per label, so one per process start)
     out: Path
     fault: str | None
     started: float = field(default_factory=time.monotonic)
     stopped: bool = False            # SIGSTOPped and not yet continued
+    _port: int | None = None
+
+    @property
+    def port(self) -> int | None:
+        """The port its HTTP server bound (each start binds a free one, SHOPBOT_HTTP_PORT=0, and logs it), None
+        until it listens. `Cluster.wait_port` waits for it."""
+        if self._port is None:
+            self._port = listening_port(self.log)
+        return self._port
 
     @property
     def pid(self) -> int:
@@ -77,6 +79,8 @@ class Cluster:
 
     # ---- processes -------------------------------------------------------------------------------------------
     def env(self, label: str, port: int, fault: str | None) -> dict[str, str]:
+        """A process's environment; `port` 0 binds a free one (no port picked here can be taken by a parallel test
+        before the process binds it), -1 runs no HTTP server."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
         env.update({
             "SHOPBOT_DB": self.db, "TELEGRAM_BOT_TOKEN": self.api._token,
@@ -107,15 +111,14 @@ class Cluster:
         """Start a process named after `base` (its n-th start is labelled `base` + n); `fault` is SHOPBOT_FAULT
         (e.g. "K3:stop"); `env` adds settings for this start only."""
         label = self.next_label(base)
-        port = free_port()
         out = self.work / f"{label}.out"
-        environment = self.env(label, port, fault)
+        environment = self.env(label, 0, fault)
         environment.update(env or {})
         with out.open("ab") as sink:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "bot.cli", "run", env=environment, cwd=str(self.work),
                 stdout=sink, stderr=sink)
-        member = Member(label, proc, port, out, fault)
+        member = Member(label, proc, self.work / f"{label}.log", out, fault)
         self.members[label] = member
         return member
 
@@ -125,10 +128,14 @@ class Cluster:
     def by_pid(self, pid: int) -> Member | None:
         return next((m for m in self.members.values() if m.pid == pid), None)
 
+    async def wait_port(self, member: Member, timeout: float = 30.0) -> int:
+        """The port `member`'s HTTP server listens on, once it does."""
+        return await wait_listening(member.log, 0, lambda: member.alive, timeout, self.describe)
+
     def running(self, member: Member) -> bool:
         """The process finished starting: its log says `shopbot running`."""
         try:
-            return "shopbot running" in (self.work / f"{member.label}.log").read_text(errors="replace")
+            return "shopbot running" in member.log.read_text(errors="replace")
         except OSError:
             return False
 
@@ -179,10 +186,11 @@ class Cluster:
 
     # ---- the database, from outside --------------------------------------------------------------------------
     def query(self, sql: str, *args: object) -> list[tuple]:  # type: ignore[type-arg]
+        """`sql` with `$1 .. $n` marks for `args`."""
         conn = connect_read_only(self.db)
         try:
-            # without arguments no placeholder is parsed, so a literal % (LIKE 'tg:%') needs no escaping
-            return [tuple(r) for r in conn.execute(sql.replace("?", "%s"), args or None).fetchall()]
+            # `$1 .. $n` marks bound by the server (connect_read_only's RawCursor): a literal % needs no escaping
+            return [tuple(r) for r in conn.execute(sql, args or None).fetchall()]
         finally:
             conn.close()
 
@@ -195,7 +203,7 @@ class Cluster:
                 for name, holder, gen, pid in rows}
 
     def holder_of(self, member: Member) -> str | None:
-        rows = self.query("SELECT holder FROM processes WHERE pid = ? ORDER BY started_at DESC LIMIT 1", member.pid)
+        rows = self.query("SELECT holder FROM processes WHERE pid = $1 ORDER BY started_at DESC LIMIT 1", member.pid)
         return rows[0][0] if rows else None
 
     async def wait_until(self, predicate: Callable[[], Any], timeout: float, what: str,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from store.sqlite.connection import numbered
 from tests.support import DATA
 
 OWNER = 1001
@@ -18,9 +21,49 @@ def connect_read_only(db: Path | str):   # type: ignore[no-untyped-def]
     """An independent read-only connection: the SQLite file (mode=ro), or the PostgreSQL URL (a read-only session)."""
     if isinstance(db, str):
         import psycopg
-        conn = psycopg.connect(db, autocommit=True, options="-c default_transaction_read_only=on")
-        return conn
+        # the server binds the `$1` marks itself, as store/ has it (RawCursor: no `%s`, `%` an ordinary character)
+        return psycopg.connect(db, autocommit=True, options="-c default_transaction_read_only=on",
+                               cursor_factory=psycopg.RawCursor)
     return sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+
+
+# The product's own line once its HTTP server listens (`http.listening`, docs/operations.md), naming the port it bound:
+# a test starts it with SHOPBOT_HTTP_PORT=0 and reads the port here. A port picked by the test and handed over
+# raced the parallel tests: another process could bind it first, and the product exited with uvicorn's code 3.
+LISTENING = re.compile(r"http server listening on \S+?:(\d+)")
+
+
+def listening_port(log: Path, since: int = 0) -> int | None:
+    """The port in the first `http server listening on HOST:PORT` line of `log` past byte `since`, if written yet."""
+    try:
+        with log.open("rb") as f:
+            f.seek(since)
+            found = LISTENING.search(f.read().decode(errors="replace"))
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
+
+
+def log_size(log: Path) -> int:
+    """Where the next start's lines begin in an appended log file."""
+    try:
+        return log.stat().st_size
+    except OSError:
+        return 0
+
+
+async def wait_listening(log: Path, since: int, alive: Callable[[], bool], timeout: float = 30.0,
+                         context: Callable[[], str] = lambda: "") -> int:
+    """Poll `log` until the process says which port it listens on; fails at once when the process has exited."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (port := listening_port(log, since)) is None:
+        if not alive():
+            raise AssertionError(f"the process exited before its HTTP server listened: {context()}")
+        if loop.time() > deadline:
+            raise AssertionError(f"no `http server listening` line in {log} after {timeout:g} s: {context()}")
+        await asyncio.sleep(0.05)
+    return port
 
 
 class Product:
@@ -31,6 +74,7 @@ class Product:
         self.api = api
         self.settings = settings
         self.proc: asyncio.subprocess.Process | None = None
+        self.log_mark = 0                  # where the current start's lines begin in `log`
 
     def env(self, fault: str | None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
@@ -48,11 +92,25 @@ class Product:
             env["SHOPBOT_FAULT"] = f"{fault}:kill"
         return env
 
-    async def start(self, fault: str | None = None, *args: str) -> asyncio.subprocess.Process:
+    async def start(self, fault: str | None = None, *args: str, **popen: object) -> asyncio.subprocess.Process:
+        """`shopbot run`; `popen` overrides the subprocess options (stdout and stderr are pipes by default)."""
+        self.log_mark = log_size(self.log)
+        options: dict[str, object] = {"stdout": asyncio.subprocess.PIPE, "stderr": asyncio.subprocess.PIPE, **popen}
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bot.cli", "run", *args, env=self.env(fault), cwd=str(self.cwd),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            **options)  # type: ignore[arg-type]
         return self.proc
+
+    async def http_port(self, timeout: float = 30.0) -> int:
+        """The port this start's HTTP server bound (started with SHOPBOT_HTTP_PORT=0), once it listens."""
+        assert self.proc is not None
+        proc = self.proc
+
+        def context() -> str:
+            tail = self.log.read_bytes()[self.log_mark:].decode(errors="replace") if self.log.exists() else ""
+            return f"exit code {proc.returncode}; its log: {tail[-2000:]}"
+
+        return await wait_listening(self.log, self.log_mark, lambda: proc.returncode is None, timeout, context)
 
     async def died_at_fault(self, timeout: float = 30.0) -> None:
         assert self.proc is not None
@@ -77,10 +135,11 @@ class Product:
             await self.proc.wait()
 
     def query(self, sql: str, *args: object) -> list[tuple]:
+        """`sql` with `$1 .. $n` marks for `args` on either store (SQLite binds them as named marks, as store/ does)."""
         conn = connect_read_only(self.db)
         try:
-            return [tuple(r) for r in conn.execute(sql.replace("?", "%s") if isinstance(self.db, str) else sql,
-                                                   args).fetchall()]
+            bound = args if isinstance(self.db, str) else numbered(args)
+            return [tuple(r) for r in conn.execute(sql, bound).fetchall()]
         finally:
             conn.close()
 

@@ -47,7 +47,7 @@ def answered(api: LocalBotApi, cluster: Cluster) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for source, report_id in cluster.query(
             "SELECT w.source, i.report_id FROM work w LEFT JOIN report_items i USING (work_id) "
-            "WHERE w.source LIKE ? ORDER BY w.work_id", f"tg:{OWNER}:%"):
+            "WHERE w.source LIKE $1 ORDER BY w.work_id", f"tg:{OWNER}:%"):
         mid = int(source.rsplit(":", 1)[1])
         out.setdefault(mid, [])
         if report_id is not None and len(reached.get(report_id, ())) == parts.get(report_id, -1):
@@ -71,11 +71,11 @@ async def lose_a_reply(api: LocalBotApi, cluster: Cluster, text: str, button: st
     await api.wait_for(lambda: sum("may not have delivered" in t for t in owner_texts(api)) > notices, timeout=20)
     notice = [m for m in api.sent if "may not have delivered" in m.text][-1]
     report_id = notice.text.split("my reply ", 1)[1].split(" ", 1)[0]
-    assert cluster.query("SELECT state FROM deliveries WHERE report_id = ?", report_id) == [("unknown",)]
+    assert cluster.query("SELECT state FROM deliveries WHERE report_id = $1", report_id) == [("unknown",)]
     data = next(b["callback_data"] for row in notice.reply_markup["inline_keyboard"] for b in row
                 if b["text"] == button)
     api.post_callback(OWNER, OWNER, data, notice.message_id)
-    await cluster.wait_until(lambda: cluster.query("SELECT state FROM deliveries WHERE report_id = ?", report_id)
+    await cluster.wait_until(lambda: cluster.query("SELECT state FROM deliveries WHERE report_id = $1", report_id)
                              == [("confirmed",)], 20, f"{report_id} resolved by {button}")
     return report_id
 
@@ -100,8 +100,8 @@ async def stop_a_worker_past_its_lease(cluster: Cluster, until_resumed) -> Membe
     worker = await cluster.start("w", fault="K3:stop")
     await cluster.wait_until(lambda: cluster.holder_of(worker), 20, "the armed worker registered")
     headers = {"Authorization": f"Bearer {TILL_TOKEN}"}
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.port}", timeout=5) as till:
-        await cluster.wait_until(lambda: _listening(worker.port), 20, "the armed worker's HTTP")
+    port = await cluster.wait_port(worker, 20)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as till:
         for n in range(1, 16):
             response = await till.post("/till/counts", headers=headers,
                                        json={"request_id": f"stop-{n}", "counts": {"vanilla": 9}})
@@ -110,7 +110,7 @@ async def stop_a_worker_past_its_lease(cluster: Cluster, until_resumed) -> Membe
 
             def settled(source=source) -> bool:   # type: ignore[no-untyped-def]
                 return "stopping process" in worker.output() or cluster.query(
-                    "SELECT state FROM work WHERE source = ?", source) == [("finished",)]
+                    "SELECT state FROM work WHERE source = $1", source) == [("finished",)]
 
             await cluster.wait_until(settled, 20, f"{source} claimed")
             if "stopping process" in worker.output():
@@ -118,18 +118,11 @@ async def stop_a_worker_past_its_lease(cluster: Cluster, until_resumed) -> Membe
                 break
         else:
             raise AssertionError("the armed worker never claimed a till count of its own")
-    await cluster.wait_until(lambda: cluster.query("SELECT state FROM work WHERE source = ?", source)
+    await cluster.wait_until(lambda: cluster.query("SELECT state FROM work WHERE source = $1", source)
                              == [("finished",)], LEASE_S * 3 + 15, f"{source} finished by another process")
     await until_resumed()
     cluster.resume(worker)
     return worker
-
-
-def _listening(port: int) -> bool:
-    import socket
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 async def test_three_processes_survive_kills_a_stopped_worker_and_lost_replies(tmp_path, api, pg_fresh_url):
