@@ -56,7 +56,8 @@ TARGET_RATIO = 1.5
 FIX = (
     ("work", "WHERE state = 'pending'",
      "CREATE INDEX IF NOT EXISTS bench_work_pending ON work (work_id) WHERE state = 'pending' AND kind = 'agent'"),
-    ("deliveries", "WHERE state = 'pending'",
+    # deliveries_open serves the relay's reads since migration 0022 (which dropped deliveries_pending)
+    ("deliveries", "WHERE state IN ('pending'",
      "CREATE INDEX IF NOT EXISTS bench_deliveries_pending ON deliveries (delivery_id) WHERE state = 'pending'"),
     ("proposals", "(run_id)", "CREATE INDEX IF NOT EXISTS bench_proposals_run ON proposals (run_id)"),
 )

@@ -42,6 +42,7 @@ import contextlib
 import os
 import sqlite3
 import statistics
+import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -162,24 +163,70 @@ async def _database(postgres: str | None) -> AsyncIterator[dict[str, str]]:
         yield {"SHOPBOT_DB": url}
 
 
-class Calls:
-    """A store's `db.write` or `db.read`, counted: every call, its time, and (while `named`) calls by function."""
+class WalFrames:
+    """SQLite only: the WAL frames (pages) each durable commit wrote, by transaction function. Read from the WAL
+    index's header (the `-shm` file: its frame count and salt) around the COMMIT, through the commit hooks that
+    `Database.write` already calls in its connection thread (wrapped here, the product's own hooks still called);
+    nothing in the product changes, not even its checkpoints."""
 
-    def __init__(self, call: Callable[..., Awaitable[Any]]) -> None:
+    def __init__(self, db: Any) -> None:
+        self.hooks = db.hooks
+        self.fd = os.open(f"{db.path}-shm", os.O_RDONLY)
+        self.current = ""                  # the transaction function running now (set by `Calls`, same thread)
+        self.before: tuple[int, bytes] = (0, b"")
+        self.frames: dict[str, list[int]] = {}
+        self.counting = False
+
+    def header(self) -> tuple[int, bytes]:
+        """(mxFrame, salt) of the WAL index header: a restarted WAL has a new salt and counts from 0 again."""
+        raw = os.pread(self.fd, 48, 0)
+        return struct.unpack_from("=I", raw, 16)[0], raw[32:40]
+
+    def before_commit(self, conn: Any) -> None:
+        self.hooks.before_commit(conn)          # the product's own rows first: they are part of this commit
+        self.before = self.header()
+
+    def committed(self) -> None:
+        self.hooks.committed()
+        if self.counting:
+            frames, salt = self.header()
+            written = frames if salt != self.before[1] else frames - self.before[0]
+            self.frames.setdefault(self.current, []).append(written)
+
+    def rolled_back(self) -> None:
+        self.hooks.rolled_back()
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class Calls:
+    """A store's `db.write` or `db.read`, counted: every call, its time, and (while `named`) calls by function.
+    With `frames`, the transaction's name is handed to it in the connection thread (its commit's pages)."""
+
+    def __init__(self, call: Callable[..., Awaitable[Any]], frames: WalFrames | None = None) -> None:
         self.call = call
         self.total = 0
         self.ms: list[float] = []
         self.named = False
         self.by_name: dict[str, int] = {}
+        self.frames = frames
 
     async def __call__(self, fn: Any, *args: Any) -> Any:
         self.total += 1
+        name = getattr(fn, "__qualname__", type(fn).__name__).replace(".<locals>", "")
         if self.named:
-            name = getattr(fn, "__qualname__", type(fn).__name__).replace(".<locals>", "")
             self.by_name[name] = self.by_name.get(name, 0) + 1
         began = time.perf_counter()
         try:
-            return await self.call(fn, *args)
+            if self.frames is None:
+                return await self.call(fn, *args)
+            frames = self.frames
+
+            def named(conn: Any, *inner: Any) -> Any:
+                frames.current = name
+                return fn(conn, *inner)
+            return await self.call(named, *args)
         finally:
             self.ms.append((time.perf_counter() - began) * 1000)
 
@@ -219,7 +266,10 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
         api.inject("sendChatAction", "slow", delay=typing_delay, count=10 * (messages + WARM_UP))
         if not typing:                                   # --no-typing: the comparison without any typing call
             run.app.parts.worker.on_turn = None
-        writes, reads = Calls(store.db.write), Calls(store.db.read)
+        frames = WalFrames(store.db) if getattr(store.db, "path", None) is not None else None
+        if frames is not None:
+            store.db.hooks = frames
+        writes, reads = Calls(store.db.write, frames), Calls(store.db.read)
         store.db.write = writes  # type: ignore[method-assign] - counting commits is the measurement
         store.db.read = reads  # type: ignore[method-assign] - every database call counts, reads included
         confirmed = _confirmed_counter(store)
@@ -234,6 +284,8 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
                     reads_at_start = reads.total
                     durable_at_start = getattr(store.db, "commits", 0)
                     writes.named = reads.named = True
+                    if frames is not None:
+                        frames.counting = True
                 delay = next_at - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -265,6 +317,10 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
         commits_counted = writes.total - commits_at_start
         reads_counted = reads.total - reads_at_start
         writes.named = reads.named = False               # the shutdown's writes are not the replies'
+        if frames is not None:
+            frames.counting = False
+            store.db.hooks = frames.hooks
+            frames.close()
         durable = getattr(store.db, "commits", None)      # SQLite counts the writes that changed something
         durable_counted = None if durable is None else durable - durable_at_start
         typing_calls = api.calls.get("sendChatAction", 0) - chat_actions_at_start
@@ -279,6 +335,7 @@ async def one_run(messages: int, chats: int, rate: float, typing_delay: float, t
             "write_p50_ms": percentile(writes.ms, 50), "breakdowns": breakdowns,
             "writes": {name: n / messages for name, n in sorted(writes.by_name.items(), key=lambda kv: -kv[1])},
             "reads_per_message": reads_counted / messages,
+            "frames": {} if frames is None else frames.frames,
             "reads": {name: n / messages for name, n in sorted(reads.by_name.items(), key=lambda kv: -kv[1])}}
 
 
@@ -337,6 +394,20 @@ def breakdown_line(breakdowns: list[dict[str, float]]) -> str:
         f"replies' total p50 is {percentile([b['total'] for b in breakdowns], 50):.2f})"
 
 
+def frames_line(runs: list[dict[str, Any]]) -> str:
+    """WAL frames (4 KiB pages) per durable commit, by transaction, over `runs` (SQLite only)."""
+    by_name: dict[str, list[int]] = {}
+    for r in runs:
+        for name, values in r.get("frames", {}).items():
+            by_name.setdefault(name.replace("BaseStore.", ""), []).extend(values)
+    if not by_name:
+        return "none counted (SQLite only)"
+    ordered = sorted(by_name.items(), key=lambda kv: -len(kv[1]))
+    return ", ".join(f"{name} {statistics.median(v):g} (mean {statistics.mean(v):.1f}, {len(v)} commits)"
+                     for name, v in ordered) + \
+        f"; all: {sum(map(sum, by_name.values())) / max(1, sum(r['messages'] for r in runs)):.1f} per owner message"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1000)
@@ -382,7 +453,8 @@ def main() -> None:
                          f"\n  write transactions per owner message: "
                          f"{', '.join(f'{k} {v:.2f}' for k, v in r['writes'].items())}\n  reads per owner message: "
                          f"{', '.join(f'{k} {v:.2f}' for k, v in r['reads'].items())}\n  stages: "
-                         f"{breakdown_line(r['breakdowns'])}")
+                         f"{breakdown_line(r['breakdowns'])}"
+                         f"{'' if side != 'sqlite' else chr(10) + '  WAL pages per commit (p50): ' + frames_line([r])}")
             print(line, flush=True)
     m = statistics.median
 
@@ -402,6 +474,7 @@ def main() -> None:
           f"{m([percentile(r['receipts'], 99) for r in results['sqlite']]):.2f} ms (its p50 at most the reply's: "
           f"{'yes' if m([percentile(r['receipts'], 50) for r in results['sqlite']]) <= m(p('sqlite', 50)) else 'NO'})")
     print(f"stages, all sqlite runs: {breakdown_line([b for r in results['sqlite'] for b in r['breakdowns']])}")
+    print(f"WAL pages per commit, all sqlite runs (p50): {frames_line(results['sqlite'])}")
     if "anchor" in results:
         print(f"median of {args.repeats} runs, python-telegram-bot default: p50 {m(p('anchor', 50)):.2f} ms  p99 "
               f"{m(p('anchor', 99)):.2f} ms | product / anchor, median of the runs' ratios: p50 "

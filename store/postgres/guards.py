@@ -17,7 +17,7 @@ Under READ COMMITTED two transactions may both read, then both write. Each spot 
 - approval and daily spend (C11): the proposal `FOR UPDATE` and `pg_advisory_xact_lock` per spending day;
 - resolve (C8): the unknown parts `FOR UPDATE`, so a second decision finds none unknown;
 - producer cursors (C2): the cursor row `FOR UPDATE` before it is read and moved;
-- report generations (C6): one writer per turn (the claim), UNIQUE (anchor, generation) as the alarm.
+- report generations (C6): one writer per turn (the claim), the key r<anchor>.<generation> as the alarm.
 """
 from __future__ import annotations
 

@@ -955,6 +955,17 @@ ALTER TABLE proposals ADD COLUMN refusal_spent_cents bigint CHECK (refusal_spent
 -- 0021: every time column a timestamptz (written in place above); the counters' minute buckets and the shop's local
 -- dates (spending.day, sales_days.day) stay text: they are labels, not instants.
 
+-- ==== 0022_fewer_pages.sql ====
+-- 0022 (issue 31): fewer pages in the reply's commits (store/sqlite/migrations/0022_fewer_pages.sql says why): an
+-- index no statement reads (runs_open), the relay's two narrow indexes whose rows deliveries_open holds
+-- (deliveries_pending, deliveries_sending), the turn count and last report that every finish wrote and nothing read,
+-- and the reports' second unique index: the key r<anchor>.<generation> (its CHECK) already makes the pair unique.
+DROP INDEX runs_open;
+DROP INDEX deliveries_pending;
+DROP INDEX deliveries_sending;
+ALTER TABLE sessions DROP COLUMN turns, DROP COLUMN last_report;
+ALTER TABLE reports DROP CONSTRAINT reports_anchor_generation_key;
+
 -- ==== 0023_claim_order_indexes.sql ====
 -- 0023 (C5): a claim walks the waiting work in its own order and stops at the first due anchor, instead of judging
 -- every pending item and sorting them (556 µs of CPU per claim at 1,000 pending, 65 µs at 100: bench.throughput).

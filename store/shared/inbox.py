@@ -212,16 +212,40 @@ def _held(conn: Connection, claim: Claim) -> None:
         f"SELECT count(*) FROM work WHERE work_id IN ({marks(len(ids), first=3)}) "
         "AND state = 'running' AND run_id = $1 AND worker_id = $2",
         (claim.run_id, claim.worker_id, *ids)).fetchone()[0]
-    if held != len(ids):
-        raise NotClaimed(claim.run_id, f"holds {held} of the {len(ids)} items of its turn; it cannot end them")
+    _check_held(claim, held)
+
+
+def _check_held(claim: Claim, held: int) -> None:
+    if held != len(claim.items):
+        raise NotClaimed(claim.run_id, f"holds {held} of the {len(claim.items)} items of its turn; it cannot end them")
+
+
+def _finish_held(conn: Connection, claim: Claim, now: str) -> None:
+    """C5 and C6 in one statement: the items the claim still holds become finished, and a worker that does not hold
+    every item of its turn finishes none (NotClaimed: its transaction rolls back, nothing of it stays)."""
+    ids = [item.work_id for item in claim.items]
+    held = conn.execute(
+        f"UPDATE work SET state = 'finished', ended_at = $1 WHERE work_id IN ({marks(len(ids), first=4)}) "
+        "AND state = 'running' AND run_id = $2 AND worker_id = $3", (now, claim.run_id, claim.worker_id, *ids)).rowcount
+    _check_held(claim, held)
+
+
+def _journaled(conn: Connection, run_id: str) -> bool:
+    """Whether the run journaled a tool call or recorded a proposal: most turns call no tool, and their finish has
+    nothing to attach to the report (one read instead of three updates that would find nothing)."""
+    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM operations WHERE run_id = $1) "
+                             "OR EXISTS (SELECT 1 FROM proposals WHERE run_id = $1)", (run_id,)).fetchone()[0])
 
 
 def _end_run(conn: Connection, run_id: str, now: str, outcome: str, *, report_id: str | None = None,
              stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0)) -> None:
-    if outcome == "finished" and report_id is not None:
-        shop.activate_proposals(conn, run_id, report_id, now)
-    else:
-        shop.void_proposals(conn, run_id, now)   # C11: a proposal whose turn did not finish is void
+    """A run that did not finish: its proposals void (C11), its end recorded."""
+    shop.void_proposals(conn, run_id, now)   # C11: a proposal whose turn did not finish is void
+    _record_end(conn, run_id, now, outcome, report_id=report_id, stop_reason=stop_reason, usage=usage)
+
+
+def _record_end(conn: Connection, run_id: str, now: str, outcome: str, *, report_id: str | None,
+                stop_reason: str | None, usage: tuple[int, int, int]) -> None:
     conn.execute(
         "UPDATE runs SET ended_at = $1, outcome = $2, report_id = $3, stop_reason = $4, "
         "model_calls = model_calls + $5, input_tokens = input_tokens + $6, output_tokens = output_tokens + $7 "
@@ -240,32 +264,27 @@ def finish(conn: Connection, claim: Claim, draft: ReportDraft | Callable[[], Rep
     `finish-writes` lies between the two writes. If the session was forgotten during the run (C12) the result is
     discarded and the items fail with a report saying so.
     """
-    _held(conn, claim)
+    if session_epoch(conn, claim.session) != claim.epoch:    # C12: forgotten while it ran
+        _held(conn, claim)
+        return FinishOutcome(_discard(conn, claim, now, usage), discarded=True)
     ids = [item.work_id for item in claim.items]
-    discarded = _discard_if_forgotten(conn, claim, now, usage)
-    if discarded is not None:
-        return FinishOutcome(discarded, discarded=True)
-    conn.execute(
-        f"UPDATE work SET state = 'finished', ended_at = $1 WHERE work_id IN ({marks(len(ids), first=2)})",
-        (now, *ids))
+    _finish_held(conn, claim, now)
     faults.reached("finish-writes")
     if apply is not None:
         apply(conn)
     if callable(draft):   # a report rendered from what `apply` did, inside the same transaction
         draft = draft()
     report_id = outbox.insert_report(conn, ids, draft, now, run_id=claim.run_id)
-    conn.execute("UPDATE operations SET report_id = $1 WHERE run_id = $2", (report_id, claim.run_id))
-    _end_run(conn, claim.run_id, now, "finished", report_id=report_id, stop_reason=stop_reason, usage=usage)
+    if _journaled(conn, claim.run_id):
+        conn.execute("UPDATE operations SET report_id = $1 WHERE run_id = $2", (report_id, claim.run_id))
+        shop.activate_proposals(conn, claim.run_id, report_id, now)
+    _record_end(conn, claim.run_id, now, "finished", report_id=report_id, stop_reason=stop_reason, usage=usage)
     if user_text is not None:
         conn.execute("INSERT INTO history (session, role, text, created_at) VALUES ($1, 'user', $2, $3)",
                      (claim.session, user_text, now))
         prose, messages = model_said if model_said is not None else (draft.body, None)
         conn.execute("INSERT INTO history (session, role, text, report_id, created_at, messages) "
                      "VALUES ($1, 'assistant', $2, $3, $4, $5)", (claim.session, prose, report_id, now, messages))
-    conn.execute(
-        "INSERT INTO sessions (session, turns, last_report) VALUES ($1, 1, $2) "
-        "ON CONFLICT (session) DO UPDATE SET turns = sessions.turns + 1, last_report = excluded.last_report",
-        (claim.session, report_id))
     return FinishOutcome(report_id)
 
 
@@ -275,6 +294,10 @@ def _discard_if_forgotten(conn: Connection, claim: Claim, now: str,
     a report saying so. Returns that report's id, or None when the conversation was not forgotten."""
     if session_epoch(conn, claim.session) == claim.epoch:
         return None
+    return _discard(conn, claim, now, usage)
+
+
+def _discard(conn: Connection, claim: Claim, now: str, usage: tuple[int, int, int]) -> str:
     who = conn.execute("SELECT forgotten_by FROM sessions WHERE session = $1", (claim.session,)).fetchone()[0]
     cancel = ReportDraft(
         f"This conversation was forgotten ({who}) while I was answering; the answer was discarded.",

@@ -21,6 +21,10 @@ from .moves import move
 
 CAPTION_LIMIT = 1024   # Telegram: a photo's caption is at most 1,024 characters after entities parsing
 PART_LIMIT = 4000   # C7: parts of at most 4,000 UTF-16 code units of visible text (Telegram counts so; limit 4,096)
+# The condition of the open parts' partial index (deliveries_open), repeated by every statement that reads pending or
+# sending parts: SQLite reads a partial index only for a query that states its condition (PostgreSQL infers it).
+# Migration 0022 dropped the narrower indexes (one page fewer in each finish, `sending` mark and confirmation).
+OPEN_PARTS = "state IN ('pending', 'sending', 'unknown')"
 # C7/C16: why a `sending` part became unknown when its sender's leader lease lapsed (each dialect's sweep_sending)
 UNKNOWN_REASON = "its sender's lease lapsed while it was sending: it may or may not have been sent"
 
@@ -77,7 +81,11 @@ def identified(chunks: Sequence[str], report_id: str) -> list[str]:
 
 
 def next_generation(conn: Connection, anchor: int) -> int:
-    return conn.execute("SELECT coalesce(max(generation), 0) + 1 FROM reports WHERE anchor = $1",
+    """Read through report_items' key: every report links its anchor (the turn's lowest item, `insert_report`), and
+    reports keep no index on the anchor of their own (migration 0022: a page fewer in every finish). A generation
+    taken twice would still be refused by the reports' primary key, r<anchor>.<generation>."""
+    return conn.execute("SELECT coalesce(max(r.generation), 0) + 1 FROM report_items i "
+                        "JOIN reports r USING (report_id) WHERE i.work_id = $1 AND r.anchor = $1",
                         (anchor,)).fetchone()[0]
 
 
@@ -163,7 +171,7 @@ def due_deliveries(conn: Connection, sql: DialectSQL, now: str, limit: int,
     skipped = f"AND d.chat_id NOT IN ({marks(len(skip), first=3)})" if skip else ""
     rows = conn.execute(
         f"""SELECT d.*, r.buttons, {sql.report_sources} AS sources FROM deliveries d JOIN reports r USING (report_id)
-            WHERE d.state = 'pending' AND (d.not_before IS NULL OR d.not_before <= $1)
+            WHERE d.state = 'pending' AND d.{OPEN_PARTS} AND (d.not_before IS NULL OR d.not_before <= $1)
               {skipped}
               AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.report_id = d.report_id AND e.part < d.part
                               AND e.state != 'confirmed')
@@ -174,7 +182,8 @@ def due_deliveries(conn: Connection, sql: DialectSQL, now: str, limit: int,
 def next_wake(conn: Connection) -> datetime | None:
     """The earliest not-before time among pending deliveries (for the relay's timed wake-up)."""
     return from_db_or_none(conn.execute(
-        "SELECT min(not_before) FROM deliveries WHERE state = 'pending' AND not_before IS NOT NULL").fetchone()[0])
+        f"SELECT min(not_before) FROM deliveries WHERE state = 'pending' AND {OPEN_PARTS} AND not_before IS NOT NULL"
+    ).fetchone()[0])
 
 
 def _move(conn: Connection, delivery_id: int, expect: str, new: str, now: str, **columns: object) -> None:
@@ -182,11 +191,13 @@ def _move(conn: Connection, delivery_id: int, expect: str, new: str, now: str, *
 
 
 def mark_sending(conn: Connection, delivery_id: int, now: str, sender: str | None = None) -> None:
-    """pending -> sending; `sender` names the relay's lease that marked it (C16)."""
-    conn.execute("UPDATE deliveries SET attempts = attempts + 1 WHERE delivery_id = $1", (delivery_id,))
-    _move(conn, delivery_id, "pending", "sending", now)
-    if sender is not None:
-        conn.execute("UPDATE deliveries SET sender = $1 WHERE delivery_id = $2", (sender, delivery_id))
+    """pending -> sending, one more attempt; `sender` names the relay's lease that marked it (C16)."""
+    moved = conn.execute(
+        "UPDATE deliveries SET attempts = attempts + 1, state = 'sending', updated_at = $1, "
+        "sender = coalesce($2, sender) WHERE delivery_id = $3 AND state = 'pending'",
+        (now, sender, delivery_id)).rowcount
+    if moved != 1:      # the guarded move's own refusal (the row is not pending)
+        _move(conn, delivery_id, "pending", "sending", now)
 
 
 DENIED_REASON = "the chat is no longer allow-listed (C3)"
@@ -213,7 +224,8 @@ def taken_at(conn: Connection, sql: DialectSQL, now: str, sender: str | None) ->
     """The part a `take_due` of time `now` by `sender` moved to `sending`, if it still is (K16's read-back)."""
     row = conn.execute(
         f"""SELECT d.*, r.buttons, {sql.report_sources} AS sources FROM deliveries d JOIN reports r USING (report_id)
-            WHERE d.state = 'sending' AND d.updated_at = $1 AND d.sender IS NOT DISTINCT FROM $2
+            WHERE d.state = 'sending' AND d.{OPEN_PARTS} AND d.updated_at = $1
+              AND d.sender IS NOT DISTINCT FROM $2
             ORDER BY d.delivery_id DESC LIMIT 1""", (now, sender)).fetchone()
     return _delivery(row) if row else None
 
@@ -258,8 +270,8 @@ def mark_denied(conn: Connection, delivery_id: int, reason: str, now: str) -> No
 def sending_to_unknown(conn: Connection, now: str) -> list[int]:
     """C7/C10: a delivery found in `sending` at startup may or may not have reached Telegram."""
     rows = conn.execute("UPDATE deliveries SET state = 'unknown', updated_at = $1, "
-                        "reason = 'the process stopped while sending' WHERE state = 'sending' RETURNING delivery_id",
-                        (now,)).fetchall()
+                        f"reason = 'the process stopped while sending' WHERE state = 'sending' AND {OPEN_PARTS} "
+                        "RETURNING delivery_id", (now,)).fetchall()
     return sorted(r[0] for r in rows)
 
 
@@ -269,7 +281,7 @@ def unknown_reports(conn: Connection) -> list[UnknownReport]:
         "SELECT d.report_id, d.chat_id, max(d.resends) AS resends, min(d.updated_at) AS since, "
         "w.kind AS kind, substr(r.body, 1, 80) AS preview, r.created_at AS created_at "
         "FROM deliveries d JOIN reports r USING (report_id) JOIN work w ON w.work_id = r.anchor "
-        "WHERE d.state = 'unknown' GROUP BY d.report_id, d.chat_id, w.kind, r.body, r.created_at "
+        f"WHERE d.state = 'unknown' AND d.{OPEN_PARTS} GROUP BY d.report_id, d.chat_id, w.kind, r.body, r.created_at "
         "ORDER BY min(d.delivery_id)").fetchall()
     return [UnknownReport(r["report_id"], r["chat_id"], WorkKind(r["kind"]), r["preview"], r["resends"],
                           from_db(r["since"]), from_db(r["created_at"])) for r in rows]
@@ -309,9 +321,10 @@ def resolve(conn: Connection, report_id: str, decision: str, by: str, now: str) 
 def mark_all_unknown_after_restore(conn: Connection, now: str) -> int:
     """After a restore nothing non-terminal is known to be unsent: pending and sending become unknown (via sending),
     so nothing is resent silently; the owner or operator decides."""
-    n = conn.execute("UPDATE deliveries SET state = 'sending', updated_at = $1 WHERE state = 'pending'",
-                     (now,)).rowcount
+    n = conn.execute(
+        f"UPDATE deliveries SET state = 'sending', updated_at = $1 WHERE state = 'pending' AND {OPEN_PARTS}",
+        (now,)).rowcount
     n += len(sending_to_unknown(conn, now))
     conn.execute("UPDATE deliveries SET reason = 'restored from a backup: may or may not have been sent' "
-                 "WHERE state = 'unknown' AND updated_at = $1", (now,))
+                 f"WHERE state = 'unknown' AND {OPEN_PARTS} AND updated_at = $1", (now,))
     return n

@@ -83,7 +83,6 @@ def _load_batch(conn: SqliteConnection, first_id: int, n: int, offset: int, *, s
     reports: list[tuple[Any, ...]] = []
     links: list[tuple[Any, ...]] = []
     parts: list[tuple[Any, ...]] = []
-    turns: dict[Any, Any] = {}
     for k in range(n):
         work_id = first_id + k
         i = offset + k
@@ -100,7 +99,6 @@ def _load_batch(conn: SqliteConnection, first_id: int, n: int, offset: int, *, s
         ends.append((ended, work_id))
         reports.append((report_id, work_id, 1, body, 0, destination, run_id, ended))
         links.append((report_id, work_id))
-        turns[session] = (turns.get(session, (0, None))[0] + 1, report_id)
         if destination is not None:
             texts = split_parts(body, report_id)
             parts.extend((report_id, part, len(texts), chat, text, ended, ended)
@@ -119,10 +117,6 @@ def _load_batch(conn: SqliteConnection, first_id: int, n: int, offset: int, *, s
     conn.executemany("INSERT INTO reports (report_id, anchor, generation, body, is_error, destination, run_id, "
                      "created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", reports)
     conn.executemany("INSERT INTO report_items (report_id, work_id) VALUES ($1, $2)", links)
-    conn.executemany(
-        "INSERT INTO sessions (session, turns, last_report) VALUES ($1, $2, $3) "
-        "ON CONFLICT (session) DO UPDATE SET turns = turns + excluded.turns, last_report = excluded.last_report",
-        [(session, t, last) for session, (t, last) in turns.items()])
     if not parts:
         return 0
     # delivery: every part starts pending (delivery_insert_pending); confirmed goes through sending with a receipt

@@ -76,9 +76,7 @@ CREATE TABLE sessions (
     session      TEXT PRIMARY KEY,
     epoch        INTEGER NOT NULL DEFAULT 0,
     forgotten_at TEXT,
-    forgotten_by TEXT,
-    turns        INTEGER NOT NULL DEFAULT 0,
-    last_report  TEXT
+    forgotten_by TEXT
 );
 
 CREATE TABLE history (
@@ -111,9 +109,9 @@ CREATE TABLE runs (
     report_id     TEXT,
     lease_expires_at TEXT     -- PostgreSQL's lease (C15); always NULL on SQLite (one process, the instance lock)
 );
-CREATE INDEX runs_open ON runs (run_id) WHERE ended_at IS NULL;
 CREATE INDEX runs_ended ON runs (ended_at) WHERE ended_at IS NOT NULL;   -- /metrics reads the turns ended since its mark
-CREATE UNIQUE INDEX runs_one_open_per_session ON runs (session) WHERE ended_at IS NULL;   -- T2 as a constraint
+-- T2 as a constraint; the open runs are read through it too (0022 dropped runs_open, which no statement read)
+CREATE UNIQUE INDEX runs_one_open_per_session ON runs (session) WHERE ended_at IS NULL;
 
 -- The operations journal: one row per tool call, started before it acts, finished after (C10, C11).
 CREATE TABLE operations (
@@ -145,8 +143,7 @@ CREATE TABLE reports (
     created_at  TEXT NOT NULL,
     pruned_at   TEXT,                                         -- retention emptied the body; body_sha256 keeps it
     body_sha256 TEXT,
-    UNIQUE (anchor, generation),
-    CHECK (report_id = 'r' || anchor || '.' || generation)
+    CHECK (report_id = 'r' || anchor || '.' || generation)   -- so the primary key makes (anchor, generation) unique
 );
 CREATE INDEX reports_created ON reports (created_at) WHERE pruned_at IS NULL;   -- retention: unpruned reports by age
 CREATE INDEX reports_recent ON reports (created_at, anchor, generation);    -- the latest reports, without a sort
@@ -196,13 +193,14 @@ CREATE TABLE deliveries (
     UNIQUE (report_id, part),
     CHECK (part >= 1 AND part <= parts)
 );
+-- The open parts: the relay's due part, its next wake-up and the parts left sending are read through it, each
+-- statement repeating its condition (store/shared/outbox.py `OPEN_PARTS`; 0022 dropped the narrower
+-- deliveries_pending and deliveries_sending, a page each in every finish, `sending` mark and confirmation).
 CREATE INDEX deliveries_open ON deliveries (delivery_id) WHERE state IN ('pending', 'sending', 'unknown');
-CREATE INDEX deliveries_pending ON deliveries (delivery_id) WHERE state = 'pending';   -- the relay's due parts
 -- A press finds the message it was pressed on (its card) by Telegram's message id, sent or edited.
 CREATE INDEX deliveries_message ON deliveries (chat_id, receipt) WHERE receipt IS NOT NULL;
 CREATE INDEX deliveries_edits ON deliveries (chat_id, edit_of) WHERE edit_of IS NOT NULL;
 CREATE INDEX deliveries_failed ON deliveries (delivery_id) WHERE state IN ('failed', 'denied');   -- the last failures
-CREATE INDEX deliveries_sending ON deliveries (delivery_id) WHERE state = 'sending';   -- the sweep of lapsed senders
 
 -- C7: deliveries start pending.
 CREATE TRIGGER delivery_insert_pending BEFORE INSERT ON deliveries WHEN NEW.state != 'pending'

@@ -267,3 +267,26 @@ async def test_two_producers_moving_one_cursor_at_once_both_count(pg, monkeypatc
 async def test_without_the_cursor_lock_one_producer_step_is_lost(pg, monkeypatch):
     from store.shared.producer_state import ProducerState
     assert _cursor_race(pg, monkeypatch, ProducerState).hour in (1, 2)        # both moved on from the same reading
+
+
+async def test_generations_are_counted_per_anchor_and_a_generation_taken_twice_is_refused(pg):
+    """Report generations (C6) on PostgreSQL since migration 0022 dropped UNIQUE (anchor, generation): counted per
+    anchor through report_items, the key r<anchor>.<generation> the alarm. Negative control: a report r1.3 planted
+    without its item link is not counted, and the store's own r1.3 is refused by the key, nothing written."""
+    for n in (1, 2):
+        await pg.admit(Occurrence(f"tg:1:{n}", "tg:1", "stock", WorkKind.AGENT, "tg:1"))
+    claim = await pg.claim("w1")
+    assert claim is not None and [i.work_id for i in claim.items] == [1, 2]
+    assert (await pg.finish(claim, ReportDraft("first", destination="tg:1"))).report_id == "r1.1"
+
+    def report(ids: list[int]) -> Callable[[Any], str]:
+        return lambda conn: outbox.insert_report(conn, ids, ReportDraft("again"), NOW, run_id=None)
+    assert await pg.db.write(report([1, 2])) == "r1.2"
+    assert await pg.db.write(report([2])) == "r2.1"          # item 2's other reports are anchored at 1: not counted
+    await pg.db.write(lambda conn: conn.execute(
+        "INSERT INTO reports (report_id, anchor, generation, body, created_at) VALUES ('r1.3', 1, 3, 'planted', $1)",
+        (NOW,)))
+    with pytest.raises(StoreError, match="reports_pkey"):
+        await pg.db.write(report([1]))
+    assert await pg.db.read(lambda conn: conn.execute(
+        "SELECT count(*) FROM report_items WHERE report_id = 'r1.3'").fetchone()[0]) == 0

@@ -13,6 +13,7 @@ from store.postgres.connection import PgConnection, configure
 
 NOW = "2027-03-01T09:00:00.000000Z"
 BEFORE = 20          # the last version that kept times as text
+CONVERTED = 21       # the migration under test (later ones are left out: 0022 drops a text column)
 
 # One row in every table that has a time column at version 20, every time column set (distinct instants, with
 # microseconds); the triggers' rules are kept (new rows start pending).
@@ -82,11 +83,11 @@ def test_migration_21_turns_every_time_column_into_timestamptz_keeping_each_inst
         text_columns = _columns(conn, "text")
         before = _values(conn, text_columns)
         already = set(_columns(conn, "timestamp with time zone"))        # the lease times, since 0012 and 0013
-        applied = migrations.migrate(PgConnection(conn), "test", NOW)
+        applied = migrations.migrate(PgConnection(conn), "test", NOW, up_to=CONVERTED)
         converted = [c for c in _columns(conn, "timestamp with time zone") if c not in already]
         after = _values(conn, text_columns)
 
-    assert applied == [n for n, _, _ in migrations.available() if n > BEFORE]
+    assert applied == [CONVERTED]
     assert len(converted) == 47 and set(converted) <= set(text_columns)
     assert ("counters", "minute") not in converted and ("spending", "day") not in converted   # not instants
     empty = [column for column in converted if not before[column]]

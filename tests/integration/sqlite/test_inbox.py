@@ -133,6 +133,29 @@ async def test_report_body_is_immutable_and_generations_are_allocated(store, raw
     assert raw.execute("SELECT body FROM reports WHERE report_id = 'r1.1'").fetchone()[0] == "first"
 
 
+async def test_generations_are_counted_per_anchor_and_a_generation_taken_twice_is_refused(store, raw):
+    """Migration 0022 dropped reports' UNIQUE (anchor, generation): the next generation is read through report_items
+    (every report links its anchor item), and the key r<anchor>.<generation> is the alarm. Negative control: a report
+    r1.3 planted without its item link is not seen, so the store's own r1.3 is refused by the key, nothing written."""
+    from store.errors import StoreError
+    from store.shared import outbox
+    await store.admit(occ("tg:1:1"))
+    await store.admit(occ("tg:1:2"))
+    claim = await store.claim("w1")
+    assert [i.work_id for i in claim.items] == [1, 2]
+    assert (await store.finish(claim, ReportDraft("first", destination="tg:1"))).report_id == "r1.1"
+
+    def report(ids):
+        return lambda conn: outbox.insert_report(conn, ids, ReportDraft("again"), store.now(), run_id=None)
+    assert await store.db.write(report([1, 2])) == "r1.2"
+    assert await store.db.write(report([2])) == "r2.1"      # item 2's other reports are anchored at 1: not counted
+    raw.execute("INSERT INTO reports (report_id, anchor, generation, body, created_at) "
+                "VALUES ('r1.3', 1, 3, 'planted', '2027-03-01T09:00:00.000000Z')")
+    with pytest.raises(StoreError, match="UNIQUE constraint failed: reports.report_id"):
+        await store.db.write(report([1]))
+    assert raw.execute("SELECT count(*) FROM report_items WHERE report_id = 'r1.3'").fetchone()[0] == 0
+
+
 async def test_debounce_makes_one_turn_and_sessions_never_mix(db_path, clock):
     store = await SqliteStore.open(db_path, clock, capacity=10, debounce_ms=500)
     try:
