@@ -90,6 +90,7 @@ from .records import (
     Prompt,
     Receipt,
     RecoverySummary,
+    Renewal,
     ReportDraft,
     ReportView,
     SaleLine,
@@ -192,7 +193,7 @@ __all__ = [
     "PolicyRefusal", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "SentMessage", "Stats",
     "Status", "Taken", "TurnSetup", "Violation", "WorkItem", "WorkKind", "WorkState", "Missed", "MissedReason",
-    "DeliveryCounts", "WorkCounts",
+    "DeliveryCounts", "WorkCounts", "Renewal",
     # the shop's records (store/shop_records.py)
     "ActionState", "EndedRun", "ItemSales", "OnOrder", "OpenAction", "OpsView", "RunOutcome", "SaleSource", "SalesDay",
     "SeriesPoint", "ShopItem", "StateTallies", "StockEvent", "StockEventKind", "StockLevel", "Tally", "TillCount",

@@ -48,6 +48,7 @@ from .records import (
     Prompt,
     Receipt,
     RecoverySummary,
+    Renewal,
     ReportDraft,
     ReportView,
     SaleLine,
@@ -353,10 +354,15 @@ class Inbox(Protocol):
         Only for a store one process owns (SQLite under its instance lock): on a shared store it would reset other
         processes' live turns, so processes sharing one recover with `sweep_expired`."""
 
-    async def renew(self, claim: Claim) -> bool:
-        """C15: extend the run's lease by `lease_s` from now, judged by the store's clock (the database's); False
-        when the lease has already lapsed or the run ended: a lapsed lease is never revived, and its run may write
-        nothing more. Without leases (SQLite): True while the run is open."""
+    async def renew(self, claim: Claim) -> Renewal:
+        """C15: extend the run's lease by `lease_s` from now, judged by the store's clock (the database's): HELD.
+        Refused, how the run stands is read in the same transaction: ENDED when its own ending write (finish,
+        finish_counts, fail, release) committed, LAPSED when its lease lapsed (never revived; its run may write
+        nothing more) or another ended it (a sweep). Without leases (SQLite): HELD while the run is open."""
+
+    def ending(self, claim: Claim) -> bool:
+        """True while this process has an ending write of the run (finish, finish_counts, fail, release) in flight,
+        from its call until its answer is back: its fence judges the lease in its own transaction (C15)."""
 
     async def sweep_expired(self, *, sending: bool = True) -> RecoverySummary:
         """C15: every open run whose lease expired is ended (outcome `expired`, its proposals void, C11) and its turn

@@ -54,6 +54,13 @@ class Admission(str, enum.Enum):
     REFUSED = "refused"
 
 
+class Renewal(enum.Enum):
+    """`Inbox.renew`'s answer (C15), read in the renewal's own transaction."""
+    HELD = "held"        # the run is open and its lease extended (SQLite, without leases: the run is open)
+    LAPSED = "lapsed"    # its lease lapsed (never revived), or another ended the run (a sweep, a recovery): lost
+    ENDED = "ended"      # its own ending write (finish, finish_counts, fail, release) committed: nothing was lost
+
+
 @dataclass(frozen=True)
 class Occurrence:
     """What a producer asks to admit (C1)."""

@@ -32,6 +32,7 @@ from store import (
     Policy,
     Proposal,
     ProposalState,
+    Renewal,
     ReportDraft,
     Store,
     StoreError,
@@ -333,26 +334,29 @@ class Worker:
     async def _keep_lease(self, claim: Claim, turn: asyncio.Task[Claim | None], lease: float) -> None:
         """C15: renew the run's lease every third of it, each renewal bounded by that period and never buffered. A
         renewal refused (the lease lapsed), timed out or failed counts as lost: the turn is cancelled and writes
-        nothing (no release, no fail); a live process's sweep recovers it after expiry."""
+        nothing (no release, no fail); a live process's sweep recovers it after expiry. Not once the run ended by its
+        own write (the turn ends by itself), nor while its ending write is in flight: that write's fence judges the
+        lease in its own transaction, and a cancellation could only lose what it commits (the next claim)."""
         period = lease / 3
         while not turn.done():
             await asyncio.sleep(period)
             try:
                 async with asyncio.timeout(period):   # not wait_for: a cancellation with the answer is kept (3.11)
-                    held = await self.store.renew(claim)
-                why = "" if held else "the lease had lapsed"
+                    renewal: Renewal | None = await self.store.renew(claim)
+                why = "the lease had lapsed"
             except TimeoutError:
-                held, why = False, f"the renewal took longer than {period:.2f} s"
+                renewal, why = None, f"the renewal took longer than {period:.2f} s"
             except StoreError as exc:
-                held, why = False, f"the renewal failed ({type(exc).__name__})"
-            if not held:
-                if turn.done():
-                    return
-                self._lost.add(claim.run_id)
-                log.error("lease lost run_id=%s: %s; the turn is abandoned and nothing of it is written",
-                          claim.run_id, why)
-                turn.cancel()
+                renewal, why = None, f"the renewal failed ({type(exc).__name__})"
+            if renewal is Renewal.ENDED or turn.done():
                 return
+            if renewal is Renewal.HELD or self.store.ending(claim):
+                continue
+            self._lost.add(claim.run_id)
+            log.error("lease lost run_id=%s: %s; the turn is abandoned and nothing of it is written",
+                      claim.run_id, why)
+            turn.cancel()
+            return
 
     async def _till_turn(self, claim: Claim) -> None:
         """A till count is applied without a model: stock set and count events recorded inside the finish

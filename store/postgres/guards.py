@@ -28,7 +28,7 @@ from typing import Any
 from psycopg import errors as pgerrors
 
 from ..errors import NotClaimed
-from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, WorkKind
+from ..records import Admission, AdmitResult, Claim, Decision, Occurrence, Renewal, WorkKind
 from ..shared import actions, inbox, producer_state, recovery, retention, sales, shop
 from ..shared.connection import Connection, marks
 from ..shared.inbox import ANCHOR, DUE, OWNER_FIRST
@@ -176,14 +176,15 @@ def fence(conn: Connection, run_id: str, worker_id: str | None = None) -> None:
         raise NotClaimed(run_id, "its lease is over (expired, or the run ended); nothing of it is written")
 
 
-def renew(conn: Connection, run_id: str, lease_s: float) -> bool:
-    """Extend a live lease by `lease_s` from now on the database clock; False (nothing changed) once it lapsed or the
-    run ended."""
+def renew(conn: Connection, run_id: str, lease_s: float) -> Renewal:
+    """Extend a live lease by `lease_s` from now on the database clock (HELD). Refused, nothing changes and the run is
+    read in the same transaction: ENDED by its own ending write, else LAPSED (never revived). An ending write in
+    flight holds the run's row (the fence), so the UPDATE waits for its commit and the read sees it."""
     expression, params = lease_expiry(lease_s)
     moved: int = conn.execute(
         f"UPDATE runs SET lease_expires_at = {expression} WHERE run_id = $2 AND ended_at IS NULL "
         "AND lease_expires_at > clock_timestamp()", (*params, run_id)).rowcount
-    return moved == 1
+    return Renewal.HELD if moved == 1 else inbox.run_ended(conn, run_id) or Renewal.LAPSED
 
 
 SWEEP_REASON = "the run's lease expired (its process died, stopped or lost the database)"

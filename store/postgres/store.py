@@ -30,7 +30,7 @@ from .. import redaction
 from ..clock import Clock, SystemClock, to_text
 from ..errors import CommitUnknown, NotClaimed, SchemaTooOld, StoreError
 from ..locations import redact
-from ..records import Claim, FinishOutcome, MetricsSnapshot, RecoverySummary, Taken
+from ..records import Claim, FinishOutcome, MetricsSnapshot, RecoverySummary, Renewal, Taken
 from ..shared import inbox, outbox, stats
 from ..shared import metrics as metric_reads
 from ..shared.connection import Connection
@@ -120,9 +120,9 @@ class PostgresStore(BaseStore):
         return guards.claim(conn, worker_id, run_id, now, cutoff, skip_sessions, lease_s=self._lease)
 
     # ---- leases (C15) ---------------------------------------------------------------------------------------
-    async def renew(self, claim: Claim) -> bool:
-        """The run's lease extended by `lease_s` from now on the database clock, if it is still live; False once it
-        lapsed or the run ended (never revived)."""
+    async def renew(self, claim: Claim) -> Renewal:
+        """The run's lease extended by `lease_s` from now on the database clock, if it is still live (HELD); else
+        ENDED (its own ending write committed) or LAPSED (never revived)."""
         return await self.db.write(lambda conn: guards.renew(conn, claim.run_id, self._lease))
 
     async def sweep_expired(self, *, sending: bool = True) -> RecoverySummary:

@@ -19,6 +19,7 @@ from ..records import (
     Claim,
     FinishOutcome,
     Occurrence,
+    Renewal,
     ReportDraft,
     WorkItem,
     WorkKind,
@@ -251,6 +252,20 @@ def _record_end(conn: Connection, run_id: str, now: str, outcome: str, *, report
         "model_calls = model_calls + $5, input_tokens = input_tokens + $6, output_tokens = output_tokens + $7 "
         "WHERE run_id = $8",
         (now, outcome, report_id, redaction.error_detail(stop_reason), *usage, run_id))
+
+
+# the outcomes a run's own ending write (finish, finish_counts, fail, release) gives it; a sweep ends a run `expired`
+# (SQLite's start-up recovery also ends runs `released` or `failed`: a stopped process's, whose turns run no more)
+OWN_ENDINGS = ("finished", "discarded", "failed", "released")
+
+
+def run_ended(conn: Connection, run_id: str) -> Renewal | None:
+    """C15, for a renewal: None while the run is open; ENDED once its own ending write ended it; LAPSED when anything
+    else did, or there is no such run."""
+    row = conn.execute("SELECT ended_at, outcome FROM runs WHERE run_id = $1", (run_id,)).fetchone()
+    if row is not None and row[0] is None:
+        return None
+    return Renewal.ENDED if row is not None and row[1] in OWN_ENDINGS else Renewal.LAPSED
 
 
 def finish(conn: Connection, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft],

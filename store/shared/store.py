@@ -12,10 +12,11 @@ from __future__ import annotations
 import abc
 import asyncio
 import dataclasses
+import functools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from .. import redaction
 from ..clock import Clock, to_text
@@ -50,6 +51,7 @@ from ..records import (
     ProcessView,
     Receipt,
     RecoverySummary,
+    Renewal,
     ReportDraft,
     ReportView,
     SaleLine,
@@ -114,6 +116,22 @@ _ACTION_MOVES: dict[ActionMove, Callable[..., None]] = {
     ActionMove.MARK_UNKNOWN: actions.mark_unknown, ActionMove.QUARANTINE: actions.quarantine}
 
 
+W = TypeVar("W", bound=Callable[..., Awaitable[Any]])
+
+
+def _ending_write(write: W) -> W:
+    """A run's ending write (finish, finish_counts, fail, release): `ending(claim)` is True from its call until its
+    answer (committed or refused) is back."""
+    @functools.wraps(write)
+    async def ending(self: BaseStore, claim: Claim, *args: Any, **kwargs: Any) -> Any:
+        self._ending.add(claim.run_id)
+        try:
+            return await write(self, claim, *args, **kwargs)
+        finally:
+            self._ending.discard(claim.run_id)
+    return cast(W, ending)
+
+
 class BaseStore(abc.ABC):
     """`store.ports.Store` over the shared SQL; a dialect store (SqliteStore, PostgresStore) completes it."""
 
@@ -136,6 +154,7 @@ class BaseStore(abc.ABC):
         self._flushing: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._closed = False
+        self._ending: set[str] = set()     # runs whose ending write is in flight here (`ending`)
 
     # The statements whose guards may differ by dialect: here the shared SQL, which is whole on SQLite (one writer,
     # BEGIN IMMEDIATE); PostgresStore sets its guarded versions (store/postgres/guards.py). Everything else is shared.
@@ -205,8 +224,11 @@ class BaseStore(abc.ABC):
         """Start listening for other processes' commits, where the database can tell (a hint only)."""
 
     @abc.abstractmethod
-    async def renew(self, claim: Claim) -> bool:
-        """Extend a claim's lease where claims are leases; True while the run may go on."""
+    async def renew(self, claim: Claim) -> Renewal:
+        """Extend a claim's lease where claims are leases; HELD while the run may go on."""
+
+    def ending(self, claim: Claim) -> bool:
+        return claim.run_id in self._ending
 
     @abc.abstractmethod
     async def sweep_expired(self, *, sending: bool = True) -> RecoverySummary:
@@ -393,6 +415,7 @@ class BaseStore(abc.ABC):
         now = self.clock.now()
         return await self.db.read(self._next_wake, now)
 
+    @_ending_write
     async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
                      user_text: str | None = None, model_said: tuple[str, str] | None = None,
                      stop_reason: str | None = None, usage: tuple[int, int, int] = (0, 0, 0),
@@ -438,6 +461,7 @@ class BaseStore(abc.ABC):
         """The finish's commit. SQLite's file either took it or not; PostgreSQL reads a lost commit back (K16)."""
         return await self.db.write(body)
 
+    @_ending_write
     async def finish_counts(self, claim: Claim, requests: Sequence[CountRequest],
                             render: Callable[[list[tuple[str, str, int, int]]], str]) -> FinishOutcome:
         """A till turn: every request's counts applied to the stock (count events with till and request id) and the
@@ -458,6 +482,7 @@ class BaseStore(abc.ABC):
         self.signals.deliveries.notify()
         return outcome
 
+    @_ending_write
     async def fail(self, claim: Claim, draft: ReportDraft, *, stop_reason: str | None = None,
                    usage: tuple[int, int, int] = (0, 0, 0)) -> str:
         now = self.now()
@@ -466,6 +491,7 @@ class BaseStore(abc.ABC):
         self.signals.deliveries.notify()
         return report_id
 
+    @_ending_write
     async def release(self, claim: Claim, *, delay_seconds: float, reason: str, refund: bool = False,
                       usage: tuple[int, int, int] = (0, 0, 0)) -> str | None:
         now_dt = self.now_dt()

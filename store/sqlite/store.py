@@ -16,9 +16,9 @@ from pathlib import Path
 from .. import redaction
 from ..clock import Clock, to_text
 from ..errors import SchemaTooOld, StoreError
-from ..records import Claim, MetricsSnapshot, RecoverySummary
+from ..records import Claim, MetricsSnapshot, RecoverySummary, Renewal
+from ..shared import inbox, stats
 from ..shared import metrics as metric_reads
-from ..shared import stats
 from ..shared.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, DEFAULT_LEASE_S, BaseStore
 from ..shop_records import StateTallies
 from . import health, leadership, migrations
@@ -81,10 +81,10 @@ class SqliteStore(BaseStore):
         """Nothing on SQLite: one process per file wakes its parts in-process, and `poll_changes` notices another
         connection's commit (a CLI admission or resolution)."""
 
-    async def renew(self, claim: Claim) -> bool:
-        """No expiry on SQLite (one process owns the file under the instance lock): True while the run is open."""
-        return await self.db.read(lambda conn: conn.execute(
-            "SELECT 1 FROM runs WHERE run_id = $1 AND ended_at IS NULL", (claim.run_id,)).fetchone() is not None)
+    async def renew(self, claim: Claim) -> Renewal:
+        """No expiry on SQLite (one process owns the file under the instance lock): HELD while the run is open, then
+        how it ended (`inbox.run_ended`)."""
+        return await self.db.read(lambda conn: inbox.run_ended(conn, claim.run_id) or Renewal.HELD)
 
     async def sweep_expired(self, *, sending: bool = True) -> RecoverySummary:
         """No leases on SQLite: nothing ever expires (start-up `recover` under the instance lock is its recovery)."""

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.leadership import Leader
-from store import Claim, SqliteStore
+from store import Claim, Renewal, SqliteStore
 from tests.support.cancelling import how_it_ended
 from worker.models.offline import OfflineModel
 from worker.worker import Worker
@@ -77,8 +77,8 @@ def keeping(db_path: Any, clock: Any, *, former: bool = False) -> Callable[[Call
         store = await SqliteStore.open(db_path, clock)
         turn = asyncio.ensure_future(asyncio.Event().wait())
         try:
-            async def renew(claim: Claim) -> bool:
-                return bool(await call())
+            async def renew(claim: Claim) -> Renewal:
+                return Renewal.HELD if await call() else Renewal.LAPSED
             store.renew = renew  # type: ignore[method-assign]
             worker = Worker(store, OfflineModel())
             if former:

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from store import ManualClock, NotClaimed, Occurrence, ReportDraft, StoreError, WorkKind, open_store
+from store import ManualClock, NotClaimed, Occurrence, Renewal, ReportDraft, StoreError, WorkKind, open_store
 from store.postgres import PostgresStore, guards
 from store.shared import inbox
 
@@ -66,9 +66,9 @@ async def test_a_claim_is_a_lease_on_the_database_clock_renewed_while_live_never
     claim = await pg.claim("w1")
     (left,) = query(pg_url, "SELECT extract(epoch FROM lease_expires_at - clock_timestamp()) FROM runs")[0]
     assert 0 < float(left) <= LEASE_S
-    assert await pg.renew(claim) is True
+    assert await pg.renew(claim) is Renewal.HELD
     await expired(pg_url, claim.run_id)
-    assert await pg.renew(claim) is False                  # a lapsed lease is never revived
+    assert await pg.renew(claim) is Renewal.LAPSED         # a lapsed lease is never revived
     assert query(pg_url, "SELECT clock_timestamp() > lease_expires_at, ended_at FROM runs") == [(True, None)]
 
 
@@ -127,7 +127,8 @@ async def test_the_sweep_recovers_only_expired_leases_by_c10_and_c9(pg, pg_url, 
     outcomes = dict(query(pg_url, "SELECT run_id, outcome FROM runs"))
     assert outcomes == {store_only.run_id: "expired", proposing.run_id: "expired", live.run_id: None}
     assert "propose_order" in query(pg_url, "SELECT body FROM reports")[0][0]
-    assert await pg.renew(live) is True and (await pg.sweep_expired()).released == ()
+    assert await pg.renew(live) is Renewal.HELD and (await pg.sweep_expired()).released == ()
+    assert await pg.renew(store_only) is Renewal.LAPSED    # ended by a sweep: lost, not ended by its own write
     # C9: the released turn is claimed again (attempt 2 = the cap); expired again, it fails at the cap
     again = await pg.claim("w3")
     assert again is not None and again.attempt == 2
