@@ -146,10 +146,27 @@ def iso(moment: datetime) -> str:
 
 
 def free_port() -> int:
+    """A free port below the kernel's ephemeral range. The runner restarts the product on one port for the whole soak;
+    a port the kernel hands out for `bind(("127.0.0.1", 0))` could be given to another process (a test started on port
+    0 beside this one in the suite) while the product is down between two starts, and every later start would then
+    fail to bind. Ports below the range are never handed out that way."""
     import socket
-    with socket.socket() as s:
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(10000, max(10001, low))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:                     # no luck below the range: any free port
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -624,6 +641,12 @@ class Soak:
         rc, out = await runner.check()
         if rc != 0:
             violations.append(f"shopbot check exited {rc}: {out.strip()[-1000:]}")
+        try:
+            q("SELECT count(*) FROM actions")
+        except self.read_errors:                    # no start ever created the schema: say why, not a traceback
+            print("\n".join(["FAIL: the product never created its database; its last error: "
+                              + last_error(runner.output()), *violations]))
+            return 1
 
         # the owner messages and presses the server holds (a redelivery is the same message)
         updates = list(self.api._all_updates.values())
