@@ -197,20 +197,8 @@ class PostgresStore(BaseStore):
         return self.clock.now() + self._offset
 
     # The wake-up times, handed to callers that wait on `clock` (the process's clock): moved back by the offset.
-    async def next_claim_time(self) -> datetime | None:
-        due = await super().next_claim_time()
-        return due - self._offset if due else None
-
     def _on_process_clock(self, at: datetime | None) -> datetime | None:
         return at - self._offset if at else None
-
-    async def next_delivery_time(self) -> datetime | None:
-        due = await super().next_delivery_time()
-        return due - self._offset if due else None
-
-    async def next_action_time(self) -> datetime | None:
-        due = await super().next_action_time()
-        return due - self._offset if due else None
 
     async def database_now(self) -> datetime:
         """The server's clock (what the store stamps with when its clock is the system clock)."""
@@ -269,9 +257,7 @@ class PostgresStore(BaseStore):
             "the sending mark of delivery (the next due one)", lambda: self.db.write(body),
             lambda conn: readback.take_outcome(conn, self._sql, now, confirm, sender),
             lambda why: StoreError(f"no delivery was marked sending: {why}"))
-        if result.next_wake is not None:         # a wake-up time on the process's clock, as next_delivery_time's
-            result = dataclasses.replace(result, next_wake=result.next_wake - self._offset)
-        return result
+        return dataclasses.replace(result, next_wake=self._on_process_clock(result.next_wake))
 
     # ---- schema, change hints ---------------------------------------------------------------------------------
     async def listen(self) -> None:

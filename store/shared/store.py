@@ -407,13 +407,14 @@ class BaseStore(abc.ABC):
         return min(times) if times else None
 
     def _on_process_clock(self, at: datetime | None) -> datetime | None:
-        """A wake-up time read on the store's clock, handed to callers that wait on `clock` (PostgreSQL: moved)."""
+        """A wake-up time read on the store's clock, handed to callers that wait on `clock` (PostgreSQL: moved back by
+        the offset between the two). Every wake-up time a store answer carries passes through here."""
         return at
 
     async def next_claim_time(self) -> datetime | None:
         """When the earliest waiting session becomes due; None when none is waiting."""
         now = self.clock.now()
-        return await self.db.read(self._next_wake, now)
+        return self._on_process_clock(await self.db.read(self._next_wake, now))
 
     @_ending_write
     async def finish(self, claim: Claim, draft: ReportDraft | Callable[[], ReportDraft], *,
@@ -545,7 +546,7 @@ class BaseStore(abc.ABC):
         return await self.db.read(outbox.due_deliveries, self._sql, now, limit, skip_chats)
 
     async def next_delivery_time(self) -> datetime | None:
-        return await self.db.read(outbox.next_wake)
+        return self._on_process_clock(await self.db.read(outbox.next_wake))
 
     async def mark_sending(self, delivery_id: int, confirm: tuple[int, str] | None = None, *,
                            fence: Fence | None = None) -> None:
@@ -823,7 +824,7 @@ class BaseStore(abc.ABC):
         return await self.db.read(actions.unknown)
 
     async def next_action_time(self) -> datetime | None:
-        return await self.db.read(actions.next_wake)
+        return self._on_process_clock(await self.db.read(actions.next_wake))
 
     async def action_move(self, move: ActionMove, action_id: int, *args: str | datetime | None,
                           fence: Fence | None = None) -> None:
