@@ -28,6 +28,7 @@ from .errors import (
 )
 from .locations import describe as describe_location
 from .locations import is_database_url
+from .offers import ClaimOffer, OfferState
 from .order_records import (
     ActionView,
     CountRequest,
@@ -187,7 +188,7 @@ __all__ = [
     "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
     "StoreUnavailable", "UnknownTarget", "retry_delay",
     # records
-    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Claimed", "Decision", "DecisionKind", "Delivery",
+    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Claimed", "ClaimOffer", "OfferState", "Decision", "DecisionKind", "Delivery",
     "DeliveryState", "DueReceipts", "Destination", "Fence", "Lease",
     "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
     "PolicyRefusal", "ProcessView", "Prompt",

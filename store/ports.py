@@ -14,6 +14,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from .asks import Ask
 from .clock import Clock
+from .offers import ClaimOffer
 from .order_records import (
     ActionView,
     CountRequest,
@@ -306,6 +307,16 @@ class Inbox(Protocol):
                             history_limit: int | None = None) -> Claimed:
         """`claim`, and when nothing is due, `Claimed.next_wake` is what `next_claim_time` would say, read in the
         same transaction: the worker's idle look costs no read of its own."""
+
+    def offer_claim(self, worker_id: str, *, history_limit: int | None = None) -> ClaimOffer:
+        """An idle worker's claim, offered to the next transaction of this process that admits agent work (`atomic`,
+        `admit`, `admit_many`): that transaction runs the claim `claim_or_wake` would (the same due rule, the set-up
+        read with it) in a savepoint after its own writes, and `ClaimOffer.taken` gets the claim once its COMMIT
+        returned (C5: committed before any model runs), with no transaction of its own. An admission that rolls back
+        takes nothing; a claim that fails rolls back to its savepoint only (the admission commits, the offer stays
+        open); nothing due (a debounce window, the session's turn running) claims nothing. `ClaimOffer.withdraw`
+        closes it and answers the claim it was given, if any: the caller's to run or to give back (`release`,
+        `refund=True`)."""
 
     async def next_claim_time(self) -> datetime | None:
         """When the earliest waiting session becomes due (debounce, not-before); None when none waits."""

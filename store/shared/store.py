@@ -13,6 +13,7 @@ import abc
 import asyncio
 import dataclasses
 import functools
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, datetime, timedelta
@@ -21,6 +22,7 @@ from typing import Any, TypeVar, cast
 from .. import redaction
 from ..clock import Clock, to_text
 from ..errors import StoreError
+from ..offers import ClaimOffer, OfferState
 from ..order_records import (
     ActionView,
     CountRequest,
@@ -109,6 +111,8 @@ DEFAULT_DEBOUNCE_MS = 300     # docs/running.md: long enough for a double tap or
 DEFAULT_ATTEMPT_CAP = 3
 DEFAULT_LEASE_S = 30.0        # SHOPBOT_LEASE_S: a claim's lease where claims are leases (PostgreSQL, C15)
 
+log = logging.getLogger("shopbot.store")
+
 # Every relay move of an action (store/shared/actions.py); tests/unit checks that every ActionMove has one.
 _ACTION_MOVES: dict[ActionMove, Callable[..., None]] = {
     ActionMove.MARK_SENDING: actions.mark_sending, ActionMove.MARK_DELIVERED: actions.mark_delivered,
@@ -116,6 +120,7 @@ _ACTION_MOVES: dict[ActionMove, Callable[..., None]] = {
     ActionMove.MARK_UNKNOWN: actions.mark_unknown, ActionMove.QUARANTINE: actions.quarantine}
 
 
+T = TypeVar("T")
 W = TypeVar("W", bound=Callable[..., Awaitable[Any]])
 
 
@@ -155,6 +160,8 @@ class BaseStore(abc.ABC):
         self._loop = asyncio.get_running_loop()
         self._closed = False
         self._ending: set[str] = set()     # runs whose ending write is in flight here (`ending`)
+        self._offers: list[ClaimOffer] = []    # idle workers' claims, for the next admission's commit (`offer_claim`)
+        self._rider_failed = False         # a rider's failure is logged once at warning, later ones at debug
 
     # The statements whose guards may differ by dialect: here the shared SQL, which is whole on SQLite (one writer,
     # BEGIN IMMEDIATE); PostgresStore sets its guarded versions (store/postgres/guards.py). Everything else is shared.
@@ -267,11 +274,15 @@ class BaseStore(abc.ABC):
 
     async def admit_many(self, occurrences: Sequence[Occurrence]) -> list[AdmitResult]:
         """A whole batch in one commit (a getUpdates batch); each occurrence gets its own outcome."""
-        now = self.now()
-        def batch(conn: Connection) -> list[AdmitResult]:
+        now_dt = self.now_dt()
+        now = to_text(now_dt)
+
+        def batch(conn: Connection) -> tuple[list[AdmitResult], bool]:
             open_count: list[int] = []       # counted once for the batch, then kept up to date
-            return [self._admit(conn, o, now, self.capacity, open_count) for o in occurrences]
-        results = await self.db.write(batch)
+            results = [self._admit(conn, o, now, self.capacity, open_count) for o in occurrences]
+            return results, any(r.outcome is Admission.ACCEPTED and o.kind is WorkKind.AGENT
+                                for o, r in zip(occurrences, results, strict=True))
+        results = await self._admission(batch, now_dt)
         if any(r.outcome is Admission.ACCEPTED for r in results):
             self.signals.work.notify()
         return results
@@ -351,12 +362,12 @@ class BaseStore(abc.ABC):
         now = to_text(now_dt)
         ran: list[Transaction] = []          # the run that committed is the last (a lost idle connection runs it again)
 
-        def body(conn: Connection) -> Any:
+        def body(conn: Connection) -> tuple[Any, bool]:
             if fence is not None:
                 self._leases.fence(conn, fence, now_dt)
             ran.append(Transaction(conn, now, self))
-            return fn(ran[-1])
-        result = await self.db.write(body)
+            return fn(ran[-1]), ran[-1].admitted_work
+        result = await self._admission(body, now_dt)
         self.signals.work.notify()
         if ran[-1].wrote_deliveries:         # else the relay's look would find nothing new (Transaction's note)
             self.signals.deliveries.notify()
@@ -364,6 +375,38 @@ class BaseStore(abc.ABC):
             self._hand_over(ran[-1].added_receipts)
             self.signals.receipts.notify()
         return result
+
+    # ---- an idle worker's claim, in the next admission's commit (store/offers.py) ----------------------------------
+    def offer_claim(self, worker_id: str, *, history_limit: int | None = None) -> ClaimOffer:
+        offer = ClaimOffer(worker_id, history_limit)
+        self._offers = [o for o in self._offers if o.state in (OfferState.OPEN, OfferState.HELD)]
+        self._offers.append(offer)
+        return offer
+
+    def _hold_offer(self) -> ClaimOffer | None:
+        """The open offer the next admission's transaction carries, now held by it; None when there is none, or when
+        a debounce window holds what is admitted now (nothing it admits is due: the ordinary wake-up claims later)."""
+        if self.debounce > timedelta(0) or self._closed:
+            return None
+        return next((o for o in self._offers if o.hold()), None)
+
+    async def _admission(self, body: Callable[[Connection], tuple[T, bool]], now_dt: datetime) -> T:
+        """An admission's write transaction: `body(conn)` answers (its result, whether it admitted agent work). When
+        it did and an offer is open, the offer's claim rides at the end of the same transaction (`_Rider`); the
+        offer gets it only once the COMMIT returned. The write is not cancelled with its caller (it would commit in
+        the driver's thread all the same): its outcome always settles the offer."""
+        offer = self._hold_offer()
+        if offer is None:
+            return (await self.db.write(body))[0]
+        rider = _Rider(self, offer, now_dt)
+
+        def carrying(conn: Connection) -> T:
+            result, admitted = body(conn)
+            rider.ride(conn, admitted)
+            return result
+        write = asyncio.ensure_future(self.db.write(carrying))
+        write.add_done_callback(rider.settle)
+        return await asyncio.shield(write)
 
     # ---- the worker (C5, C6, C9) ---------------------------------------------------------------------------
     async def claim(self, worker_id: str, skip_sessions: Sequence[str] = (), *,
@@ -931,6 +974,52 @@ class BaseStore(abc.ABC):
                 totals[kind] = totals.get(kind, 0) + n
             if not any(done.values()):
                 return totals
+
+
+class _Rider:
+    """An offer's claim, carried by one admission's transaction (`BaseStore._admission`): the same claim as
+    `claim_or_wake` (`_claim` and `_set_up`, the debounce window being 0) in a savepoint after the admission's own
+    writes. A rider that fails rolls back to its savepoint only: the admission commits, the offer stays open and the
+    ordinary wake-up claims. The offer is settled on the event loop when the write ended: with the claim only if the
+    COMMIT returned (C5); a rolled-back admission rolled the claim back with it."""
+
+    def __init__(self, store: BaseStore, offer: ClaimOffer, now_dt: datetime) -> None:
+        self.store, self.offer = store, offer
+        self.now = to_text(now_dt)
+        self.run_id = uuid.uuid4().hex
+        self.claim: Claim | None = None
+        self.error: Exception | None = None
+
+    def ride(self, conn: Connection, admitted: bool) -> None:
+        """In the admission's transaction, after its writes (the driver's thread)."""
+        self.claim, self.error = None, None      # a transaction run again starts afresh
+        if not admitted:
+            return
+        store = self.store
+        conn.execute("SAVEPOINT claim_rider")
+        try:
+            claim = store._set_up(conn, store._claim(conn, self.offer.worker_id, self.run_id, self.now, self.now),
+                                  self.offer.history_limit)
+        except Exception as exc:
+            try:
+                conn.execute("ROLLBACK TO claim_rider")
+            except Exception:
+                raise exc from None          # the transaction itself is gone (a full disk, a lost connection)
+            conn.execute("RELEASE claim_rider")
+            self.error = exc
+            return
+        conn.execute("RELEASE claim_rider")
+        self.claim = claim
+
+    def settle(self, write: asyncio.Future[Any]) -> None:
+        """The admission's write ended (a done callback, on the event loop)."""
+        committed = not write.cancelled() and write.exception() is None
+        self.offer.settle(self.claim if committed else None)
+        if self.error is not None and committed:
+            level = logging.DEBUG if self.store._rider_failed else logging.WARNING
+            self.store._rider_failed = True
+            log.log(level, "an admission's claim for worker %s failed and was rolled back to its savepoint (the "
+                    "admission committed; the worker claims on its wake-up): %s", self.offer.worker_id, self.error)
 
 
 class _RideAlong:

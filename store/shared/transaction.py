@@ -14,6 +14,7 @@ from ..asks import Ask
 from ..clock import from_text, to_text
 from ..order_records import Order, Proposal, ReceivedOrder, UnknownReport
 from ..records import (
+    Admission,
     AdmitResult,
     Decision,
     DeliveryState,
@@ -23,6 +24,7 @@ from ..records import (
     ReportDraft,
     SentMessage,
     Status,
+    WorkKind,
 )
 from . import actions, inbox, orders, outbox, producer_state, prompts, proposals, receipts, sales, stats
 from .connection import Connection
@@ -47,6 +49,7 @@ class Transaction:
         self.wrote_deliveries = False
         self.wrote_receipts = False
         self.added_receipts: list[Receipt] = []   # handed to this process's receipt relay after the commit
+        self.admitted_work = False           # agent work accepted here: an idle worker's offered claim may ride along
 
     def isolated(self, fn: Callable[[], object]) -> BaseException | None:
         """Run `fn` in a savepoint. A bug or bad input inside it (any exception but a database error) undoes only
@@ -68,7 +71,9 @@ class Transaction:
         return None
 
     def admit(self, occurrence: Occurrence) -> AdmitResult:
-        return self._store._admit(self._conn, occurrence, self._now, self._store.capacity, self._open_count)
+        result = self._store._admit(self._conn, occurrence, self._now, self._store.capacity, self._open_count)
+        self.admitted_work |= result.outcome is Admission.ACCEPTED and occurrence.kind is WorkKind.AGENT
+        return result
 
     @property
     def producers(self) -> producer_state.ProducerState:
