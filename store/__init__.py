@@ -188,13 +188,15 @@ __all__ = [
     "NotShopbotDatabase", "PartStopped", "RestoreRefused", "SchemaTooNew", "SchemaTooOld", "StoreBusy", "StoreError",
     "StoreUnavailable", "UnknownTarget", "retry_delay",
     # records
-    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Claimed", "ClaimOffer", "OfferState", "Decision", "DecisionKind", "Delivery",
+    "Action", "ActionMove", "Admission", "AdmitResult", "Claim", "Claimed", "Decision", "DecisionKind", "Delivery",
     "DeliveryState", "DueReceipts", "Destination", "Fence", "Lease",
     "FinishOutcome", "ItemSpec", "LeaderView", "LimitKind", "MetricsSnapshot", "Occurrence", "Policy",
     "PolicyRefusal", "ProcessView", "Prompt",
     "Receipt", "RecoverySummary", "ReportDraft", "ReportView", "SaleLine", "SalesImport", "SentMessage", "Stats",
     "Status", "Taken", "TurnSetup", "Violation", "WorkItem", "WorkKind", "WorkState", "Missed", "MissedReason",
     "DeliveryCounts", "WorkCounts", "Renewal",
+    # an idle worker's claim, offered to the next admission's commit (store/offers.py)
+    "ClaimOffer", "OfferState",
     # the shop's records (store/shop_records.py)
     "ActionState", "EndedRun", "ItemSales", "OnOrder", "OpenAction", "OpsView", "RunOutcome", "SaleSource", "SalesDay",
     "SeriesPoint", "ShopItem", "StateTallies", "StockEvent", "StockEventKind", "StockLevel", "Tally", "TillCount",

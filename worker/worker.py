@@ -4,7 +4,11 @@ Transient model failures release the turn with backoff (C9); a refusal of this r
 explanation; a fault of the configuration stops the worker with the turn left pending (C7, last paragraph).
 Work arrives by an in-process wake-up from admissions, and from other processes through `poll_changes` (SQLite's
 `PRAGMA data_version`) checked once a second; on PostgreSQL another process's commit also wakes it at once through
-LISTEN/NOTIFY (store/postgres/notify.py), a hint the once-a-second look backs up. An idle worker does nothing else.
+LISTEN/NOTIFY (store/postgres/notify.py), a hint the once-a-second look backs up. An idle worker does nothing else,
+but before it waits it offers a free slot's claim to this process's next admission (`Store.offer_claim`,
+store/offers.py): an owner's message admitted then is claimed, its set-up read, in the admission's own commit, and
+the worker starts the turn when it wakes with no database call before the model's set-up (C5 holds: that commit
+returned before the model runs).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from store import (
     Ask,
     Claim,
     Claimed,
+    ClaimOffer,
     CountRequest,
     NotClaimed,
     Occurrence,
@@ -213,8 +218,24 @@ class Worker:
         timeout = 1.0
         if due is not None:
             timeout = min(timeout, max(0.0, (due - self.store.clock.now()).total_seconds()))
+        # a free slot's claim rides in the next admission's commit (store/offers.py): no claim of its own after it
+        offer = None
+        if not paused and len(active) < self.settings.concurrency and not self._stop.is_set():
+            offer = self.store.offer_claim(self.settings.worker_id, history_limit=self.settings.history_limit)
         started = loop.time()
-        signalled = await self.store.signals.work.wait_or(active.values(), timeout)
+        try:
+            signalled = await self.store.signals.work.wait_or(
+                [*active.values(), *([offer.taken] if offer is not None else [])], timeout)
+        except BaseException:
+            if offer is not None:
+                await self._give_back_offer(offer)
+            raise
+        if offer is not None and (taken := await offer.withdraw()) is not None:
+            if self._stop.is_set() or self._paused_until is not None:
+                await self._give_back_offer(offer)
+            else:                       # the turn starts at once: its claim and set-up came with the admission
+                slot = next(i for i in range(self.settings.concurrency) if i not in active)
+                active[slot] = asyncio.create_task(self._chain(taken))
         changed = False
         if not signalled and (loop.time() - started >= timeout or loop.time() - self._polled_at >= 1.0):
             # another process committed (admit, resolve, forget): looked for once a second, never at an in-process
@@ -240,6 +261,13 @@ class Worker:
             await asyncio.shield(self.store.release(claim, delay_seconds=0, reason="worker stopping", refund=True))
             return None
         return looked
+
+    async def _give_back_offer(self, offer: ClaimOffer) -> None:
+        """A claim offered and taken by an admission while this worker stopped, paused or was cancelled: given back
+        (the attempt not counted), never lost. A transaction still carrying the offer is waited for."""
+        taken = await offer.withdraw()
+        if taken is not None:
+            await asyncio.shield(self.store.release(taken, delay_seconds=0, reason="worker stopping", refund=True))
 
     async def _give_back(self, claim: Claim, exc: StoreError) -> None:
         """The database failed during a turn: its result could not be stored. The turn goes back to pending (the

@@ -287,3 +287,90 @@ async def test_the_worker_sleeps_until_the_next_due_time_its_claim_read_without_
         await task
         await store.close()
     assert "_next_wake" not in reads
+
+
+async def _offered(store) -> tuple[list, object]:  # type: ignore[no-untyped-def]
+    """Watch the worker's offers (`Store.offer_claim`): the list of offers made, and an event set at each."""
+    import asyncio
+    offers: list = []
+    made = asyncio.Event()
+    offer_claim = store.offer_claim
+
+    def watched(*args, **kwargs):  # type: ignore[no-untyped-def]
+        offer = offer_claim(*args, **kwargs)
+        offers.append(offer)
+        made.set()
+        return offer
+    store.offer_claim = watched
+    return offers, made
+
+
+async def test_an_idle_workers_claim_rides_in_the_admission_and_the_turn_starts_without_a_claim_of_its_own(
+        shop_store, raw):
+    """Issue 31: the idle worker offers its free slot's claim; the admission's commit claims the turn with its
+    set-up, and the worker starts it with no database call between that commit and the model: no claim of its own,
+    no read. Negative control: a worker that offers nothing claims by itself (`claim_or_wake` takes the turn)."""
+    import asyncio
+    store = shop_store
+    offers, made = await _offered(store)
+    calls: list[str] = []
+    claims: list[object] = []
+    claim_or_wake, write, read = store.claim_or_wake, store.db.write, store.db.read
+
+    async def claiming(*args, **kwargs):  # type: ignore[no-untyped-def]
+        claimed = await claim_or_wake(*args, **kwargs)
+        if claimed.claim is not None:
+            claims.append(claimed.claim)
+        return claimed
+
+    def counting(call):  # type: ignore[no-untyped-def]
+        async def counted(fn, *args):  # type: ignore[no-untyped-def]
+            calls.append(getattr(fn, "__qualname__", ""))
+            return await call(fn, *args)
+        return counted
+    store.claim_or_wake = claiming
+    worker = Worker(store, OfflineModel())
+    turn = worker.run_turn
+    at_turn: list[list[str]] = []
+
+    async def started(claim):  # type: ignore[no-untyped-def]
+        at_turn.append(list(calls))
+        return await turn(claim)
+    worker.run_turn = started  # type: ignore[method-assign]
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(made.wait(), 5)
+        store.db.write, store.db.read = counting(write), counting(read)
+        await store.admit(message(1, "How much vanilla?"))
+        assert await _turns(worker, 1, 10)
+    finally:
+        worker.stop()
+        await task
+    assert claims == [] and offers[0].taken.done()
+    assert [c.replace("BaseStore.", "") for c in at_turn[0]] == ["_admission.<locals>.carrying"]
+    assert [tuple(r) for r in raw.execute("SELECT state, attempts FROM work")] == [("finished", 1)]
+
+
+async def test_a_claim_taken_by_an_admission_racing_the_workers_stop_is_given_back(shop_store, raw):
+    """The worker stops while an admission's transaction carries its offer: that claim commits, and the worker
+    gives it back (pending again, the attempt not counted) instead of losing it (running for nobody until a
+    restart's recovery). Negative control: a worker that does not give back a claim taken as it stopped."""
+    import asyncio
+    store = shop_store
+    offers, made = await _offered(store)
+    worker = Worker(store, OfflineModel())
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(made.wait(), 5)
+        admission = asyncio.create_task(store.admit(message(1, "How much vanilla?")))
+        while offers[-1].state.value == "open":      # the admission's transaction carries the offer
+            await asyncio.sleep(0)
+        worker.stop()
+        await asyncio.wait_for(task, 10)
+        await admission
+    finally:
+        worker.stop()
+        await task
+    assert offers[-1].taken.done() and worker.turns_done == 0
+    assert [tuple(r) for r in raw.execute("SELECT state, attempts FROM work")] == [("pending", 0)]
+    assert [tuple(r) for r in raw.execute("SELECT outcome FROM runs")] == [("released",)]

@@ -17,8 +17,8 @@ from store import (
     ClaimOffer,
     ItemSpec,
     ManualClock,
-    OfferState,
     Occurrence,
+    OfferState,
     Renewal,
     ReportDraft,
     Store,
@@ -37,7 +37,7 @@ def occ(source: str, text: str = "how much vanilla") -> Occurrence:
 
 def count_writes(store: Store) -> list[int]:
     """Every write transaction of `store` from now on, counted (the test's view of its commits)."""
-    db: Any = getattr(store, "db")
+    db: Any = store.db
     write = db.write
     counted = [0]
 
@@ -85,12 +85,12 @@ async def test_an_offered_claim_rides_in_the_admissions_commit(store: Store, kin
     await store.seed_shop(ITEMS, "test")
     offer = store.offer_claim("w1", history_limit=20)
     writes = count_writes(store)
-    commits = getattr(getattr(store, "db"), "commits", None)          # SQLite counts its durable commits
+    commits = getattr(store.db, "commits", None)          # SQLite counts its durable commits
     accepted = await store.admit(occ("tg:1:1"))
     assert accepted.outcome is Admission.ACCEPTED
     assert writes[0] == 1 and offer.taken.done() and offer.state is OfferState.TAKEN
     if commits is not None:
-        assert getattr(store, "db").commits == commits + 1
+        assert store.db.commits == commits + 1
     claim = offer.taken.result()
     assert claim.worker_id == "w1" and [i.work_id for i in claim.items] == [accepted.work_id]
     assert claim.setup is not None and [i.item for i in claim.setup.shop_items] == ["vanilla"]
@@ -107,15 +107,17 @@ async def test_an_offered_claim_rides_in_the_admissions_commit(store: Store, kin
 
 
 async def test_a_producers_transaction_carries_the_claim_and_a_batch_takes_one_offer(store: Store):
-    """`atomic` (a producer's admission with its cursor) carries it too; a transaction admitting nothing for the
-    agent leaves the offer open; one admission takes one offer, the other sessions wait for the wake-up."""
+    """`atomic` (a producer's admission with its cursor) carries it too, and claims what `claim_or_wake` would (the
+    oldest due session first); a transaction admitting nothing for the agent leaves the offer open though work
+    waits; one admission takes one offer, the other sessions wait for the wake-up."""
+    await store.admit(occ("tg:1:1"))                           # waiting before any offer
     first, second = store.offer_claim("w1"), store.offer_claim("w2")
     await store.atomic(lambda tx: tx.count("nothing admitted"))
     assert first.state is OfferState.OPEN and second.state is OfferState.OPEN
-    await store.atomic(lambda tx: tx.admit(occ("tg:1:1")))
+    await store.atomic(lambda tx: tx.admit(occ("tg:2:1")))
     assert first.taken.done() and first.taken.result().session == "tg:1"
     assert second.state is OfferState.OPEN
-    await store.admit_many([occ("tg:2:1"), occ("tg:3:1")])
+    await store.admit_many([occ("tg:2:1"), occ("tg:3:1")])    # a repeat and a new one (the queue holds 3)
     assert second.taken.done() and second.taken.result().session == "tg:2"
     status = await store.status()
     assert status.work.running == 2 and status.work.pending == 1
@@ -140,7 +142,7 @@ async def test_an_admission_that_rolls_back_rolls_its_claim_back_and_the_offer_s
     """The commit fails after the rider claimed (planted in the commit hooks): nothing is admitted or claimed, the
     offer was not resolved before the COMMIT (nor after it failed), and the next admission takes it."""
     offer = store.offer_claim("w1")
-    db: Any = getattr(store, "db")
+    db: Any = store.db
     hooks = db.hooks
     before_commit: list[bool] = []
     db.hooks = FailingCommit(hooks, lambda: before_commit.append(offer.taken.done()))
