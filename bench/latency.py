@@ -20,7 +20,9 @@ commits per owner message and every database call (reads included) per owner mes
 Where the time goes (issue 31): each reply's path is cut into stages by timestamps the benchmark takes around the
 product's own calls (methods of this run's ingress, store, worker and relay instances wrapped here, and the
 ingress's parser and the relay's renderer; nothing changed in the product): the message posted -> getUpdates
-returned -> parsed -> admission committed -> the worker woke (its claim call began) -> claimed -> model started
+returned -> parsed -> admission committed -> the worker woke (its claim call began) -> claimed (a claim that rode in
+the admission's commit, an idle worker's offer, has no call of its own: the worker woke and claimed as the turn
+started, so its wake-up is the hand-over from that commit to the turn and its claim stage is 0) -> model started
 (prompt built; before issue 31's second step also history and shop read) -> model answered -> finished (its commit)
 -> the relay woke (its due-deliveries read, or since issue 31 its `take_due`, began) -> due read (none when it rides
 in `take_due`'s transaction) -> `sending` committed -> rendered -> the sendMessage arrived at the server. Each
@@ -114,7 +116,7 @@ class Stages:
         if any(t != t for t in times) or any(b < a for a, b in zip(times, times[1:], strict=False)):
             return None
         cut = {stage: (b - a) * 1000 for (stage, _), a, b in zip(STAGES, times, times[1:], strict=False)}
-        return {**cut, "total": (times[-1] - posted) * 1000}
+        return {**cut, "total": (times[-1] - posted) * 1000, "rode": 1.0 if "rode" in self.events else 0.0}
 
 
 @contextlib.contextmanager
@@ -129,6 +131,16 @@ def traced(app: Any, stages: Stages) -> Any:
         stages.around(store, "claim_or_wake", "woke", "claimed", lambda result, args: result.claim is not None)
     else:
         stages.around(store, "claim", "woke", "claimed", lambda result, args: result is not None)
+    turn = worker.run_turn
+
+    async def turn_started(claim: Any, *args: Any, **kwargs: Any) -> Any:
+        if "claimed" not in stages.events:   # claimed in the admission's commit (an idle worker's offer): no claim
+            at = time.perf_counter()          # call of its own, so its wake-up ends as the turn starts, its claim is 0
+            stages.mark("woke", at)
+            stages.mark("claimed", at)
+            stages.mark("rode", at)
+        return await turn(claim, *args, **kwargs)
+    worker.run_turn = turn_started
     stages.around(worker.model, "complete", "model_start", "model_end")
     stages.around(store, "finish", None, "finished")
     if hasattr(store, "take_due"):        # the due read rides in the `sending` transaction: that stage is empty
@@ -389,9 +401,12 @@ def breakdown_line(breakdowns: list[dict[str, float]]) -> str:
     if not breakdowns:
         return "no reply had every stage"
     p50s = {stage: percentile([b[stage] for b in breakdowns], 50) for stage, _ in STAGES}
+    rode = sum(1 for b in breakdowns if b.get("rode"))
     return ", ".join(f"{stage} {value:.2f}" for stage, value in p50s.items()) + \
         f" (ms, p50 of {len(breakdowns)} replies; the stages' p50s add up to {sum(p50s.values()):.2f}, these " \
-        f"replies' total p50 is {percentile([b['total'] for b in breakdowns], 50):.2f})"
+        f"replies' total p50 is {percentile([b['total'] for b in breakdowns], 50):.2f}; {rode} of them claimed in " \
+        "the admission's commit: their claim is inside the admission commit's stage, their wake-up runs from that " \
+        "commit to the turn's start and their claim stage is 0)"
 
 
 def frames_line(runs: list[dict[str, Any]]) -> str:
