@@ -1015,6 +1015,10 @@ class _Rider:
         """The admission's write ended (a done callback, on the event loop)."""
         committed = not write.cancelled() and write.exception() is None
         self.offer.settle(self.claim if committed else None)
+        if committed and self.claim is not None:
+            # the worker wakes now, in this callback, ahead of the admission's caller (which resumes one loop pass
+            # later): the pulse wakes its waiting task itself, the offer's future would take a pass more
+            self.store.signals.work.notify()
         if self.error is not None and committed:
             level = logging.DEBUG if self.store._rider_failed else logging.WARNING
             self.store._rider_failed = True
