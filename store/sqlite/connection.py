@@ -14,10 +14,11 @@ changed.
 
 Group commit. Two coroutines often write at the same moment (the worker's finish and the relay's look), and each
 commit costs an fsync (`synchronous=FULL`). So `write` does not run its transaction alone: the writes waiting when
-the connection thread becomes free run together in ONE `BEGIN IMMEDIATE ... COMMIT`, each inside its own
-SAVEPOINT, in the order they were issued (at most `GROUP_MAX`). Nothing waits to form a group: every write queues
-one job on the connection thread, and the first of those jobs to run takes every write then waiting, so a write
-issued while the thread is idle runs at once, alone, and the writes that arrive while a group runs form the next.
+the connection thread becomes free run together in ONE `BEGIN IMMEDIATE ... COMMIT`, each inside its own SAVEPOINT
+(a group of one needs none), in the order they were issued, at most `GROUP_MAX` of them. Nothing waits to form a
+group: every write queues one job on the connection thread, and the first of those jobs to run takes every write
+then waiting, so a write issued while the thread is idle runs at once, alone, and the writes that arrive while a
+group runs form the next.
 - Each write is still all-or-nothing: a function that raises is rolled back to its savepoint alone and its caller
   gets the exception (translated as before); the others of its group commit.
 - No caller gets its answer before the COMMIT that holds its write returned: the futures are resolved after it. A
@@ -63,7 +64,8 @@ BUSY_TIMEOUT_MS = 5000
 # the reads queued behind it waiting. One process rarely has more than a handful of writers at once.
 GROUP_MAX = 32
 
-SAVEPOINT = "shopbot_write"
+# Each write of a group of more than one runs inside this savepoint (writes never nest: one at a time).
+_SAVEPOINT, _UNDO, _RELEASE = "SAVEPOINT shopbot_write", "ROLLBACK TO shopbot_write", "RELEASE shopbot_write"
 
 PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -296,6 +298,8 @@ class Database:
 
     def _run_waiting(self) -> None:
         """A job of the connection thread: the writes waiting now (at most `group_max`), as one group."""
+        if not self._waiting:         # taken by an earlier job's group
+            return
         group: list[_Write] = []
         while len(group) < self.group_max:
             try:
@@ -325,13 +329,15 @@ class Database:
         raw = self._conn._conn
         hooks = self._hooks
         conn = SqliteConnection(raw)
+        asking = None if hooks is None else _Asked(hooks)
+        alone = len(group) == 1       # no savepoint: a failure rolls the transaction back, as before groups
         run: list[tuple[_Write, bool, Any]] = []
         changed = asked = hooked = False
         try:
             raw.execute("BEGIN IMMEDIATE")
             for n, write in enumerate(group):
-                ok, value, write_changed, write_asked = self._run_one(raw, conn, write, hooks)
-                if not ok and not raw.in_transaction:    # SQLite rolled the whole transaction back under it
+                ok, value, write_changed, write_asked = self._run_one(raw, conn, write, asking, alone)
+                if not ok and not raw.in_transaction:    # gone: a lone write's failure, or SQLite rolled it back
                     lost = [(w, False, value) for w, _, _ in run] + [(write, False, value)]
                     return lost, group[n + 1:]
                 run.append((write, ok, value))
@@ -355,25 +361,32 @@ class Database:
             hooks.committed()
         return run, []
 
-    def _run_one(self, raw: sqlite3.Connection, conn: SqliteConnection, write: _Write,
-                 hooks: CommitHooks | None) -> tuple[bool, Any, bool, bool]:
+    def _run_one(self, raw: sqlite3.Connection, conn: SqliteConnection, write: _Write, asking: _Asked | None,
+                 alone: bool) -> tuple[bool, Any, bool, bool]:
         """One write of a group in its savepoint: (ok, result or exception, changed anything, asked for the hooks).
         A function that raises is rolled back to its savepoint alone (unless SQLite already rolled back the whole
-        transaction under it)."""
-        raw.execute(f"SAVEPOINT {SAVEPOINT}")
+        transaction under it). A group of one needs no savepoint: its failure rolls the whole transaction back."""
+        if not alone:
+            raw.execute(_SAVEPOINT)
         before = raw.total_changes
-        self._asked = asked = None if hooks is None else _Asked(hooks)
+        if asking is not None:
+            asking.asked = False
+        self._asked = asking
         try:
             result = write.fn(conn, *write.args)
         except BaseException as exc:
             if raw.in_transaction:
-                raw.execute(f"ROLLBACK TO {SAVEPOINT}")
-                raw.execute(f"RELEASE {SAVEPOINT}")
+                if alone:
+                    raw.execute("ROLLBACK")
+                else:
+                    raw.execute(_UNDO)
+                    raw.execute(_RELEASE)
             return False, exc, False, False
         finally:
             self._asked = None
-        raw.execute(f"RELEASE {SAVEPOINT}")
-        return True, result, raw.total_changes != before, asked is not None and asked.asked
+        if not alone:
+            raw.execute(_RELEASE)
+        return True, result, raw.total_changes != before, asking is not None and asking.asked
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """A consistent read: one deferred transaction, so several queries see one snapshot."""

@@ -322,6 +322,16 @@ async def test_a_lone_write_runs_at_once_alone(db: Database):
     assert db.commits == commits + 1 and await ids(db) == [1]
 
 
+async def test_a_lone_failing_write_leaves_nothing(db: Database):
+    commits = db.commits
+    with pytest.raises(ValueError, match="refused after its insert"):
+        await db.write(insert_then_fail, 1)
+    await db.write(insert, 2)
+    with pytest.raises(StoreError, match="UNIQUE constraint failed"):
+        await db.write(insert, 2)
+    assert await ids(db) == [2] and db.commits == commits + 1
+
+
 async def test_writes_arriving_while_a_group_runs_form_the_next_group(db: Database):
     inside, go = threading.Event(), threading.Event()
     commits = db.commits
