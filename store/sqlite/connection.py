@@ -330,14 +330,15 @@ class Database:
         hooks = self._hooks
         conn = SqliteConnection(raw)
         asking = None if hooks is None else _Asked(hooks)
-        alone = len(group) == 1       # no savepoint: a failure rolls the transaction back, as before groups
         run: list[tuple[_Write, bool, Any]] = []
         changed = asked = hooked = False
         try:
             raw.execute("BEGIN IMMEDIATE")
             for n, write in enumerate(group):
-                ok, value, write_changed, write_asked = self._run_one(raw, conn, write, asking, alone)
-                if not ok and not raw.in_transaction:    # gone: a lone write's failure, or SQLite rolled it back
+                # the first write needs no savepoint: its failure rolls back the transaction, which holds nothing
+                # else yet, and the writes after it run in a new one
+                ok, value, write_changed, write_asked = self._run_one(raw, conn, write, asking, n == 0)
+                if not ok and not raw.in_transaction:    # gone: the first write's failure, or SQLite rolled it back
                     lost = [(w, False, value) for w, _, _ in run] + [(write, False, value)]
                     return lost, group[n + 1:]
                 run.append((write, ok, value))
@@ -362,11 +363,11 @@ class Database:
         return run, []
 
     def _run_one(self, raw: sqlite3.Connection, conn: SqliteConnection, write: _Write, asking: _Asked | None,
-                 alone: bool) -> tuple[bool, Any, bool, bool]:
+                 first: bool) -> tuple[bool, Any, bool, bool]:
         """One write of a group in its savepoint: (ok, result or exception, changed anything, asked for the hooks).
         A function that raises is rolled back to its savepoint alone (unless SQLite already rolled back the whole
-        transaction under it). A group of one needs no savepoint: its failure rolls the whole transaction back."""
-        if not alone:
+        transaction under it). The first write of a transaction needs no savepoint: its failure rolls it back."""
+        if not first:
             raw.execute(_SAVEPOINT)
         before = raw.total_changes
         if asking is not None:
@@ -376,7 +377,7 @@ class Database:
             result = write.fn(conn, *write.args)
         except BaseException as exc:
             if raw.in_transaction:
-                if alone:
+                if first:
                     raw.execute("ROLLBACK")
                 else:
                     raw.execute(_UNDO)
@@ -384,7 +385,7 @@ class Database:
             return False, exc, False, False
         finally:
             self._asked = None
-        if not alone:
+        if not first:
             raw.execute(_RELEASE)
         return True, result, raw.total_changes != before, asking is not None and asking.asked
 

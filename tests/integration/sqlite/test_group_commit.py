@@ -169,6 +169,19 @@ async def test_a_failing_write_rolls_back_alone_and_its_caller_gets_the_error(db
     assert db.commits == commits + 1 and wal_commits(db.path) == frames + 1
 
 
+async def test_a_failing_first_write_rolls_back_alone_and_the_others_still_commit_together(db: Database):
+    """The first write of a group runs without a savepoint: its failure rolls the transaction back (it held nothing
+    else yet) and the others run in a new one, still a single commit."""
+    commits, frames = db.commits, wal_commits(db.path)
+    async with Held(db) as held:
+        tasks = await issued(db, (insert_then_fail, (1,)), (insert, (2,)), (insert_then_fail, (3,)), (insert, (4,)))
+        held.release()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(results[0], ValueError) and isinstance(results[2], ValueError) and results[1::2] == [2, 4]
+    assert await ids(db) == [2, 4]
+    assert db.commits == commits + 1 and wal_commits(db.path) == frames + 1
+
+
 async def test_a_failed_commit_fails_every_write_of_the_group(db: Database):
     """A deferred foreign key is checked at COMMIT: one write's orphan fails the group's COMMIT, and with it every
     write of the group (none was acknowledged); the connection is usable again at once."""
