@@ -309,9 +309,19 @@ class Database:
         while group:
             try:
                 outcomes, group = self._run_group(group)
-            except BaseException as exc:     # a bug of this module: every caller still gets an answer
+            except BaseException as exc:     # a bug, or the ROLLBACK failed: every caller still gets an answer
                 outcomes, group = [(write, False, exc) for write in group], []
+                self._end_quietly()
             self._answer(outcomes)
+
+    def _end_quietly(self) -> None:
+        """No transaction is left open for the next group (its BEGIN would fail)."""
+        try:
+            raw = self._conn._conn
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+        except Exception:               # the error is reported already; the next group's BEGIN reports its own
+            pass
 
     def _answer(self, outcomes: list[tuple[_Write, bool, Any]]) -> None:
         loops: dict[asyncio.AbstractEventLoop, list[tuple[_Write, bool, Any]]] = {}

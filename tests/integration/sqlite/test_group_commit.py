@@ -402,3 +402,23 @@ async def test_writes_issued_before_close_are_answered(tmp_path: Path):
         await closing
     with pytest.raises(ValueError):
         await db.write(insert, 4)
+
+
+async def test_every_caller_is_answered_even_when_the_hooks_fail_while_rolling_back(db: Database):
+    """The last resort of `_run_waiting`: an error out of the group's own failure handling (here the hooks'
+    `rolled_back`, after their `before_commit` failed) still answers every write of the group, and leaves no
+    transaction open for the next."""
+    class Broken(Recorder):
+        def before_commit(self, conn: SqliteConnection) -> None:
+            raise RuntimeError("before_commit failed")
+
+        def rolled_back(self) -> None:
+            raise RuntimeError("rolled_back failed")
+    db.hooks = Broken()
+    async with Held(db) as held:
+        tasks = await issued(db, (insert, (1,)), (insert, (2,)))
+        held.release()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert [str(r) for r in results] == ["rolled_back failed", "rolled_back failed"]
+    db.hooks = None
+    assert await db.write(insert, 3) == 3 and await ids(db) == [3]
