@@ -139,7 +139,7 @@ class App:
             await initialize(bot, self._stopping)
             self._stack.push_async_callback(bot.shutdown)
             sender = MeteredSender(bot, metrics)
-            typing = TypingIndicator(sender.typing)
+            typing = TypingIndicator(sender.typing, after_s=cfg.typing_after_ms / 1000)
             self._stack.push_async_callback(typing.aclose)     # before the Bot's client closes
             progress = ProgressDrafts(sender.draft, store.run_steps, after_s=cfg.progress_after_ms / 1000,
                                       language=language(shop.locale))

@@ -467,6 +467,10 @@ class Config:
     receipt_reaction: str = setting(
         "SHOPBOT_RECEIPT_REACTION", "👀", "the reaction set on each owner message once it is stored (C19): "
         "one of the emoji Telegram allows for reactions; empty: no receipts", _reaction)
+    typing_after_ms: int = setting(
+        "SHOPBOT_TYPING_AFTER_MS", "300", "a turn still running after this many ms shows \"typing…\" in the chat "
+        "(renewed every 4 s while it runs); a turn answered sooner sends no chat action; 0: at once",
+        _whole(0, 600_000, " (0: at once)"))
     progress_after_ms: int = setting(
         "SHOPBOT_PROGRESS_AFTER_MS", "1500", "a turn still running after this many ms shows the owner a draft "
         "naming its steps (C20); 0: at once", _whole(0, 600_000, " (0: at once)"))

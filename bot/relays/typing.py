@@ -1,9 +1,13 @@
 """The "typing…" indicator while a turn's model call runs, kept off the reply's path.
 
-Telegram shows a chat action for about 5 seconds, or until the bot's next message arrives. So for each turn whose
-reply goes to a Telegram chat, `TypingIndicator.during(chat_id)` starts one tracked task that sends
-`sendChatAction` at once and again every `renew_s` (default 4 s) while the turn runs, and cancels it when the turn
-ends. Nothing on the turn's path awaits a Telegram round trip: the first call is fired, not waited for.
+Telegram shows a chat action for about 5 seconds, or until the bot's next message arrives, and recommends it "only
+when a response from the bot will take a noticeable amount of time to arrive". So for each turn whose reply goes to
+a Telegram chat, `TypingIndicator.during(chat_id)` starts one tracked task that sends `sendChatAction` once the turn
+has run `after_s` (SHOPBOT_TYPING_AFTER_MS, default 300 ms; 0: at once) and again every `renew_s` (default 4 s)
+while it runs, and cancels it when the turn ends. A turn that answers sooner (the offline model, a cached answer)
+sends no chat action at all: its reply is the sign of life, and the call would only compete with the reply for the
+process's CPU and the Bot's connections. Nothing on the turn's path awaits a Telegram round trip: a call is fired,
+not waited for.
 
 Best effort, never silent, never in the way:
 - each call is its own task; at most one per chat is in flight (a slow answer is not stacked up by renewals) and
@@ -25,12 +29,14 @@ from functools import partial
 log = logging.getLogger("shopbot.typing")
 
 RENEW_S = 4.0
+AFTER_S = 0.3
 
 
 class TypingIndicator:
-    def __init__(self, send: Callable[[int], Coroutine[object, None, None]], *, renew_s: float = RENEW_S,
-                 max_in_flight: int = 4) -> None:
+    def __init__(self, send: Callable[[int], Coroutine[object, None, None]], *, after_s: float = AFTER_S,
+                 renew_s: float = RENEW_S, max_in_flight: int = 4) -> None:
         self._send = send                     # e.g. TelegramSender.typing (best effort, logs its own failures)
+        self.after_s = after_s
         self.renew_s = renew_s
         self.max_in_flight = max_in_flight
         self._in_flight: dict[int, asyncio.Task[None]] = {}    # chat -> its sendChatAction call on the wire
@@ -50,6 +56,8 @@ class TypingIndicator:
             renewal.cancel()
 
     async def _renew(self, chat_id: int) -> None:
+        if self.after_s > 0:
+            await asyncio.sleep(self.after_s)     # cancelled here when the turn answered sooner: no call at all
         while True:
             self.fire(chat_id)
             await asyncio.sleep(self.renew_s)

@@ -274,8 +274,12 @@ async def started(run) -> None:  # type: ignore[no-untyped-def]
     run.api.timeline.clear()
 
 
+# typing at once: the offline model answers well within the default SHOPBOT_TYPING_AFTER_MS
+TYPING_AT_ONCE = {"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_SHOP_FILE": str(CALM), "SHOPBOT_TYPING_AFTER_MS": "0"}
+
+
 async def test_a_slow_typing_call_does_not_delay_the_reply():
-    async with local_product({"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_SHOP_FILE": str(CALM)}) as run:
+    async with local_product(TYPING_AT_ONCE) as run:
         await started(run)
         run.api.inject("sendChatAction", "slow", delay=3.0)
         run.api.post_message(OWNER_ID, OWNER_ID, "help")
@@ -287,7 +291,7 @@ async def test_a_slow_typing_call_does_not_delay_the_reply():
 
 
 async def test_negative_control_a_typing_call_awaited_before_the_model_delays_the_reply():
-    async with local_product({"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_SHOP_FILE": str(CALM)}) as run:
+    async with local_product(TYPING_AT_ONCE) as run:
         await started(run)
         sender, worker = run.app.parts.sender, run.app.parts.worker
 
@@ -307,6 +311,54 @@ async def test_negative_control_a_typing_call_awaited_before_the_model_delays_th
         assert not reply_overtook_typing(run.api.timeline), run.api.timeline
 
 
+async def test_a_turn_answered_sooner_than_the_typing_delay_sends_no_chat_action_at_all():
+    """Telegram recommends a chat action only when the answer takes a noticeable time: a fast turn sends none (and
+    never pays for the call on its way to the reply)."""
+    calls: list[int] = []
+
+    async def send(chat_id: int) -> None:
+        calls.append(chat_id)
+    typing = TypingIndicator(send, after_s=60.0)
+    async with typing.during(7):
+        await asyncio.sleep(0)              # the turn answered at once
+    await asyncio.wait_for(_until(lambda: not typing._renewals), 10)   # its indicator was cancelled and ended
+    await typing.aclose()
+    assert calls == [] and typing.fired == 0
+
+
+async def test_negative_control_with_no_typing_delay_the_same_fast_turn_sends_one():
+    calls: list[int] = []
+
+    async def send(chat_id: int) -> None:
+        calls.append(chat_id)
+    typing = TypingIndicator(send, after_s=0.0)
+    async with typing.during(7):
+        await asyncio.wait_for(_until(lambda: typing.fired == 1), 10)
+    await typing.aclose()
+    assert calls == [7]
+
+
+async def test_a_turn_still_running_after_the_typing_delay_shows_typing_in_its_chat():
+    calls: list[int] = []
+    typing = TypingIndicator(lambda chat_id: _append(calls, chat_id), after_s=0.01)
+    async with typing.during(7):
+        await asyncio.wait_for(_until(lambda: calls == [7]), 10)     # a long model call: typing came after the delay
+    await typing.aclose()
+    assert calls == [7]
+
+
+async def test_a_product_turn_answered_at_once_sends_no_chat_action_by_default():
+    async with local_product({"SHOPBOT_DEBOUNCE_MS": "0", "SHOPBOT_SHOP_FILE": str(CALM)}) as run:
+        await started(run)
+        assert run.app.parts.typing.after_s == 0.3            # SHOPBOT_TYPING_AFTER_MS's default
+        run.app.parts.typing.after_s = 60.0                    # no machine is slow enough to reach it by chance
+        run.api.post_message(OWNER_ID, OWNER_ID, "help")
+        await run.replies(1)
+        await asyncio.wait_for(_until(lambda: not run.app.parts.typing._renewals), 10)
+        assert ("call", "sendChatAction") not in run.api.timeline, run.api.timeline
+        assert run.app.parts.typing.fired == 0
+
+
 async def test_typing_is_renewed_while_the_turn_runs_and_stops_when_it_ends():
     calls: list[int] = []
     renewed = asyncio.Event()
@@ -315,7 +367,7 @@ async def test_typing_is_renewed_while_the_turn_runs_and_stops_when_it_ends():
         calls.append(chat_id)
         if len(calls) >= 3:
             renewed.set()
-    typing = TypingIndicator(send, renew_s=0.01)
+    typing = TypingIndicator(send, after_s=0, renew_s=0.01)
     async with typing.during(7):
         await asyncio.wait_for(renewed.wait(), 10)     # a long model call: renewed again and again
     await asyncio.wait_for(_until(lambda: not typing._renewals), 10)    # the renewal was cancelled and ended
@@ -332,7 +384,7 @@ async def test_a_typing_call_in_flight_is_not_stacked_and_never_blocks_the_turn(
     async def hanging(chat_id: int) -> None:
         started_calls.append(chat_id)
         await release.wait()
-    typing = TypingIndicator(hanging, renew_s=0.001, max_in_flight=2)
+    typing = TypingIndicator(hanging, after_s=0, renew_s=0.001, max_in_flight=2)
     async with typing.during(1):
         async with typing.during(2), typing.during(3):
             await asyncio.wait_for(_until(lambda: typing.skipped >= 5), 10)
@@ -344,12 +396,16 @@ async def test_a_typing_call_in_flight_is_not_stacked_and_never_blocks_the_turn(
 async def test_a_failing_typing_task_is_logged_at_debug_never_lost(caplog):
     async def broken(chat_id: int) -> None:
         raise RuntimeError("the sender itself broke")
-    typing = TypingIndicator(broken)
+    typing = TypingIndicator(broken, after_s=0)
     with caplog.at_level(logging.DEBUG, logger="shopbot.typing"):
         async with typing.during(9):
             await asyncio.wait_for(_until(lambda: typing.fired == 1 and not typing._in_flight), 10)
         await typing.aclose()
     assert any("the sender itself broke" in r.getMessage() and r.levelno == logging.DEBUG for r in caplog.records)
+
+
+async def _append(calls: list[int], chat_id: int) -> None:
+    calls.append(chat_id)
 
 
 async def _until(predicate) -> None:  # type: ignore[no-untyped-def]
