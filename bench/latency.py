@@ -179,7 +179,8 @@ class WalFrames:
     """SQLite only: the WAL frames (pages) each durable commit wrote, by transaction function. Read from the WAL
     index's header (the `-shm` file: its frame count and salt) around the COMMIT, through the commit hooks that
     `Database.write` already calls in its connection thread (wrapped here, the product's own hooks still called);
-    nothing in the product changes, not even its checkpoints."""
+    nothing in the product changes, not even its checkpoints. A group commit (writes issued together share one
+    COMMIT, store/sqlite/connection.py) is counted once, under the name of its last write."""
 
     def __init__(self, db: Any) -> None:
         self.hooks = db.hooks

@@ -11,16 +11,44 @@ A transaction's function gets a `SqliteConnection`, the store's `Connection` (st
 of store/ marks its parameters as PostgreSQL does, `$1` .. `$n`, which SQLite reads as named parameters ("1", "2",
 ...), so the parameters are handed to sqlite3 keyed by their number (`numbered`). The statement's text is never
 changed.
+
+Group commit. Two coroutines often write at the same moment (the worker's finish and the relay's look), and each
+commit costs an fsync (`synchronous=FULL`). So `write` does not run its transaction alone: the writes waiting when
+the connection thread becomes free run together in ONE `BEGIN IMMEDIATE ... COMMIT`, each inside its own SAVEPOINT
+(a group of one needs none), in the order they were issued, at most `GROUP_MAX` of them. Nothing waits to form a
+group: every write queues one job on the connection thread, and the first of those jobs to run takes every write
+then waiting, so a write issued while the thread is idle runs at once, alone, and the writes that arrive while a
+group runs form the next.
+- Each write is still all-or-nothing: a function that raises is rolled back to its savepoint alone and its caller
+  gets the exception (translated as before); the others of its group commit.
+- No caller gets its answer before the COMMIT that holds its write returned: the futures are resolved after it. A
+  failed COMMIT (disk full, I/O) fails every write of the group with its error, and a kill anywhere inside a group
+  (a fault point in a transaction's function, `finish-writes`) loses the whole uncommitted group, none of which was
+  acknowledged. When SQLite rolls the whole transaction back under one write (SQLITE_FULL or an I/O error can, not
+  just the statement), the writes run before it in the group fail with that error too, and the ones after it run
+  in a new transaction.
+- So the contracts hold as they did with one commit per write: C1/C2 (an admission is acknowledged only after the
+  commit that holds it), C6 (a finish is one savepoint, all of it or nothing, in one durable commit), C7 (`sending`
+  is committed before its caller, the relay, gets the answer that lets it make the HTTP call).
+- The commit hooks (`CommitHooks`: the refusal tallies and held receipt sets that ride along with the next commit
+  that writes anyway) run once per group, before its COMMIT, when one of its writes changed anything; a function
+  that asks for them itself (`Database.hooks.before_commit(conn)`, store/shared/store.py `flush_counts`) asks the
+  group to run them (see `_Asked`). `Database.commits` counts the real, durable commits: one per group that changed
+  anything.
+- Reads (`read`) and `raw` calls are jobs of the same thread, run between groups, never inside one; a write issued
+  after another's await returned runs in a later transaction and sees it.
 """
 from __future__ import annotations
 
 import asyncio
 import re
 import sqlite3
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import aiosqlite
 
@@ -29,6 +57,15 @@ from ..errors import IllegalTransition, NotShopbotDatabase, StoreBusy, StoreErro
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
+
+# The most writes one group commit holds. The fsync is shared by all of them, so 32 already takes more than 96 % of
+# the commits out of a queue that long; a larger group would only make its first write wait longer for its answer
+# (every function of the group runs before the COMMIT), hold the write lock longer against other processes, and keep
+# the reads queued behind it waiting. One process rarely has more than a handful of writers at once.
+GROUP_MAX = 32
+
+# Each write of a group of more than one runs inside this savepoint (writes never nest: one at a time).
+_SAVEPOINT, _UNDO, _RELEASE = "SAVEPOINT shopbot_write", "ROLLBACK TO shopbot_write", "RELEASE shopbot_write"
 
 PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -126,8 +163,53 @@ class CommitHooks(Protocol):
     def rolled_back(self) -> None: ...
 
 
+class _Asked:
+    """What a write's function sees as `Database.hooks` while it runs in a group: its own `before_commit(conn)` asks
+    the group for the ride-along rows, which the group writes once, in the same commit, after its last function (a
+    function's own hook rows could not be undone with its savepoint alone: the hooks keep what they wrote in memory
+    until `committed` or `rolled_back`)."""
+
+    __slots__ = ("hooks", "asked")
+
+    def __init__(self, hooks: CommitHooks) -> None:
+        self.hooks = hooks
+        self.asked = False
+
+    def __bool__(self) -> bool:
+        return bool(self.hooks)
+
+    def before_commit(self, conn: SqliteConnection) -> None:
+        self.asked = True
+
+    def committed(self) -> None:        # the group calls the hooks' own, once
+        pass
+
+    def rolled_back(self) -> None:
+        pass
+
+
+class _Write:
+    """One `Database.write` waiting for its group: the function, and the future its caller awaits, resolved from the
+    connection thread with (True, result) or (False, exception) once the group's COMMIT has returned (or failed)."""
+
+    __slots__ = ("fn", "args", "future")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], future: asyncio.Future[tuple[bool, Any]]) -> None:
+        self.fn = fn
+        self.args = args
+        self.future = future
+
+
+def _resolve(outcomes: list[tuple[_Write, bool, Any]]) -> None:
+    """On the event loop: each write's answer, in the group's order (a caller gone, its future cancelled: skipped)."""
+    for write, ok, value in outcomes:
+        if not write.future.done():
+            write.future.set_result((ok, value))
+
+
 class Database:
-    """The process's single connection. `write` runs a function inside BEGIN IMMEDIATE ... COMMIT."""
+    """The process's single connection. `write` runs a function inside BEGIN IMMEDIATE ... COMMIT, in a group with
+    the writes waiting beside it (module doc)."""
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self._conn = conn
@@ -135,8 +217,23 @@ class Database:
         # The last write that could not commit for the lock or the disk (never a refused move): (monotonic time,
         # error). /healthz reports it until a later write probe commits (store/sqlite/health.py).
         self.last_write_failure: tuple[float, StoreError] | None = None
-        self.commits = 0          # write transactions that changed the database (each a durable, fsynced commit)
-        self.hooks: CommitHooks | None = None
+        self.commits = 0          # durable, fsynced commits: one per group of writes that changed the database
+        self._hooks: CommitHooks | None = None
+        self._waiting: deque[_Write] = deque()   # issued, not yet taken by a group (appended on the loop only)
+        self._asked: _Asked | None = None        # while a write's function runs in the connection thread
+        self.group_max = GROUP_MAX
+
+    @property
+    def hooks(self) -> CommitHooks | None:
+        """The commit hooks; a write's function, in the connection thread, sees `_Asked` in their place."""
+        asked = self._asked
+        if asked is not None and threading.get_ident() == self._conn._thread.ident:
+            return asked
+        return self._hooks
+
+    @hooks.setter
+    def hooks(self, hooks: CommitHooks | None) -> None:
+        self._hooks = hooks
 
     @classmethod
     async def open(cls, path: Path, *, max_pages: int | None = None,
@@ -177,36 +274,130 @@ class Database:
             raise translate(exc) from exc
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(conn, *args)` (a `SqliteConnection`) inside BEGIN IMMEDIATE ... COMMIT. When it changed anything,
-        `hooks.before_commit` adds its own writes to the same commit (the in-memory counters ride along:
-        store/shared/store.py `tally`)."""
-        def transaction(raw: sqlite3.Connection) -> T:
-            raw.execute("BEGIN IMMEDIATE")
-            before = raw.total_changes
-            hooked = False
+        """`fn(conn, *args)` (a `SqliteConnection`) inside BEGIN IMMEDIATE ... COMMIT, in its own savepoint of a group
+        (module doc). When a write of the group changed anything, `hooks.before_commit` adds its own writes to the
+        same commit (the in-memory counters ride along: store/shared/store.py `tally`). Returns, or raises the
+        function's error, only after the group's COMMIT returned."""
+        conn = self._conn
+        if not conn._running or conn._connection is None:
+            raise ValueError("Connection closed")           # as aiosqlite's own calls
+        write = _Write(fn, args, asyncio.get_running_loop().create_future())
+        self._waiting.append(write)
+        # One job per write: by the time it runs, every write issued before this one has been taken, so this one is
+        # taken by this job at the latest (by an earlier job's group if it was already waiting then).
+        conn._tx.put_nowait((None, self._run_waiting))
+        ok, value = await write.future
+        if ok:
+            return cast(T, value)
+        if isinstance(value, sqlite3.Error):
+            error = translate(value)
+            if isinstance(error, (StoreBusy, StoreUnavailable)):
+                self.last_write_failure = (time.monotonic(), error)
+            raise error from value
+        raise value
+
+    def _run_waiting(self) -> None:
+        """A job of the connection thread: the writes waiting now (at most `group_max`), as one group."""
+        if not self._waiting:         # taken by an earlier job's group
+            return
+        group: list[_Write] = []
+        while len(group) < self.group_max:
             try:
-                conn = SqliteConnection(raw)
-                result = fn(conn, *args)
-                if self.hooks is not None and raw.total_changes != before:
-                    hooked = True
-                    self.hooks.before_commit(conn)
-                raw.execute("COMMIT")
-            except BaseException:
-                if raw.in_transaction:
-                    raw.execute("ROLLBACK")
-                if hooked and self.hooks is not None:
-                    self.hooks.rolled_back()
-                raise
-            if raw.total_changes != before:
-                self.commits += 1
-            if hooked and self.hooks is not None:
-                self.hooks.committed()
-            return result
+                group.append(self._waiting.popleft())
+            except IndexError:
+                break
+        while group:
+            try:
+                outcomes, group = self._run_group(group)
+            except BaseException as exc:     # a bug, or the ROLLBACK failed: every caller still gets an answer
+                outcomes, group = [(write, False, exc) for write in group], []
+                self._end_quietly()
+            self._answer(outcomes)
+
+    def _end_quietly(self) -> None:
+        """No transaction is left open for the next group (its BEGIN would fail)."""
         try:
-            return await self._call(transaction)
-        except (StoreBusy, StoreUnavailable) as exc:
-            self.last_write_failure = (time.monotonic(), exc)
-            raise
+            raw = self._conn._conn
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+        except Exception:               # the error is reported already; the next group's BEGIN reports its own
+            pass
+
+    def _answer(self, outcomes: list[tuple[_Write, bool, Any]]) -> None:
+        loops: dict[asyncio.AbstractEventLoop, list[tuple[_Write, bool, Any]]] = {}
+        for outcome in outcomes:
+            loops.setdefault(outcome[0].future.get_loop(), []).append(outcome)
+        for loop, some in loops.items():
+            try:
+                loop.call_soon_threadsafe(_resolve, some)
+            except RuntimeError:             # its loop is closed: nobody waits any more
+                pass
+
+    def _run_group(self, group: list[_Write]) -> tuple[list[tuple[_Write, bool, Any]], list[_Write]]:
+        """Run `group` in one transaction, each write in its own savepoint, in order. Returns each write's outcome (to
+        be answered now) and the writes not run yet, when SQLite rolled the transaction back under one of them."""
+        raw = self._conn._conn
+        hooks = self._hooks
+        conn = SqliteConnection(raw)
+        asking = None if hooks is None else _Asked(hooks)
+        run: list[tuple[_Write, bool, Any]] = []
+        changed = asked = hooked = False
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+            for n, write in enumerate(group):
+                # the first write needs no savepoint: its failure rolls back the transaction, which holds nothing
+                # else yet, and the writes after it run in a new one
+                ok, value, write_changed, write_asked = self._run_one(raw, conn, write, asking, n == 0)
+                if not ok and not raw.in_transaction:    # gone: the first write's failure, or SQLite rolled it back
+                    lost = [(w, False, value) for w, _, _ in run] + [(write, False, value)]
+                    return lost, group[n + 1:]
+                run.append((write, ok, value))
+                changed = changed or write_changed
+                asked = asked or write_asked
+            hooked = hooks is not None and (changed or asked)
+            if hooks is not None and hooked:
+                before = raw.total_changes
+                hooks.before_commit(conn)
+                changed = changed or raw.total_changes != before
+            raw.execute("COMMIT")
+        except BaseException as error:   # BEGIN, a savepoint, the hooks or the COMMIT failed: nothing is durable
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+            if hooked and hooks is not None:
+                hooks.rolled_back()
+            return [(write, False, error) for write in group], []
+        if changed:
+            self.commits += 1
+        if hooked and hooks is not None:
+            hooks.committed()
+        return run, []
+
+    def _run_one(self, raw: sqlite3.Connection, conn: SqliteConnection, write: _Write, asking: _Asked | None,
+                 first: bool) -> tuple[bool, Any, bool, bool]:
+        """One write of a group in its savepoint: (ok, result or exception, changed anything, asked for the hooks).
+        A function that raises is rolled back to its savepoint alone (unless SQLite already rolled back the whole
+        transaction under it). The first write of a transaction needs no savepoint: its failure rolls it back."""
+        if not first:
+            raw.execute(_SAVEPOINT)
+        before = raw.total_changes
+        if asking is not None:
+            asking.asked = False
+        self._asked = asking
+        try:
+            result = write.fn(conn, *write.args)
+        except BaseException as exc:
+            if raw.in_transaction:
+                if first:
+                    raw.execute("ROLLBACK")
+                else:
+                    raw.execute(_UNDO)
+                    raw.execute(_RELEASE)
+            return False, exc, False, False
+        finally:
+            self._asked = None
+        if not first:
+            raw.execute(_RELEASE)
+        return True, result, raw.total_changes != before, asking is not None and asking.asked
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """A consistent read: one deferred transaction, so several queries see one snapshot."""
