@@ -399,7 +399,8 @@ class Config:
     attempt_cap: int = setting(
         "SHOPBOT_ATTEMPT_CAP", "3", "attempts per work item before it fails with an error report", _whole(1, 100))
     worker_concurrency: int = setting(
-        "SHOPBOT_WORKER_CONCURRENCY", "1", "sessions the worker runs at once (one turn per session at a time)",
+        "SHOPBOT_WORKER_CONCURRENCY", "4", "sessions the worker runs at once (one turn per session at a time): a "
+        "long turn never holds another session's",
         _whole(1, 64))
     lease_s: float = setting(
         "SHOPBOT_LEASE_S", "30", "seconds a claimed turn (PostgreSQL) and a leader lease (the poller, relays, "

@@ -99,7 +99,9 @@ class _StoreJournal:
 @dataclass
 class WorkerSettings:
     worker_id: str = "worker-1"
-    concurrency: int = 1
+    # sessions run at once, one turn per session: a long turn (a scheduled brief on a slow model) never holds the
+    # owner's question, and the finishes of turns ending together share one SQLite commit (group commit)
+    concurrency: int = 4
     limits: Limits = field(default_factory=Limits)
     backoff: Sequence[float] = DEFAULT_BACKOFF
     history_limit: int = 200              # history rows read; the token budget decides what the model sees

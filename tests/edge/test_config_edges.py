@@ -151,3 +151,9 @@ def test_a_lease_that_is_not_a_positive_number_of_seconds_is_refused_with_the_ot
 def test_a_lease_is_a_positive_number_of_seconds_default_30(value, seconds):
     env = {"SHOPBOT_LEASE_S": value} if value else {}
     assert config.load(env).lease_s == seconds
+
+
+def test_the_worker_runs_the_same_number_of_sessions_at_once_by_default_in_the_product_and_as_a_library():
+    from worker.worker import WorkerSettings
+    cfg = config.load({"SHOPBOT_OWNER_IDS": "1"})
+    assert cfg.worker_concurrency == WorkerSettings().concurrency == 4
