@@ -42,6 +42,8 @@ class Proc:
                          model.openai_base_url, "SHOPBOT_HTTP_PORT": "-1", "SHOPBOT_DEBOUNCE_MS": "0",
                          "SHOPBOT_SHOP_FILE": str(DATA / "shop_calm.toml"), "SHOPBOT_LOG_FILE": str(self.log),
                          "SHOPBOT_LOG_LEVEL": "INFO", "SHOPBOT_LEASE_S": LEASE_S, "SHOPBOT_TEST_MODE": "1",
+                         # one turn at a time each, so that both processes take turns (the drill judges both)
+                         "SHOPBOT_WORKER_CONCURRENCY": "1",
                          "SHOPBOT_CLOCK": SKEW[name], **settings})
         self.proc: asyncio.subprocess.Process | None = None
         self.pid = 0

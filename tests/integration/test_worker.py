@@ -329,7 +329,8 @@ async def test_an_idle_workers_claim_rides_in_the_admission_and_the_turn_starts_
             return await call(fn, *args)
         return counted
     store.claim_or_wake = claiming
-    worker = Worker(store, OfflineModel())
+    # one slot: a worker with free slots left also looks once for other due work when an admission wakes it
+    worker = Worker(store, OfflineModel(), WorkerSettings(concurrency=1))
     turn = worker.run_turn
     at_turn: list[list[str]] = []
 
