@@ -15,6 +15,11 @@ class Pulse:
 
     def notify(self) -> None:
         self._event.set()
+        self.wake()
+
+    def wake(self) -> None:
+        """Wake the tasks waiting in `wait_or` without marking the pulse: a hand-over that needs no look after it
+        (an idle worker's claim taken by an admission's commit) leaves no mark for the next wait to find."""
         for watcher in self._watchers:
             if not watcher.done():
                 watcher.set_result(None)

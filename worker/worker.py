@@ -238,9 +238,12 @@ class Worker:
             else:                       # the turn starts at once: its claim and set-up came with the admission
                 slot = next(i for i in range(self.settings.concurrency) if i not in active)
                 active[slot] = asyncio.create_task(self._chain(taken))
-            signalled = True            # an admission woke it: no look at other processes' commits before the turn
+            handed = True               # an admission woke it: no look at other processes' commits before the turn
+        else:
+            handed = False
         changed = False
-        if not signalled and (loop.time() - started >= timeout or loop.time() - self._polled_at >= 1.0):
+        if not signalled and not handed and (loop.time() - started >= timeout or
+                                             loop.time() - self._polled_at >= 1.0):
             # another process committed (admit, resolve, forget): looked for once a second, never at an in-process
             # wake-up, which claims anyway (no database call between an admission and its claim)
             self._polled_at = loop.time()

@@ -171,6 +171,14 @@ def claim(conn: Connection, worker_id: str, run_id: str, now: str, debounce_cuto
     return start_run(conn, rows, worker_id, run_id, session, epoch, now)
 
 
+def claimable(conn: Connection, now: str, debounce_cutoff: str) -> bool:
+    """Whether `claim` would find a due session now (its own condition, as an existence test)."""
+    return conn.execute(
+        f"""SELECT EXISTS (SELECT 1 FROM work w
+            WHERE w.state = 'pending' AND w.kind = 'agent' AND {ANCHOR} AND {DUE})""",
+        (debounce_cutoff, now)).fetchone()[0] == 1
+
+
 def no_lease(mark: int) -> tuple[str, Sequence[Any]]:
     return "NULL", ()
 

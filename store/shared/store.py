@@ -282,8 +282,8 @@ class BaseStore(abc.ABC):
             results = [self._admit(conn, o, now, self.capacity, open_count) for o in occurrences]
             return results, any(r.outcome is Admission.ACCEPTED and o.kind is WorkKind.AGENT
                                 for o, r in zip(occurrences, results, strict=True))
-        results = await self._admission(batch, now_dt)
-        if any(r.outcome is Admission.ACCEPTED for r in results):
+        results, served = await self._admission(batch, now_dt)
+        if any(r.outcome is Admission.ACCEPTED for r in results) and not served:
             self.signals.work.notify()
         return results
 
@@ -367,8 +367,9 @@ class BaseStore(abc.ABC):
                 self._leases.fence(conn, fence, now_dt)
             ran.append(Transaction(conn, now, self))
             return fn(ran[-1]), ran[-1].admitted_work
-        result = await self._admission(body, now_dt)
-        self.signals.work.notify()
+        result, served = await self._admission(body, now_dt)
+        if not served:
+            self.signals.work.notify()
         if ran[-1].wrote_deliveries:         # else the relay's look would find nothing new (Transaction's note)
             self.signals.deliveries.notify()
         if ran[-1].wrote_receipts:
@@ -390,14 +391,16 @@ class BaseStore(abc.ABC):
             return None
         return next((o for o in self._offers if o.hold()), None)
 
-    async def _admission(self, body: Callable[[Connection], tuple[T, bool]], now_dt: datetime) -> T:
+    async def _admission(self, body: Callable[[Connection], tuple[T, bool]], now_dt: datetime) -> tuple[T, bool]:
         """An admission's write transaction: `body(conn)` answers (its result, whether it admitted agent work). When
         it did and an offer is open, the offer's claim rides at the end of the same transaction (`_Rider`); the
         offer gets it only once the COMMIT returned. The write is not cancelled with its caller (it would commit in
-        the driver's thread all the same): its outcome always settles the offer."""
+        the driver's thread all the same): its outcome always settles the offer. Answers (the result, served): served
+        when the offer took a claim and nothing else was claimable then, so the worker needs no wake-up to look
+        again (a worker with free slots would look once and find nothing: a database call beside the turn)."""
         offer = self._hold_offer()
         if offer is None:
-            return (await self.db.write(body))[0]
+            return (await self.db.write(body))[0], False
         rider = _Rider(self, offer, now_dt)
 
         def carrying(conn: Connection) -> T:
@@ -406,7 +409,8 @@ class BaseStore(abc.ABC):
             return result
         write = asyncio.ensure_future(self.db.write(carrying))
         write.add_done_callback(rider.settle)
-        return await asyncio.shield(write)
+        result = await asyncio.shield(write)
+        return result, rider.claim is not None and not rider.more
 
     # ---- the worker (C5, C6, C9) ---------------------------------------------------------------------------
     async def claim(self, worker_id: str, skip_sessions: Sequence[str] = (), *,
@@ -988,11 +992,12 @@ class _Rider:
         self.now = to_text(now_dt)
         self.run_id = uuid.uuid4().hex
         self.claim: Claim | None = None
+        self.more = False              # another session was claimable after this claim (the worker looks again)
         self.error: Exception | None = None
 
     def ride(self, conn: Connection, admitted: bool) -> None:
         """In the admission's transaction, after its writes (the driver's thread)."""
-        self.claim, self.error = None, None      # a transaction run again starts afresh
+        self.claim, self.error, self.more = None, None, False   # a transaction run again starts afresh
         if not admitted:
             return
         store = self.store
@@ -1010,6 +1015,7 @@ class _Rider:
             return
         conn.execute("RELEASE claim_rider")
         self.claim = claim
+        self.more = claim is not None and inbox.claimable(conn, self.now, self.now)
 
     def settle(self, write: asyncio.Future[Any]) -> None:
         """The admission's write ended (a done callback, on the event loop)."""
@@ -1017,8 +1023,9 @@ class _Rider:
         self.offer.settle(self.claim if committed else None)
         if committed and self.claim is not None:
             # the worker wakes now, in this callback, ahead of the admission's caller (which resumes one loop pass
-            # later): the pulse wakes its waiting task itself, the offer's future would take a pass more
-            self.store.signals.work.notify()
+            # later): the pulse wakes its waiting task itself, the offer's future would take a pass more. No mark:
+            # the claim is handed over; the admission marks the pulse itself when more was claimable (`_admission`)
+            self.store.signals.work.wake()
         if self.error is not None and committed:
             level = logging.DEBUG if self.store._rider_failed else logging.WARNING
             self.store._rider_failed = True

@@ -305,8 +305,9 @@ async def _offered(store) -> tuple[list, object]:  # type: ignore[no-untyped-def
     return offers, made
 
 
+@pytest.mark.parametrize("slots", [1, 4])
 async def test_an_idle_workers_claim_rides_in_the_admission_and_the_turn_starts_without_a_claim_of_its_own(
-        shop_store, raw):
+        shop_store, raw, slots):
     """Issue 31: the idle worker offers its free slot's claim; the admission's commit claims the turn with its
     set-up, and the worker starts it with no database call between that commit and the model: no claim of its own,
     no read. Negative control: a worker that offers nothing claims by itself (`claim_or_wake` takes the turn)."""
@@ -329,14 +330,18 @@ async def test_an_idle_workers_claim_rides_in_the_admission_and_the_turn_starts_
             return await call(fn, *args)
         return counted
     store.claim_or_wake = claiming
-    # one slot: a worker with free slots left also looks once for other due work when an admission wakes it
-    worker = Worker(store, OfflineModel(), WorkerSettings(concurrency=1))
+    # with free slots left, the worker looks again only when the admission left more claimable (here: nothing)
+    worker = Worker(store, OfflineModel(), WorkerSettings(concurrency=slots))
     turn = worker.run_turn
     at_turn: list[list[str]] = []
+    at_end: list[list[str]] = []
 
     async def started(claim):  # type: ignore[no-untyped-def]
         at_turn.append(list(calls))
-        return await turn(claim)
+        try:
+            return await turn(claim)
+        finally:
+            at_end.append(list(calls))
     worker.run_turn = started  # type: ignore[method-assign]
     task = asyncio.create_task(worker.run())
     try:
@@ -349,6 +354,7 @@ async def test_an_idle_workers_claim_rides_in_the_admission_and_the_turn_starts_
         await task
     assert claims == [] and offers[0].taken.done()
     assert [c.replace("BaseStore.", "") for c in at_turn[0]] == ["_admission.<locals>.carrying"]
+    assert not any("claim_or_wake" in c for c in at_end[0]), at_end[0]     # no look beside the turn
     assert [tuple(r) for r in raw.execute("SELECT state, attempts FROM work")] == [("finished", 1)]
 
 

@@ -74,3 +74,15 @@ async def test_wait_or_is_woken_by_the_notify_or_by_another_future_and_a_cancell
     pulse.notify()
     assert await waiting is True and not pulse._event.is_set()   # the notify is taken by the wait it woke
     assert await cancelled_as_notified(lambda: pulse.wait_or([], 5), pulse) == "cancelled"
+
+
+async def test_wake_ends_a_wait_without_marking_the_pulse():
+    """`wake` hands a waiting task over without a mark; `notify` marks it (the next wait returns at once)."""
+    pulse = Pulse()
+    waiting = asyncio.ensure_future(pulse.wait_or([], 10))
+    await asyncio.sleep(0)
+    pulse.wake()
+    assert await asyncio.wait_for(waiting, 5) is False
+    assert await pulse.wait_or([], 0) is False                          # no mark left
+    pulse.notify()
+    assert await pulse.wait_or([], 0) is True                           # the control: a notify leaves one

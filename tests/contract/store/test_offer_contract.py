@@ -206,3 +206,21 @@ async def test_a_withdrawal_racing_an_admission_hands_the_claim_over(store: Stor
     assert await withdrawn.withdraw() is None
     await store.admit(occ("tg:3:1"))
     assert withdrawn.state is OfferState.WITHDRAWN and (await store.status()).work.pending == 2
+
+
+async def test_an_admission_whose_offer_took_the_only_due_work_leaves_no_mark_for_another_look(store: Store):
+    """The worker wakes for a claim handed over by an admission without a mark on the work pulse, and the admission
+    marks the pulse only when more was claimable after its claim: a worker with free slots then looks once more,
+    else it makes no database call beside the turn. Negative control (`more` ignored): the second admission,
+    which leaves a session due, marks nothing and that session would wait for another wake-up."""
+    pulse = store.signals.work
+    offer = store.offer_claim("w1")
+    await store.admit(occ("tg:1:1"))
+    assert offer.taken.done() and not pulse._event.is_set()          # handed over: nothing more to look for
+    await store.admit(occ("tg:2:1"))                                   # no offer open: an ordinary wake-up
+    assert pulse._event.is_set()
+    pulse._event.clear()
+    offer = store.offer_claim("w2")
+    await store.admit(occ("tg:3:1"))                                   # claims tg:2 (the oldest due); tg:3 waits
+    assert offer.taken.result().session == "tg:2"
+    assert pulse._event.is_set()                                       # more was claimable: look again
