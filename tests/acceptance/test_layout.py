@@ -17,6 +17,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.support import ROOT
 
 PACKAGES = ("bot", "producers", "store", "worker")
@@ -116,6 +118,22 @@ def test_a_planted_import_that_breaks_the_rule_is_caught(tmp_path):
 
 def test_the_demo_uses_a_packaged_copy_of_the_example_shop_file():
     assert (ROOT / "bot" / "sandbox" / "shop.example.toml").read_text() == (ROOT / "shop.example.toml").read_text()
+
+
+def symlinks(listing: str) -> list[str]:
+    """Paths of `git ls-files --stage` output whose mode is a symbolic link's (120000)."""
+    return [line.split("\t", 1)[1] for line in listing.splitlines() if line.startswith("120000 ")]
+
+
+def test_no_tracked_file_is_a_symlink():
+    """Formerly a `.venv` symlink into one machine's folder was committed (`.venv/` in .gitignore matches only a
+    folder): a fresh clone held a dangling link and `make` could not create its virtualenv."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listing = subprocess.run(["git", "ls-files", "--stage"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert symlinks(listing.stdout) == []
+    planted = listing.stdout + "120000 0123456789abcdef0123456789abcdef01234567 0\t.venv\n"
+    assert symlinks(planted) == [".venv"]          # the negative control: a tracked link is named
 
 
 def built_wheel(tmp_path: Path) -> Path:
