@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.eval_model_server import EvalModel, EvalServer, Span, Turn
-from bot.sandbox.local_setup import OWNER_ID, local_product
+from bot.sandbox.local_setup import OWNER_ID, QUIET_SCHEDULES, local_product
 from bot.shop_file import load_shop
 from store import ManualClock, Occurrence, SqliteStore
 from worker.models.base import ModelTurn, ToolCall
@@ -88,7 +88,7 @@ reorder_point = 1500
 target = 2400
 unit_cost_cents = 12
 max_order = 5000
-"""
+""" + QUIET_SCHEDULES   # no brief nor weekly review at start, whatever the hour: the questions' replies are counted
 
 # days before now -> the till's counts
 COUNTS = [(10, {"vanilla": 16, "chocolate": 12, "strawberry": 9, "cones": 2600}),

@@ -53,6 +53,34 @@ class LocalRun:
         await self.api.wait_for(lambda: any((o or 0) > update_id for o in self.api.offsets_requested), timeout=timeout)
 
 
+# The sandbox plays the same at any hour and on any day: the packaged shop's schedules are replaced by ones that fire
+# only on 29 February with a second of grace. A start within the opening brief's grace, or on a Monday within the
+# weekly review's, would otherwise run one at start, ahead of the demo's script and of what a test expects;
+# `/brief` asks for the brief at any time.
+QUIET_SCHEDULES = """
+[[schedule]]
+name = "opening_brief"
+cron = "30 8 29 2 *"
+prompt = "Prepare the opening brief"
+grace = "1s"
+
+[[schedule]]
+name = "weekly_review"
+cron = "0 8 29 2 *"
+prompt = "Weekly review"
+grace = "1s"
+"""
+
+
+def quiet_shop(folder: Path) -> Path:
+    """The packaged example shop (beside this module) with QUIET_SCHEDULES instead of its own, written into
+    `folder`."""
+    shop = (Path(__file__).resolve().parent / "shop.example.toml").read_text(encoding="utf-8")
+    path = folder / "quiet-shop.toml"
+    path.write_text(shop.split("[[schedule]]")[0].rstrip() + "\n" + QUIET_SCHEDULES, encoding="utf-8")
+    return path
+
+
 @asynccontextmanager
 async def local_product(overrides: dict[str, str] | None = None) -> AsyncIterator[LocalRun]:
     with tempfile.TemporaryDirectory(prefix="shopbot-local-") as tmp:
@@ -70,7 +98,7 @@ async def local_product(overrides: dict[str, str] | None = None) -> AsyncIterato
                 "SHOPBOT_CHAT_PACE_MS": "200",
                 "SHOPBOT_SUPPLIER_URL": supplier.base_url,
                 "SHOPBOT_SUPPLIER_TOKEN": "local-supplier-token",
-                "SHOPBOT_SHOP_FILE": str(Path(__file__).resolve().parent / "shop.example.toml"),
+                "SHOPBOT_SHOP_FILE": str(quiet_shop(Path(tmp))),
             })
             for key in ("SHOPBOT_LOG_LEVEL", "SHOPBOT_LOG_FILE", "SHOPBOT_SHOP_FILE"):
                 if os.environ.get(key):

@@ -67,3 +67,25 @@ async def test_chat_shows_each_reply_after_its_question_even_after_an_unsolicite
     assert order == sorted(order), text
     assert text.count("vanilla: 2 tubs on hand") == 1
     assert text.count("👀 on Lucy's message (stored)") >= 2 and "(draft)" in text and "┃ Figures:" in text
+
+
+def test_the_sandbox_shop_starts_quiet_at_any_hour_where_the_packaged_shop_would_not(tmp_path):
+    """The demo's scripted day reads the same at any start: formerly a start on a Monday morning (within the weekly
+    review's 12 h of grace) or within the opening brief's grace put a brief ahead of the script and the demo failed."""
+    from datetime import UTC, datetime, timedelta
+    from pathlib import Path
+
+    from bot.sandbox.local_setup import quiet_shop
+    from bot.shop_file import load_shop
+    from producers.schedule import plan_catch_up
+
+    packaged = load_shop(Path(__file__).resolve().parents[2] / "bot" / "sandbox" / "shop.example.toml")
+    quiet = load_shop(quiet_shop(tmp_path))
+    assert quiet.items == packaged.items
+    assert sorted(s.name for s in quiet.schedules) == ["opening_brief", "weekly_review"]
+    monday = datetime(2026, 12, 7, 8, 45, tzinfo=UTC)              # Monday 08:45 in London, the shop's zone
+    starts = [monday + timedelta(hours=h) for h in range(0, 24 * 7, 1)]
+    assert not [s.name for s in quiet.schedules for at in starts if plan_catch_up(s, None, at).admit]
+    # the negative control: the packaged shop's own schedules run something at some of these starts
+    assert {s.name for s in packaged.schedules for at in starts if plan_catch_up(s, None, at).admit} \
+        == {"opening_brief", "weekly_review"}

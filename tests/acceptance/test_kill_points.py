@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.sandbox.bot_api import LocalBotApi
+from bot.sandbox.local_setup import quiet_shop  # the example shop, no brief at start
 from tests.support.audit import audit as full_audit
 from tests.support.proc import OWNER, Product
 
@@ -162,9 +163,8 @@ async def test_sigterm_exits_zero_and_a_second_instance_is_refused(tmp_path, api
 @pytest.mark.parametrize("point", ["K9", "K10"])
 async def test_killed_around_a_supplier_order_gives_exactly_one_order(tmp_path, api, db, point):
     from bot.sandbox.supplier import LocalSupplier
-    from tests.support import ROOT
     async with LocalSupplier("supplier-token") as supplier:
-        product = Product(tmp_path, api, db, SHOPBOT_SHOP_FILE=str(ROOT / "shop.example.toml"),
+        product = Product(tmp_path, api, db, SHOPBOT_SHOP_FILE=str(quiet_shop(tmp_path)),
                           SHOPBOT_SUPPLIER_URL=supplier.base_url, SHOPBOT_SUPPLIER_TOKEN="supplier-token")
         await product.start()
         try:

@@ -13,8 +13,8 @@ import stat
 import pytest
 
 from bot.sandbox.bot_api import LocalBotApi
+from bot.sandbox.local_setup import quiet_shop  # the example shop, no brief at start
 from bot.sandbox.supplier import LocalSupplier
-from tests.support import ROOT
 from tests.support.proc import OWNER, Product
 
 STOP_DEADLINE_S = 10.0
@@ -28,7 +28,7 @@ async def api():
 
 async def test_sigterm_while_the_supplier_drips_exits_within_the_stop_deadline(tmp_path, api):
     async with LocalSupplier("supplier-token") as supplier:
-        product = Product(tmp_path, api, SHOPBOT_SHOP_FILE=str(ROOT / "shop.example.toml"),
+        product = Product(tmp_path, api, SHOPBOT_SHOP_FILE=str(quiet_shop(tmp_path)),
                           SHOPBOT_SUPPLIER_URL=supplier.base_url, SHOPBOT_SUPPLIER_TOKEN="supplier-token",
                           SHOPBOT_SUPPLIER_TIMEOUT_S="60")
         supplier.inject("drip", delay=5.0)

@@ -8,12 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bot.sandbox.local_setup import quiet_shop  # the example shop, no brief at start
 from tests.support import ROOT
 
 
 def shopbot(*args: str, db: Path, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
-    base.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(ROOT / "shop.example.toml"), **env})
+    base.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(quiet_shop(db.parent)), **env})
     return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=base,
                           timeout=60, cwd=db.parent)
 

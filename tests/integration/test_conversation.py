@@ -330,11 +330,11 @@ async def test_sigterm_during_a_model_call_exits_at_once_and_the_turn_is_release
     import sqlite3
     import sys
 
-    from tests.support import ROOT
+    from tests.support import DATA
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SHOPBOT_", "TELEGRAM_")) and k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
     db = tmp_path / "s.sqlite3"
-    env.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(ROOT / "shop.example.toml"),
+    env.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(DATA / "shop_calm.toml"),   # no brief at start
                 "SHOPBOT_HTTP_PORT": "-1", "SHOPBOT_MODEL": "openai:llama", "SHOPBOT_MODEL_TIMEOUT_S": "600",
                 "SHOPBOT_DEBOUNCE_MS": "0"})
     admit = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", "admit", "--source", "tg:1:1",

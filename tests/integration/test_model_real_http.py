@@ -9,7 +9,7 @@ import pytest
 
 from store import Occurrence, PartStopped
 from tests.integration.test_worker import SHOP
-from tests.support import ROOT
+from tests.support import DATA, ROOT
 from tests.support.fake_model_servers import (
     FakeModelServer,
     anthropic_error,
@@ -175,11 +175,10 @@ async def test_shopbot_run_with_a_base_url_and_no_key_starts_and_answers(tmp_pat
     import os
     import sqlite3
     import sys
-    root = ROOT
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SHOPBOT_", "TELEGRAM_")) and k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
     db = tmp_path / "s.sqlite3"
-    env.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(root / "shop.example.toml"),
+    env.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(DATA / "shop_calm.toml"),   # no brief at start
                 "SHOPBOT_HTTP_PORT": "-1", "SHOPBOT_MODEL": "openai:llama", "SHOPBOT_MODEL_MAX_TOKENS": "77"})
 
     async def shopbot(*args):

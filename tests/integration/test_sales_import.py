@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from bot.cli.commands import main
+from bot.sandbox.local_setup import quiet_shop  # the example shop, no brief at start
 from store import SqliteStore, SystemClock
 from tests.support import ROOT
 
@@ -25,7 +26,7 @@ def ago(n: int) -> str:
 @pytest.fixture
 def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     monkeypatch.setenv("SHOPBOT_DB", str(tmp_path / "shop.sqlite3"))
-    monkeypatch.setenv("SHOPBOT_SHOP_FILE", str(ROOT / "shop.example.toml"))
+    monkeypatch.setenv("SHOPBOT_SHOP_FILE", str(quiet_shop(tmp_path)))
 
     def run(*args: str, text: str | None = None) -> tuple[int, str, str]:
         if text is not None:

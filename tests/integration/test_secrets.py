@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.sandbox.local_setup import local_product
+from bot.sandbox.local_setup import (
+    local_product,
+    quiet_shop,  # the example shop, no brief at start
+)
 from store import redaction
 from tests.integration.test_actions import FAST, press, proposals_shown, rows, settled
 from tests.support.fake_model_servers import FakeModelServer, openai_error
@@ -24,7 +27,7 @@ def files_of(db: Path) -> dict[str, bytes]:
 
 def cli_outputs(db: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
-    env.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(ROOT / "shop.example.toml")})
+    env.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(quiet_shop(db.parent))})
     out = []
     for command in (["reports", "--limit", "100"], ["reports", "--json", "--limit", "100"], ["actions"],
                     ["status"], ["status", "--json"]):

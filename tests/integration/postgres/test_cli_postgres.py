@@ -7,13 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bot.sandbox.local_setup import quiet_shop  # the example shop, no brief at start
 from store.postgres.migrations import LATEST
-from tests.support import ROOT
 
 
 def shopbot(*args: str, url: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
-    env.update({"SHOPBOT_DB": url, "SHOPBOT_SHOP_FILE": str(ROOT / "shop.example.toml")})
+    env.update({"SHOPBOT_DB": url, "SHOPBOT_SHOP_FILE": str(quiet_shop(cwd))})
     return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=env,
                           timeout=60, cwd=cwd)
 

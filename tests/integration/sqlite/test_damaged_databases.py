@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli import ROOT
+from bot.sandbox.local_setup import quiet_shop  # the example shop, no brief at start
 
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")   # a log line (UTC, with its offset)
 
@@ -22,7 +22,7 @@ COMMANDS = [("status",), ("reports",), ("migrate",), ("check",), ("resolve", "r1
 
 def run_cli(args: tuple[str, ...], db: Path, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
-    env.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(ROOT / "shop.example.toml"),
+    env.update({"SHOPBOT_DB": str(db), "SHOPBOT_SHOP_FILE": str(quiet_shop(cwd)),
                 "SHOPBOT_HTTP_PORT": "-1"})
     return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=env,
                           timeout=30, cwd=cwd)     # a hang fails the test with TimeoutExpired
