@@ -73,10 +73,12 @@ grace = "1s"
 
 
 def quiet_shop(folder: Path) -> Path:
-    """The packaged example shop (beside this module) with QUIET_SCHEDULES instead of its own, written into
-    `folder`."""
+    """The packaged example shop (beside this module) with QUIET_SCHEDULES instead of its own, written as
+    `folder`/example-shop/shop.toml (a folder of its own: a test that lists the files the product made in `folder`
+    does not see it)."""
     shop = (Path(__file__).resolve().parent / "shop.example.toml").read_text(encoding="utf-8")
-    path = folder / "quiet-shop.toml"
+    (folder / "example-shop").mkdir(exist_ok=True)
+    path = folder / "example-shop" / "shop.toml"
     path.write_text(shop.split("[[schedule]]")[0].rstrip() + "\n" + QUIET_SCHEDULES, encoding="utf-8")
     return path
 
