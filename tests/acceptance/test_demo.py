@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from tests.support import DATA
+from tests.support import DATA, ROOT
 
 
 def test_demo_runs_and_never_shows_the_token(tmp_path):
@@ -73,13 +73,12 @@ def test_the_sandbox_shop_starts_quiet_at_any_hour_where_the_packaged_shop_would
     """The demo's scripted day reads the same at any start: formerly a start on a Monday morning (within the weekly
     review's 12 h of grace) or within the opening brief's grace put a brief ahead of the script and the demo failed."""
     from datetime import UTC, datetime, timedelta
-    from pathlib import Path
 
     from bot.sandbox.local_setup import quiet_shop
     from bot.shop_file import load_shop
     from producers.schedule import plan_catch_up
 
-    packaged = load_shop(Path(__file__).resolve().parents[2] / "bot" / "sandbox" / "shop.example.toml")
+    packaged = load_shop(ROOT / "bot" / "sandbox" / "shop.example.toml")
     quiet = load_shop(quiet_shop(tmp_path))
     assert quiet.items == packaged.items
     assert sorted(s.name for s in quiet.schedules) == ["opening_brief", "weekly_review"]

@@ -8,10 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.sandbox.local_setup import (
-    local_product,
-    quiet_shop,  # the example shop, no brief at start
-)
+from bot.sandbox.local_setup import local_product, quiet_shop
 from store import redaction
 from tests.integration.test_actions import FAST, press, proposals_shown, rows, settled
 from tests.support.fake_model_servers import FakeModelServer, openai_error
