@@ -19,8 +19,12 @@ Figures:
 
 - with `--postgres [URL]`, the in-process pipeline once more on a scratch PostgreSQL database, interleaved, with its
   ratio to SQLite.
+- with `--anatomy [SLOTS ...]`, the in-process pipeline once more for each worker concurrency named (default: the
+  product's), printing where its time goes: each thread's CPU per item and share of the run (the event loop's and
+  SQLite's connection thread, from /proc on Linux), and when the worker had finished half and all of the reports
+  against when the relay had sent them.
 
-    python -m bench.throughput [--items 2000] [--saturate 300] [--repeats 3] [--postgres [URL]]
+    python -m bench.throughput [--items 2000] [--saturate 300] [--repeats 3] [--postgres [URL]] [--anatomy [N ...]]
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -40,7 +45,7 @@ from bot.relays.sender import OutcomeKind, SendOutcome
 from bot.relays.telegram import Relay, RelaySettings
 from store import Occurrence, SqliteStore, SystemClock
 from worker.models.offline import OfflineModel
-from worker.worker import Worker
+from worker.worker import Worker, WorkerSettings
 
 from .common import machine
 from .disk_floor import commits_per_second
@@ -97,10 +102,11 @@ def disk_floor(directory: Path, commits: int = 1000) -> float:
     return commits_per_second(directory / f"floor-{time.monotonic_ns()}.sqlite3", commits, "FULL")
 
 
-async def in_process(directory: Path, items: int, calls: list[float] | None = None) -> tuple[float, float]:
+async def in_process(directory: Path, items: int, calls: list[float] | None = None, *,
+                     anatomy: Anatomy | None = None) -> tuple[float, float]:
     store = await SqliteStore.open(directory / f"inproc-{time.monotonic_ns()}.sqlite3", SystemClock(),
                                    capacity=items + 10, debounce_ms=0)
-    return await pipeline(store, items, calls)
+    return await pipeline(store, items, calls, anatomy=anatomy)
 
 
 async def on_postgres(server: str | None, items: int) -> tuple[float, float]:
@@ -113,11 +119,70 @@ async def on_postgres(server: str | None, items: int) -> tuple[float, float]:
         return await pipeline(store, items)
 
 
-async def pipeline(store, items: int, calls: list[float] | None = None) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+class Anatomy:
+    """Where one in-process run's time goes (`--anatomy`): the worker's concurrency, when each report was finished
+    and sent, and each thread's CPU over the run."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.finished: list[float] = []
+        self.sent: list[float] = []
+        self.start = 0.0
+        self.elapsed = 0.0
+        self.cpu: dict[str, float] = {}       # thread -> CPU seconds during the run
+
+    def watch(self, store, transport: InstantTransport) -> None:  # type: ignore[no-untyped-def]
+        finish, send = store.finish, transport.send
+
+        async def finishing(*args, **kwargs):  # type: ignore[no-untyped-def]
+            outcome = await finish(*args, **kwargs)
+            self.finished.append(time.perf_counter())
+            return outcome
+
+        async def sending(*args, **kwargs):  # type: ignore[no-untyped-def]
+            self.sent.append(time.perf_counter())
+            return await send(*args, **kwargs)
+        store.finish = finishing            # recording the times is the measurement
+        transport.send = sending            # type: ignore[method-assign]
+
+    @staticmethod
+    def threads() -> dict[str, float]:
+        """CPU seconds of each of this process's threads, by name (empty where /proc is not there)."""
+        cpu: dict[str, float] = {}
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        try:
+            tids = os.listdir("/proc/self/task")
+        except OSError:
+            return cpu
+        for tid in tids:
+            try:
+                fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            name = names.get(int(tid), f"thread {tid}")
+            name = "event loop" if int(tid) == threading.main_thread().native_id else (
+                "SQLite connection" if "connection_worker" in name else name)
+            cpu[name] = cpu.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu
+
+    def lines(self, items: int) -> list[str]:
+        def at(times: list[float], share: float) -> str:
+            return f"{times[max(0, int(len(times) * share) - 1)] - self.start:.2f}" if times else "-"
+        cpu = ", ".join(f"{name} {seconds / items * 1000:.2f} ms ({seconds / self.elapsed:.0%} of the run)"
+                        for name, seconds in sorted(self.cpu.items(), key=lambda kv: -kv[1]) if seconds > 0)
+        return [f"  CPU per item: {cpu or 'not available (no /proc)'}",
+                f"  reports finished by the worker: half at {at(self.finished, 0.5)} s, all at "
+                f"{at(self.finished, 1.0)} s; sent by the relay: half at {at(self.sent, 0.5)} s, all at "
+                f"{at(self.sent, 1.0)} s (run {self.elapsed:.2f} s)"]
+
+
+async def pipeline(store, items: int, calls: list[float] | None = None, *,  # type: ignore[no-untyped-def]
+                   anatomy: Anatomy | None = None) -> tuple[float, float]:
     """admit -> claim -> finish -> sending -> confirmed for `items` one-message chats on an open store (closed at the
     end); (reports per second, commits per item). SQLite's commits are its durable ones (`Database.commits`: one
     per group commit that changed anything, store/sqlite/connection.py); a store without that count (PostgreSQL:
-    one transaction per call) counts its write calls. The write calls per item are appended to `calls`."""
+    one transaction per call) counts its write calls. The write calls per item are appended to `calls`; with
+    `anatomy`, its worker concurrency is used and its times and threads' CPU recorded."""
     writes = 0
     write = store.db.write
 
@@ -127,10 +192,13 @@ async def pipeline(store, items: int, calls: list[float] | None = None) -> tuple
         return await write(fn, *args)
     store.db.write = counting  # type: ignore[method-assign] - counting write calls is part of the measurement
     transport = InstantTransport()
-    worker = Worker(store, OfflineModel())
+    if anatomy is not None:
+        anatomy.watch(store, transport)
+    worker = Worker(store, OfflineModel(), WorkerSettings(concurrency=anatomy.slots) if anatomy else None)
     relay = Relay(store, transport, lambda chat: True, RelaySettings(chat_pace_s=0.0, global_per_s=0))  # pacing off
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(relay.run())]
     durable_at_start = getattr(store.db, "commits", None)
+    cpu_at_start = Anatomy.threads() if anatomy is not None else {}
     start = time.perf_counter()
     for batch in range(0, items, 100):                      # getUpdates batches of 100, one commit each
         await store.admit_many([Occurrence(f"tg:{n}:1", f"tg:{n}", "help", destination=f"tg:{n}")
@@ -138,6 +206,9 @@ async def pipeline(store, items: int, calls: list[float] | None = None) -> tuple
     while transport.sent < items:
         await asyncio.sleep(0.005)
     elapsed = time.perf_counter() - start
+    if anatomy is not None:
+        anatomy.start, anatomy.elapsed = start, elapsed
+        anatomy.cpu = {name: seconds - cpu_at_start.get(name, 0.0) for name, seconds in Anatomy.threads().items()}
     durable = None if durable_at_start is None else store.db.commits - durable_at_start
     worker.stop()
     relay.stop()
@@ -218,6 +289,9 @@ def main() -> None:
     parser.add_argument("--postgres", nargs="?", const="default", default=None, metavar="URL",
                         help="also the in-process pipeline on a scratch PostgreSQL database (default: "
                         "$SHOPBOT_TEST_PG_DSN or the local server)")
+    parser.add_argument("--anatomy", nargs="*", type=int, default=None, metavar="SLOTS",
+                        help="also one in-process run per worker concurrency named (default: the product's), with "
+                        "each thread's CPU per item and when the reports were finished and sent")
     args = parser.parse_args()
     for key, value in machine().items():
         print(f"{key}: {value}")
@@ -254,12 +328,13 @@ def main() -> None:
                   f"chats: {p['rate']:.1f} reports/s overall, {p.get('steady', float('nan')):.2f}/s after the burst, "
                   f"{p['refused']} refused 429 by the fake's flood limit ({p['calls']} sendMessage calls)")
     m = statistics.median
-    print(f"median of {args.repeats}: disk floor {m(floors):,.0f} single-row commits/s; pacing off: in-process "
-          f"{m(rates):,.0f} reports/s (target >= 500) with {m(commit_counts):.2f} commits per item "
-          f"({m(calls):.2f} write calls) "
-          f"(= {m(rates) * m(commit_counts) / m(floors):.0%} of the floor's commit rate); PTB over HTTP "
-          f"{m([h['rate'] for h in http]):,.0f} reports/s, CPU: bot {m([h['bot_cpu'] for h in http]):.0%}, local "
-          f"Bot API server {m([h['server_cpu'] for h in http]):.0%}")
+    if rates:           # --repeats 0: only the anatomy runs
+        print(f"median of {args.repeats}: disk floor {m(floors):,.0f} single-row commits/s; pacing off: in-process "
+              f"{m(rates):,.0f} reports/s (target >= 500) with {m(commit_counts):.2f} commits per item "
+              f"({m(calls):.2f} write calls) "
+              f"(= {m(rates) * m(commit_counts) / m(floors):.0%} of the floor's commit rate); PTB over HTTP "
+              f"{m([h['rate'] for h in http]):,.0f} reports/s, CPU: bot {m([h['bot_cpu'] for h in http]):.0%}, local "
+              f"Bot API server {m([h['server_cpu'] for h in http]):.0%}")
     if pg:
         print(f"median of {args.repeats}: postgres in-process {m([r for r, _ in pg]):,.0f} reports/s, "
               f"{m([c for _, c in pg]):.2f} commits per item; postgres / sqlite "
@@ -273,6 +348,16 @@ def main() -> None:
               f"fake refusing above 30/s with {FLOOD_BURST:g} at once): {m([p['rate'] for p in saturated]):.1f} "
               f"reports/s overall, {m([p.get('steady', float('nan')) for p in saturated]):.2f} reports/s after the "
               f"burst (global rate 30), 429s: {sum(p['refused'] for p in saturated)} in all runs")
+    if args.anatomy is not None:
+        with tempfile.TemporaryDirectory(prefix="shopbot-bench-") as tmp:
+            for slots in args.anatomy or [WorkerSettings().concurrency]:
+                anatomy = Anatomy(slots)
+                cpu0 = time.process_time()
+                rate, per_item = asyncio.run(in_process(Path(tmp), args.items, anatomy=anatomy))
+                print(f"anatomy, {slots} worker slots: in-process {rate:,.0f} reports/s, {per_item:.2f} commits per "
+                      f"item, process CPU {(time.process_time() - cpu0) / args.items * 1000:.2f} ms per item")
+                for line in anatomy.lines(args.items):
+                    print(line)
     if args.strict and args.saturate > 0:
         with tempfile.TemporaryDirectory(prefix="shopbot-bench-") as tmp:
             p = asyncio.run(over_http(Path(tmp), args.saturate, paced=True, flood_burst=30.0))

@@ -40,7 +40,7 @@ SMALLEST: dict[str, tuple[str, ...]] = {
                     "--sample", "50", "--no-plots", "--no-condition"),
     "soak": ("--minutes", "0.1"),
     "store_backends": ("--items", "20", "--repeats", "1"),
-    "throughput": ("--items", "50", "--saturate", "5", "--repeats", "1"),
+    "throughput": ("--items", "50", "--saturate", "5", "--repeats", "1", "--anatomy"),
 }
 # benches run elsewhere: the reason is printed as the skip
 ELSEWHERE = {"real_model": "the real-model bench: its own test runs it against the scripted model server",
