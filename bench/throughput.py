@@ -156,13 +156,13 @@ class Anatomy:
             return cpu
         for tid in tids:
             try:
-                fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+                seconds = _cpu_seconds(Path(f"/proc/self/task/{tid}/stat"))
             except OSError:
                 continue
             name = names.get(int(tid), f"thread {tid}")
             name = "event loop" if int(tid) == threading.main_thread().native_id else (
                 "SQLite connection" if "connection_worker" in name else name)
-            cpu[name] = cpu.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            cpu[name] = cpu.get(name, 0.0) + seconds
         return cpu
 
     def lines(self, items: int) -> list[str]:
@@ -275,7 +275,12 @@ async def over_http(directory: Path, items: int, *, paced: bool, flood_burst: fl
 
 
 def _cpu_of(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _cpu_seconds(Path(f"/proc/{pid}/stat"))
+
+
+def _cpu_seconds(stat: Path) -> float:
+    """User and system CPU seconds from a /proc `stat` file (a process's or a thread's)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
