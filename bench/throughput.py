@@ -150,8 +150,9 @@ class Anatomy:
         """CPU seconds of each of this process's threads, by name (empty where /proc is not there)."""
         cpu: dict[str, float] = {}
         names = {t.native_id: t.name for t in threading.enumerate()}
+        names[threading.main_thread().native_id] = "event loop"
         try:
-            tids = os.listdir("/proc/self/task")
+            tids = [int(tid) for tid in os.listdir("/proc/self/task")]
         except OSError:
             return cpu
         for tid in tids:
@@ -159,9 +160,8 @@ class Anatomy:
                 seconds = _cpu_seconds(Path(f"/proc/self/task/{tid}/stat"))
             except OSError:
                 continue
-            name = names.get(int(tid), f"thread {tid}")
-            name = "event loop" if int(tid) == threading.main_thread().native_id else (
-                "SQLite connection" if "connection_worker" in name else name)
+            name = names.get(tid, f"thread {tid}")
+            name = "SQLite connection" if "connection_worker" in name else name
             cpu[name] = cpu.get(name, 0.0) + seconds
         return cpu
 

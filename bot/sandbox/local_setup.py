@@ -75,11 +75,12 @@ grace = "1s"
 def quiet_shop(folder: Path) -> Path:
     """The packaged example shop (beside this module) with QUIET_SCHEDULES instead of its own, written as
     `folder`/example-shop/shop.toml (a folder of its own: a test that lists the files the product made in `folder`
-    does not see it)."""
-    shop = (Path(__file__).resolve().parent / "shop.example.toml").read_text(encoding="utf-8")
-    (folder / "example-shop").mkdir(exist_ok=True)
+    does not see it). Written once: a product may be reading it while a later command asks for it again."""
     path = folder / "example-shop" / "shop.toml"
-    path.write_text(shop.split("[[schedule]]")[0].rstrip() + "\n" + QUIET_SCHEDULES, encoding="utf-8")
+    if not path.exists():
+        shop = (Path(__file__).resolve().parent / "shop.example.toml").read_text(encoding="utf-8")
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(shop.split("[[schedule]]")[0].rstrip() + "\n" + QUIET_SCHEDULES, encoding="utf-8")
     return path
 
 
