@@ -8,8 +8,9 @@ Outcomes (docs/contracts.md, "Facts at the edges"; the checks are ordered becaus
 | `InvalidToken` (401/404: the bot's own configuration)                     | config_fault  |
 | `RetryAfter` (429)                                                        | retry_later   |
 | `ChatMigrated`, `BadRequest` (400), `Forbidden` (403)                     | failed        |
-| `NetworkError`/`TimedOut` caused by httpx `ConnectError`, `ConnectTimeout`, `PoolTimeout`, `UnsupportedProtocol`, \
-or by a closed HTTP client | not_sent |
+| `NetworkError`/`TimedOut` caused by one of the transport's `NOT_SENT_CAUSES` (producers/telegram/transport.py: \
+a refused or unresolved connection, a connect or pool timeout, a URL it cannot send to), or by a closed HTTP client | \
+not_sent |
 | anything else: read/write timeout, dropped connection, 5xx, a 200 that is not JSON, `CancelledError` mid-request, \
 `Conflict`, unexpected exceptions | unknown |
 
@@ -38,7 +39,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import httpx
 from telegram import (
     Bot,
     LinkPreviewOptions,
@@ -57,6 +57,7 @@ from telegram.error import (
 
 from bot.relays.render import COMMON_ASKS, keyboard
 from producers.telegram.client import retry_after_seconds
+from producers.telegram.transport import NOT_SENT_CAUSES
 from store import Ask, redaction
 
 __all__ = ["NOT_SENT_CAUSES", "OutcomeKind", "SendOutcome", "TelegramSender", "classify"]
@@ -75,13 +76,6 @@ class OutcomeKind(enum.StrEnum):
     UNKNOWN = "unknown"            # may have reached Telegram: never resent without a recorded decision
     CONFIG_FAULT = "config_fault"  # the bot's own token was refused: stop the relay, keep the deliveries
 
-# The request provably never left this machine.
-NOT_SENT_CAUSES: tuple[type[BaseException], ...] = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.PoolTimeout,
-    httpx.UnsupportedProtocol,
-)
 
 _MAX_REASON = 200
 
@@ -137,7 +131,7 @@ def classify(exc: BaseException) -> SendOutcome:
         if isinstance(cause, NOT_SENT_CAUSES):
             return SendOutcome(OutcomeKind.NOT_SENT, reason=_clean(f"not sent: {type(cause).__name__}: {cause}"))
         if isinstance(cause, RuntimeError) and "not initialized" in str(cause):
-            # HTTPXRequest.do_request raises this before any I/O once the client was shut down.
+            # The transport raises this before any I/O once the client was shut down.
             return SendOutcome(OutcomeKind.NOT_SENT, reason="not sent: the HTTP client is closed")
         detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
         return SendOutcome(OutcomeKind.UNKNOWN, reason=_clean(f"may have been sent: {type(exc).__name__} ({detail})"))

@@ -17,6 +17,8 @@ class Response:
     body: bytes
     content_type: str = "application/json"
     after: Callable[[], Any] | None = None  # run after the reply was written
+    unsized: bool = False      # no Content-Length: the body runs until the connection closes (a hostile server's way)
+    trickle: float = 0.0       # seconds between the body's bytes, written one at a time (a server that dribbles)
 
 
 
@@ -81,12 +83,23 @@ async def write_response(writer: asyncio.StreamWriter, response: Response, keep_
         phrase = HTTPStatus(response.status).phrase
     except ValueError:
         phrase = "Unknown"
+    keep_alive = keep_alive and not response.unsized
+    length = "" if response.unsized else f"Content-Length: {len(response.body)}\r\n"
     head = (
         f"HTTP/1.1 {response.status} {phrase}\r\n"
         f"Server: shopbot-local\r\n"
         f"Content-Type: {response.content_type}\r\n"
-        f"Content-Length: {len(response.body)}\r\n"
+        f"{length}"
         f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
     )
-    writer.write(head.encode("latin-1") + response.body)
+    if response.trickle:
+        writer.write(head.encode("latin-1"))
+        for i in range(len(response.body)):
+            await writer.drain()
+            await asyncio.sleep(response.trickle)
+            writer.write(response.body[i:i + 1])
+    else:
+        writer.write(head.encode("latin-1") + response.body)
     await writer.drain()
+    if response.unsized:
+        writer.close()

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import aiohttp
 import httpx
 import pytest
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError
@@ -280,7 +281,7 @@ async def test_refuse_and_accept_keep_the_port(api, bot):
     await api.refuse()
     with pytest.raises(NetworkError) as info:
         await bot.get_me()
-    assert isinstance(info.value.__cause__, httpx.ConnectError)
+    assert isinstance(info.value.__cause__, aiohttp.ClientConnectorError)
     await api.accept()
     assert api.port == port
     assert (await bot.get_me()).id == 999

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import asyncio
 import warnings
+from types import SimpleNamespace
 
-import httpx
+import aiohttp
 import pytest
 from telegram.error import (
     BadRequest,
@@ -21,6 +22,7 @@ from telegram.warnings import PTBDeprecationWarning
 from bot.relays.sender import OutcomeKind, SendOutcome, TelegramSender, classify
 from bot.sandbox.bot_api import LocalBotApi
 from producers.telegram.client import make_bot
+from producers.telegram.transport import AnswerTooLarge
 from store import Ask
 
 TOKEN = "123456:TEST-token-for-sender-tests-0123456789"
@@ -141,6 +143,11 @@ async def test_cancellation_mid_request_propagates_and_classifies_unknown(api, s
     assert classify(info.value).kind is OutcomeKind.UNKNOWN
 
 
+def _refused() -> aiohttp.ClientConnectorError:
+    key = SimpleNamespace(host="127.0.0.1", port=9, ssl=False)     # what the error's message reads of its key
+    return aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "Connection refused"))  # type: ignore[arg-type]
+
+
 def _with_cause(exc: BaseException, cause: BaseException) -> BaseException:
     exc.__cause__ = cause
     return exc
@@ -149,16 +156,17 @@ def _with_cause(exc: BaseException, cause: BaseException) -> BaseException:
 @pytest.mark.parametrize(
     ("exc", "kind"),
     [
-        (_with_cause(NetworkError("httpx.ConnectError: refused"), httpx.ConnectError("refused")), "not_sent"),
-        (_with_cause(TimedOut(), httpx.ConnectTimeout("slow connect")), "not_sent"),
-        (_with_cause(TimedOut("pool"), httpx.PoolTimeout("pool full")), "not_sent"),
-        (_with_cause(NetworkError("x"), httpx.UnsupportedProtocol("ftp")), "not_sent"),
-        (_with_cause(TimedOut(), httpx.ReadTimeout("read")), "unknown"),
-        (_with_cause(TimedOut(), httpx.WriteTimeout("write")), "unknown"),
-        (_with_cause(NetworkError("x"), httpx.RemoteProtocolError("disconnected")), "unknown"),
-        (_with_cause(NetworkError("x"), httpx.ReadError("reset")), "unknown"),
+        (_with_cause(NetworkError("aiohttp.ClientConnectorError: refused"), _refused()), "not_sent"),
+        (_with_cause(TimedOut(), aiohttp.ConnectionTimeoutError("slow connect or pool full")), "not_sent"),
+        (_with_cause(NetworkError("x"), aiohttp.NonHttpUrlClientError("ftp://127.0.0.1:9")), "not_sent"),
+        (_with_cause(NetworkError("x"), aiohttp.InvalidURL("http://[::1")), "not_sent"),
+        (_with_cause(TimedOut(), aiohttp.SocketTimeoutError("read")), "unknown"),
+        (_with_cause(TimedOut(), TimeoutError()), "unknown"),                 # the call's total deadline
+        (_with_cause(NetworkError("x"), aiohttp.ServerDisconnectedError()), "unknown"),
+        (_with_cause(NetworkError("x"), aiohttp.ClientOSError(104, "reset")), "unknown"),
+        (_with_cause(NetworkError("x"), AnswerTooLarge("over the bound")), "unknown"),
         (NetworkError("Internal Server Error"), "unknown"),
-        (_with_cause(BadRequest("Chat not found"), httpx.ConnectError("odd")), "failed"),  # order matters
+        (_with_cause(BadRequest("Chat not found"), _refused()), "failed"),  # order matters
         (Forbidden("Forbidden: bot was blocked by the user"), "failed"),
         (ChatMigrated(-100123), "failed"),
         (InvalidToken("Unauthorized"), "config_fault"),
@@ -195,7 +203,7 @@ def test_reasons_never_carry_a_token():
     outcome = classify(InvalidToken(f"The token `{token}` was rejected by the server."))
     assert outcome.kind is OutcomeKind.CONFIG_FAULT and token not in outcome.reason and "AAHdqTcv" not in outcome.reason
     outcome = classify(
-        _with_cause(NetworkError("x"), httpx.ReadError(f"failed on https://user:pw@api.example/bot{token}/x"))
+        _with_cause(NetworkError("x"), aiohttp.ClientOSError(f"failed on https://user:pw@api.example/bot{token}/x"))
     )
     assert "user:pw" not in outcome.reason and token not in outcome.reason
 

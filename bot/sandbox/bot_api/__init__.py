@@ -1,9 +1,9 @@
 """A local fake of the Telegram Bot API on 127.0.0.1, for tests and `shopbot demo`.
 
-The real client (python-telegram-bot over httpx) talks to it over real HTTP/1.1 with keep-alive, so PTB's own
-error mapping is exercised end to end. The server is written on `asyncio.start_server` with a minimal HTTP/1.1
-parser, which makes transport faults easy to produce: closing a connection after the request was accepted,
-refusing the port, answering slowly, answering with HTML.
+The real client (python-telegram-bot over aiohttp, producers/telegram/transport.py) talks to it over real HTTP/1.1
+with keep-alive, so PTB's own error mapping is exercised end to end. The server is written on `asyncio.start_server`
+with a minimal HTTP/1.1 parser, which makes transport faults easy to produce: closing a connection after the request
+was accepted, refusing the port, answering slowly, dribbling or hugely, answering with HTML.
 
 Bot API (at `/bot<token>/<method>`, method names case-insensitive; any other token gets 401 Unauthorized):
 `getMe`, `getUpdates` (real offset semantics, long poll, `limit`, sticky `allowed_updates`, 409 while a webhook is
@@ -45,6 +45,8 @@ Fault semantics (each `inject` applies to the next `count` calls of one method, 
 | 400 / 403          | "Bad Request: chat not found" / "Forbidden: bot was blocked by the user" | no     |
 | 500 / 502_html     | 500 JSON error / 502 with an nginx HTML page         | no                         |
 | 409                | "Conflict: terminated by other getUpdates request"  | no                         |
+| huge_200           | processed, answered 200 with 17 MiB of JSON and no Content-Length | yes           |
+| dribble            | processed, the reply written one byte every `delay` s (default 0.2) | yes         |
 
 Flood control: with `flood_per_s` (`--flood-per-s`) sendMessage is answered 429 (`retry_after` 1) when it would
 overflow a bucket of `flood_burst` calls (`--flood-burst`, default one second's worth) draining at that rate over all

@@ -27,6 +27,8 @@ FAULTS = frozenset(
         "non_json_200",
         "slow",
         "409",
+        "huge_200",
+        "dribble",
     }
 )
 
@@ -35,6 +37,8 @@ _HTML_502 = (
     b"\r\n<hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n"
 )
 _HTML_200 = b"<html><body>Service temporarily unavailable (this is not JSON)</body></html>"
+# huge_200's answer: a JSON object longer than any client should read (17 MiB), with no Content-Length
+HUGE_BYTES = 17 * 1024 * 1024
 
 
 @dataclass
@@ -108,6 +112,13 @@ class FaultPlan:
             await asyncio.sleep(fault.delay)
         if kind == "non_json_200":
             return _Response(200, _HTML_200, "text/html")
+        if kind == "huge_200":
+            notify()
+            pad = HUGE_BYTES - len(response.body)
+            return _Response(200, response.body[:-1] + b',"pad":"' + b"x" * pad + b'"}', unsized=True)
+        if kind == "dribble":
+            notify()
+            return _Response(response.status, response.body, response.content_type, trickle=fault.delay or 0.2)
         return response
 
 
