@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from telegram import Bot, Update
-from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter
+from telegram.error import Conflict, EndPointNotFound, InvalidToken, RetryAfter, TelegramError
 
 from store import Fence, Lease, LeaseLost, PartStopped, Store, StoreError, faults, retry_delay
 
@@ -94,7 +94,14 @@ class Ingress:
             kwargs["offset"] = offset
         with warnings.catch_warnings():   # PTB suggests get_updates for this endpoint: see the docstring
             warnings.simplefilter("ignore")
-            raw = await self.bot.do_api_request("getUpdates", api_kwargs=kwargs, read_timeout=timeout + 10)
+            try:
+                raw = await self.bot.do_api_request("getUpdates", api_kwargs=kwargs, read_timeout=timeout + 10)
+            except EndPointNotFound as exc:
+                # do_api_request names a 401/404 "endpoint not found" once the bot is initialized: for getUpdates,
+                # which always exists, it is Telegram refusing the token (revoked while running)
+                if isinstance(exc.__cause__, InvalidToken):
+                    raise exc.__cause__ from exc
+                raise
         return [(r.get("update_id") if isinstance(r, dict) else None, parse(r, self.bot)) for r in raw or []]
 
     async def poll(self, *, drain: bool = False) -> None:
@@ -132,7 +139,9 @@ class Ingress:
                 log.warning("getUpdates flood control: waiting %.1f s", delay)
                 await self._sleep(delay)
                 continue
-            except NetworkError as exc:
+            except TelegramError as exc:
+                # a network failure, or any other answer (403, 5xx, a body that is not the Bot API's): Telegram is an
+                # outside server, and no answer of its stops the part (C21): retried with backoff, nothing confirmed
                 failures += 1
                 delay = retry_delay(failures)
                 log.warning("getUpdates failed (%s); retrying in %.1f s", type(exc).__name__, delay)

@@ -260,6 +260,29 @@ async def test_a_second_poller_is_reported_loudly_and_never_fought(caplog):
         assert health.status_code == 503
 
 
+async def test_a_token_revoked_while_running_stops_ingestion_with_its_reason_and_the_process_lives(caplog):
+    # Before: do_api_request named the 401 "endpoint not found", which no handler knew: the process ended (C21)
+    async with local_product(FAST) as run:
+        await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
+        run.api.revoke_token("999:the-token-after-revoke-000000000000000000")
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")        # wakes the long poll; the next getUpdates gets 401
+        await run.api.wait_for(lambda: "ingress" in run.app.parts.health.faults, timeout=10)
+        assert "Telegram refused the bot token" in run.app.parts.health.faults["ingress"]
+        assert not run.task.done()                                # the rest of the process runs on
+        assert any(r.levelname == "CRITICAL" and "ingress stopped" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("fault", ["403", "400", "non_json_200", "huge_200", "500"])
+async def test_any_other_answer_to_get_updates_is_retried_and_stops_nothing(fault):
+    # 403 and 400 are TelegramErrors that are not NetworkErrors: before, a 403 ended the process (C21)
+    async with local_product(FAST) as run:
+        await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)
+        run.api.inject("getUpdates", fault, count=2)
+        run.api.post_message(OWNER_ID, OWNER_ID, "stock")
+        await run.replies(1, timeout=20)
+        assert run.app.parts.health.faults == {} and not run.task.done()
+
+
 async def test_flood_control_on_get_updates_is_waited_out():
     async with local_product(FAST) as run:
         await run.api.wait_for(lambda: run.api.offsets_requested != [], timeout=10)

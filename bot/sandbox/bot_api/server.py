@@ -104,6 +104,12 @@ class LocalBotApi(ApiState):
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    def revoke_token(self, new_token: str) -> None:
+        """BotFather's /revoke: from now on the old token is refused (401 Unauthorized) and only `new_token` works."""
+        if not new_token:
+            raise ValueError("LocalBotApi needs a token")
+        self._token = new_token
+
     async def refuse(self) -> None:
         """Close the listening socket and every open connection: connecting gives "connection refused"."""
         await self._close_listener()
