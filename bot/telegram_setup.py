@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import Any
 
-from telegram.error import InvalidToken, NetworkError, RetryAfter
+from telegram.error import InvalidToken, TelegramError
 
 from bot.config import Config
 from bot.supervision import StartAborted
@@ -18,8 +18,9 @@ log = logging.getLogger("shopbot.app")
 
 
 async def initialize(bot: Any, stopping: asyncio.Event) -> None:
-    """`getMe` at start. Telegram unreachable (the network is not up yet) is waited out with backoff; a refused
-    token is a configuration error and stops the start; SIGINT/SIGTERM during the wait stop it cleanly."""
+    """`getMe` at start. Telegram unreachable (the network is not up yet) or answering anything but the bot (a 403,
+    a 5xx, a body that is not the Bot API's: C21) is waited out with backoff; a refused token is a configuration error
+    and stops the start; SIGINT/SIGTERM during the wait stop it cleanly."""
     delay = 0.5
     while True:
         try:
@@ -27,7 +28,7 @@ async def initialize(bot: Any, stopping: asyncio.Event) -> None:
             return
         except InvalidToken:
             raise
-        except (NetworkError, RetryAfter) as exc:
+        except TelegramError as exc:          # NetworkError, RetryAfter, Forbidden, ...
             log.warning("Telegram is not reachable at start (%s); trying again in %.1f s", type(exc).__name__, delay)
             try:
                 await asyncio.wait_for(stopping.wait(), delay)

@@ -292,14 +292,18 @@ async def test_flood_control_on_get_updates_is_waited_out():
         assert run.app.parts.health.faults == {}
 
 
-async def test_telegram_unreachable_at_start_is_waited_out(tmp_path, caplog):
+@pytest.mark.parametrize("fault", ["refused", "403", "non_json_200"])
+async def test_telegram_unreachable_at_start_is_waited_out(tmp_path, caplog, fault):
     import asyncio
 
     from bot import config as config_module
     from bot.app import App
     from bot.sandbox.bot_api import LocalBotApi
     async with LocalBotApi("888:start-token") as api:
-        await api.refuse()
+        if fault == "refused":
+            await api.refuse()
+        else:                        # an answer that is not the bot: before, a 403 at start ended the start (C21)
+            api.inject("getMe", fault, count=1000)
         env = {"SHOPBOT_DB": str(tmp_path / "s.sqlite3"), "TELEGRAM_BOT_TOKEN": "888:start-token",
                "TELEGRAM_API_BASE_URL": api.base_url, "SHOPBOT_OWNER_IDS": str(OWNER_ID), "SHOPBOT_HTTP_PORT": "-1",
                **FAST}
@@ -308,6 +312,7 @@ async def test_telegram_unreachable_at_start_is_waited_out(tmp_path, caplog):
         await api.wait_for(lambda: any("not reachable at start" in r.getMessage() for r in caplog.records), 10)
         assert not start.done()                                   # waiting for Telegram, not crashed
         await api.accept()
+        api._faults.clear()
         await asyncio.wait_for(start, 15)
         run = asyncio.create_task(app.run())
         api.post_message(OWNER_ID, OWNER_ID, "stock")
