@@ -168,9 +168,11 @@ class AiohttpRequest(BaseRequest):
 
 
 def _without_token(url: str) -> str:
-    """`.../bot<token>/method` as `.../bot****/method`."""
-    head, sep, rest = url.partition("/bot")
-    return f"{head}{sep}****/{rest.partition('/')[2]}" if sep else url
+    """`<root>/bot<token>/<method>` as `<root>/bot****/<method>` (the last `/bot` before the method: a root may hold
+    `/bot` itself)."""
+    head, _, method = url.rpartition("/")
+    root, sep, _ = head.rpartition("/bot")
+    return f"{root}{sep}****/{method}" if sep else url
 
 
 def _body(request_data: RequestData | None) -> aiohttp.FormData | aiohttp.BytesPayload | None:

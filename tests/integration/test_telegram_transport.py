@@ -15,7 +15,7 @@ from telegram.error import NetworkError, TimedOut
 from bot.relays.sender import OutcomeKind, TelegramSender, classify
 from bot.sandbox.bot_api import LocalBotApi
 from producers.telegram.client import make_bot
-from producers.telegram.transport import AiohttpRequest, AnswerTooLarge
+from producers.telegram.transport import AiohttpRequest, AnswerTooLarge, _without_token
 
 TOKEN = "123456:TEST-token-for-transport-tests-0123456"
 CHAT = 4242
@@ -91,3 +91,12 @@ async def test_many_calls_at_once_share_the_pool(api):
         outcomes = await asyncio.gather(*(TelegramSender(bot).send(CHAT, f"m{i}") for i in range(40)))
     assert all(o.kind is OutcomeKind.CONFIRMED for o in outcomes)
     assert sorted(m.text for m in api.sent) == sorted(f"m{i}" for i in range(40))
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("http://127.0.0.1:8081/bot123:ABC-def/sendMessage", "http://127.0.0.1:8081/bot****/sendMessage"),
+    ("https://api.example/botapi/bot123:ABC-def/getMe", "https://api.example/botapi/bot****/getMe"),  # /bot in root
+    ("https://api.example/file/bot123:ABC-def/photos/a.jpg", "https://api.example/file/bot****/a.jpg"),
+])
+def test_an_error_names_the_url_without_the_token(url, shown):
+    assert _without_token(url) == shown and "ABC-def" not in _without_token(url)
