@@ -15,8 +15,8 @@ What it keeps of the HTTPX default, so nothing changes for the callers (bot/rela
   `RuntimeError("... not initialized ...")` before any I/O, as HTTPXRequest does.
 - POST only; multipart when there are files (photos); one pool per request object (the
   poller's has one connection, the rest share eight).
-- Not kept: httpx read proxies and `.netrc` from the environment (`trust_env`); aiohttp does that with a thread hop
-  per call, so the bot calls the Bot API root it is configured with (TELEGRAM_API_BASE_URL), directly.
+- A proxy from the environment (`HTTPS_PROXY`/`HTTP_PROXY`, `NO_PROXY`), as httpx's `trust_env` read it: looked
+  up once per host, not per call (aiohttp's own `trust_env` would read `.netrc` in a thread on every call).
 - A 429 raises a plain `RetryAfter` in seconds (PTB 22.8's own 429 branch reads a deprecated property).
 
 What it adds (C21, Telegram is an outside server): a total deadline per call (connect, pool wait, write and read
@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import json
 import select
+import urllib.request
 import warnings
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from telegram.error import NetworkError, RetryAfter, TimedOut
@@ -103,6 +105,7 @@ class AiohttpRequest(BaseRequest):
         self._connect, self._pool = connect_timeout, pool_timeout
         self._max_answer = max_answer_bytes
         self._session: aiohttp.ClientSession | None = None
+        self._proxies: dict[tuple[str, str], str | None] = {}     # (scheme, host) -> the proxy, read once
 
     @property
     def read_timeout(self) -> float | None:
@@ -142,7 +145,7 @@ class AiohttpRequest(BaseRequest):
         timeout = aiohttp.ClientTimeout(total=total, connect=waiting, sock_connect=connect, sock_read=read)
         try:
             async with session.request(method, url, data=_body(request_data), timeout=timeout,
-                                       headers={"User-Agent": self.USER_AGENT}) as response:
+                                       headers={"User-Agent": self.USER_AGENT}, proxy=self._proxy(url)) as response:
                 payload = await self._bounded(response)
                 code = response.status
         except TimeoutError as exc:      # aiohttp's timeouts are TimeoutErrors (connect, read, total)
@@ -152,6 +155,14 @@ class AiohttpRequest(BaseRequest):
         if code == 429:
             _raise_retry_after(payload)
         return code, payload
+
+    def _proxy(self, url: str) -> str | None:
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.hostname or "")
+        if key not in self._proxies:
+            proxy = urllib.request.getproxies().get(parts.scheme)
+            self._proxies[key] = None if not proxy or urllib.request.proxy_bypass(key[1]) else proxy
+        return self._proxies[key]
 
     async def _bounded(self, response: aiohttp.ClientResponse) -> bytes:
         if response.content_length is not None and response.content_length > self._max_answer:

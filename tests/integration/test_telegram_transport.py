@@ -100,3 +100,25 @@ async def test_many_calls_at_once_share_the_pool(api):
 ])
 def test_an_error_names_the_url_without_the_token(url, shown):
     assert _without_token(url) == shown and "ABC-def" not in _without_token(url)
+
+
+async def test_a_proxy_from_the_environment_carries_the_calls(api, monkeypatch):
+    # The root is a port nothing listens on: only the proxy (the fake, which reads the absolute-form target as a
+    # proxy would forward it) answers. NO_PROXY naming that host sends the call direct: refused, not_sent. (localhost:
+    # no name is looked up outside this machine.)
+    monkeypatch.setenv("HTTP_PROXY", api.base_url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    bot = make_bot(TOKEN, "http://localhost:9")
+    async with bot:
+        assert (await TelegramSender(bot).send(CHAT, "via the proxy")).kind is OutcomeKind.CONFIRMED
+    assert [m.text for m in api.sent] == ["via the proxy"]
+    monkeypatch.setenv("NO_PROXY", "localhost")
+    direct = make_bot(TOKEN, "http://localhost:9", connect_timeout=2.0)
+    try:
+        with pytest.raises(NetworkError):
+            await direct.initialize()
+        assert (await TelegramSender(direct).send(CHAT, "direct")).kind is OutcomeKind.NOT_SENT
+    finally:
+        await direct.shutdown()
+    assert len(api.sent) == 1
