@@ -60,7 +60,7 @@ from producers.telegram.client import retry_after_seconds
 from producers.telegram.transport import NOT_SENT_CAUSES
 from store import Ask, redaction
 
-__all__ = ["NOT_SENT_CAUSES", "OutcomeKind", "SendOutcome", "TelegramSender", "classify"]
+__all__ = ["OutcomeKind", "SendOutcome", "TelegramSender", "classify"]
 
 _log = logging.getLogger(__name__)
 

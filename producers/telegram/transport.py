@@ -13,8 +13,8 @@ What it keeps of the HTTPX default, so nothing changes for the callers (bot/rela
   cause; `NOT_SENT_CAUSES` names the causes that prove the request never left this machine (refused or unresolved
   connection, a connect or pool timeout, a URL it cannot send to). A client used after `shutdown` raises
   `RuntimeError("... not initialized ...")` before any I/O, as HTTPXRequest does.
-- POST only; multipart when there are files (photos); one pool per request object (the
-  poller's has one connection, the rest share eight).
+- POST only; multipart when there are files (photos); one pool per request object (the poller's has one
+  connection, the rest share eight).
 - A proxy from the environment (`HTTPS_PROXY`/`HTTP_PROXY`, `NO_PROXY`), as httpx's `trust_env` read it: looked
   up once per host, not per call (aiohttp's own `trust_env` would read `.netrc` in a thread on every call).
 - A 429 raises a plain `RetryAfter` in seconds (PTB 22.8's own 429 branch reads a deprecated property).
@@ -68,22 +68,28 @@ class _FreshConnector(aiohttp.TCPConnector):
     async def _get(self, key: Any, *args: Any, **kwargs: Any) -> Any:
         pooled = self._conns.get(key)
         if pooled:
-            for entry in [e for e in pooled if _closed_by_peer(e[0])]:
+            stale = _closed_by_peer([protocol for protocol, _ in pooled])
+            for entry in [e for e in pooled if e[0] in stale]:
                 pooled.remove(entry)
                 entry[0].close()
         return await super()._get(key, *args, **kwargs)
 
 
-def _closed_by_peer(protocol: Any) -> bool:
-    transport = getattr(protocol, "transport", None)
-    sock = transport.get_extra_info("socket") if transport is not None else None
-    if sock is None:
-        return False                  # not connected: aiohttp drops it itself
+def _closed_by_peer(protocols: list[Any]) -> set[Any]:
+    """The idle connections with something to read (the server's FIN or a reset): one `select` for all of them."""
+    by_socket = {}
+    for protocol in protocols:
+        transport = getattr(protocol, "transport", None)
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is not None:          # not connected: aiohttp drops it itself
+            by_socket[sock] = protocol
+    if not by_socket:
+        return set()
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):      # already closed underneath
-        return True
-    return bool(readable)
+        readable, _, _ = select.select(list(by_socket), [], [], 0)
+    except (OSError, ValueError):      # one is already closed underneath: none is trusted
+        return set(by_socket.values())
+    return {by_socket[sock] for sock in readable}
 
 
 class AnswerTooLarge(aiohttp.ClientPayloadError):
