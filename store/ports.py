@@ -425,14 +425,16 @@ class Outbox(Protocol):
         part's receipt in the same commit. With `fence` (the relay's lease) the lease is checked in the same
         transaction (`LeaseLost`, nothing written) and recorded as the delivery's `sender`."""
 
-    async def take_due(self, skip_chats: Sequence[int] = (), *, confirm: tuple[int, str] | None = None,
-                       fence: Fence | None = None, refuse: Callable[[int], bool] | None = None) -> Taken:
-        """`mark_sending` of the oldest due part (the first `due_deliveries` would list, chats in `skip_chats` left
-        out), read in the same transaction: it is `sending` when returned, committed before the HTTP call; None when
-        none is due (`confirm` and `fence` act as in `mark_sending`, whether a part is taken or not). A due part
-        whose chat `refuse(chat_id)` names is moved to denied on the way, as `mark_denied` would (C3), and listed in
-        `Taken.denied`. When none is due, `Taken.next_wake` is what `next_delivery_time` would say, read in the same
-        transaction."""
+    async def take_due(self, skip_chats: Sequence[int] = (), *, confirms: Sequence[tuple[int, str]] = (),
+                       fence: Fence | None = None, refuse: Callable[[int], bool] | None = None,
+                       limit: int = 1) -> Taken:
+        """`mark_sending` of the oldest due parts, up to `limit` of them and at most one per chat (each the first
+        `due_deliveries` would list with the chats already taken and those in `skip_chats` left out), read in the
+        same transaction: they are `sending` when returned, committed before their HTTP calls; none when none is
+        due. `confirms` ((delivery id, receipt) each) records earlier parts' receipts in the same commit, and `fence`
+        acts as in `mark_sending`, whether a part is taken or not. A due part whose chat `refuse(chat_id)` names is
+        moved to denied on the way, as `mark_denied` would (C3), and listed in `Taken.denied`. When none is due,
+        `Taken.next_wake` is what `next_delivery_time` would say, read in the same transaction."""
 
     async def mark_confirmed(self, delivery_id: int, receipt: str) -> None:
         """sending -> confirmed with Telegram's message id (a receipt is required)."""

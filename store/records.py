@@ -179,12 +179,18 @@ class Claimed:
 
 @dataclass(frozen=True)
 class Taken:
-    """`Outbox.take_due`'s answer: the part now `sending` (None when none is due) and the parts denied on the way;
-    when none is due, `next_wake` is the earliest not-before time of a pending part (None: none waits for one), read
-    in the same transaction, so the relay needs no read of its own before it sleeps."""
-    delivery: Delivery | None
+    """`Outbox.take_due`'s answer: the parts now `sending`, oldest first, each of a different chat (none when none is
+    due), and the parts denied on the way; when none is due, `next_wake` is the earliest not-before time of a pending
+    part (None: none waits for one), read in the same transaction, so the relay needs no read of its own before it
+    sleeps."""
+    deliveries: tuple[Delivery, ...] = ()
     denied: tuple[Delivery, ...] = ()
     next_wake: datetime | None = None
+
+    @property
+    def delivery(self) -> Delivery | None:
+        """The first part taken (the only one when one was asked for)."""
+        return self.deliveries[0] if self.deliveries else None
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,13 @@ class TokenBucket:
         """Take one token at `now` (the caller checked `wait(now) == 0`)."""
         self.full_at = max(self.full_at, now) + self.interval
 
+    def available(self, now: float) -> int:
+        """Tokens that may be taken at `now`, one after another (0 when `wait(now)` is not 0)."""
+        if self.interval == 0:
+            return self.burst
+        ahead = (max(self.full_at, now) - now) / self.interval     # tokens already spent and not yet refilled
+        return max(0, min(self.burst, int(self.burst - ahead + _EPSILON)))
+
     def hold(self, until: float) -> None:
         """No token before `until`, then one token, refilling from there (a 429's retry_after)."""
         self.full_at = max(self.full_at, until + (self.burst - 1) * self.interval)
@@ -99,6 +106,10 @@ class Pacer:
     def global_wait(self, now: float) -> float:
         """Seconds until the global bucket has a token (0.0: now)."""
         return self._global.wait(now) if self._global else 0.0
+
+    def global_room(self, now: float) -> int | None:
+        """Sends the global bucket lets go at `now` (None: no global pacing)."""
+        return self._global.available(now) if self._global else None
 
     def chat_wait(self, chat_id: int, now: float) -> float:
         """Seconds until `chat_id`'s bucket has a token (0.0: now)."""

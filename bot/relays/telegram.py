@@ -1,7 +1,10 @@
 """The delivery relay (C7): takes due deliveries in order, commits `sending` before each HTTP call, and records
 an honest outcome after it. It never resends an unknown part by itself; it tells the owner once instead (C8).
 
-One send per part, each its own short transaction before and after; the network never sits inside a transaction.
+One HTTP call per part; the network never sits inside a transaction. A look (`take_due`) marks up to `in_flight`
+due parts `sending` in one transaction, each of a different chat and each with a token pacing lets go now, and
+their calls go out at once; their receipts ride in the next look's commit. One per chat, so a chat's messages
+still arrive in order; a report's next part waits for its earlier one's receipt.
 Wakes on new reports (an in-process signal), on the earliest not-before time, when pacing lets a held send go
 (token buckets per chat and over all chats, bot/relays/pacing.py), and once a second to notice commits made by
 other processes (a CLI resolution).
@@ -55,6 +58,10 @@ class RelaySettings:
     global_burst: int = 30            # messages over all chats at once before the global rate applies
     not_sent_retry_s: float = 2.0     # a request that never left the machine is tried again after this long
     batch: int = 20
+    # Parts of different chats sent at once (one look marks them all `sending`). Kept well under the bot's pool
+    # of 8 connections (producers/telegram/client.py), which typing, drafts and reactions share; more in flight
+    # would also turn more parts `unknown` when the process dies mid-send.
+    in_flight: int = 4
 
 
 class Relay:
@@ -67,7 +74,7 @@ class Relay:
         self.settings = settings or RelaySettings()
         s = self.settings
         self.pacer = Pacer(PacingSettings(s.chat_pace_s, s.chat_burst, s.global_per_s, s.global_burst))
-        self._carry: tuple[int, str] | None = None     # a receipt not yet committed
+        self._carry: list[tuple[int, str]] = []         # receipts not yet committed
         self._empty: Taken | None = None                # the last look's answer when it found nothing due
         self._stop = asyncio.Event()
         self.sent = 0
@@ -89,7 +96,7 @@ class Relay:
 
     async def run(self) -> None:
         failures = 0
-        self._carry = None       # a receipt from an earlier term: that part is swept to unknown, never confirmed late
+        self._carry = []         # receipts from an earlier term: those parts are swept to unknown, never confirmed late
         while not self._stop.is_set():
             try:
                 await self._run()
@@ -135,42 +142,57 @@ class Relay:
             await asyncio.sleep(self.pace_delay(loop.time()) or 0.05)   # only pacing holds them: wait it out
 
     async def deliver_due(self, monotonic: Callable[[], float]) -> int:
-        """Send due deliveries one by one, up to a batch, one HTTP call each, as far as pacing allows now; never
-        sleeps (the caller waits `pace_delay`). Each is read and marked `sending` in one transaction (`take_due`),
-        which also commits the previous part's receipt (one commit per message); the last receipt rides in the look
-        that finds nothing more due, or is committed alone when pacing holds the rest."""
+        """Send due deliveries, up to a batch, one HTTP call each, as far as pacing allows now; never sleeps (the
+        caller waits `pace_delay`). Each look reads and marks `sending` in one transaction (`take_due`) up to
+        `in_flight` parts of chats pacing lets through, and commits the receipts of the parts sent before it (one
+        commit per look); the last receipts ride in the look that finds nothing more due, or are committed alone
+        when pacing holds the rest."""
         handled = 0
         self._empty = None
-        while handled < self.settings.batch and not self._stop.is_set() and self.pacer.global_wait(monotonic()) <= 0:
-            delivery = await self._take(monotonic)
-            if delivery is None:
+        while handled < self.settings.batch and not self._stop.is_set():
+            room = self.pacer.global_room(monotonic())
+            limit = min(self.settings.in_flight, self.settings.batch - handled, self.settings.batch if room is None
+                        else room)
+            if limit <= 0:
                 break
-            await self.deliver(delivery, monotonic)
-            handled += 1
+            parts = await self._take(monotonic, limit)
+            if not parts:
+                break
+            await self._deliver_all(parts, monotonic)
+            handled += len(parts)
         await self._flush()
         return handled
 
-    async def _take(self, monotonic: Callable[[], float]) -> Delivery | None:
-        """The next due part of a chat pacing lets through, now `sending`, with the receipt carried so far."""
-        carry, self._carry = self._carry, None
+    async def _take(self, monotonic: Callable[[], float], limit: int) -> tuple[Delivery, ...]:
+        """The next due parts of chats pacing lets through, now `sending`, with the receipts carried so far."""
+        carry, self._carry = self._carry, []
         try:
-            taken = await self.store.take_due(self._paced(monotonic()), confirm=carry, fence=self._held(),
-                                              refuse=lambda chat_id: not self.allowed(chat_id))
+            taken = await self.store.take_due(self._paced(monotonic()), confirms=carry, fence=self._held(),
+                                              refuse=lambda chat_id: not self.allowed(chat_id), limit=limit)
         except LeaseLost:
-            if carry is not None:     # the previous part was confirmed by Telegram: its guarded move stays true
-                await self.store.mark_confirmed(*carry)
+            # those parts were confirmed by Telegram: their guarded moves stay true
+            await asyncio.gather(*(self.store.mark_confirmed(*receipt) for receipt in carry))
             raise
         for denied in taken.denied:
             log.warning("delivery denied report_id=%s chat=%s", denied.report_id, denied.chat_id)
-        if taken.delivery is None:
+        if not taken.deliveries:
             self._empty = taken
-        return taken.delivery
+        return taken.deliveries
+
+    async def _deliver_all(self, parts: Sequence[Delivery], monotonic: Callable[[], float]) -> None:
+        """Send the parts of one look at once; every outcome is recorded before the first error is raised."""
+        if len(parts) == 1:
+            await self.deliver(parts[0], monotonic)
+            return
+        outcomes = await asyncio.gather(*(self.deliver(part, monotonic) for part in parts), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     async def _flush(self) -> None:
-        if self._carry is not None:
-            delivery_id, receipt = self._carry
-            self._carry = None
-            await self.store.mark_confirmed(delivery_id, receipt)
+        carry, self._carry = self._carry, []
+        if carry:      # one commit on SQLite (its writes group), concurrent transactions on PostgreSQL
+            await asyncio.gather(*(self.store.mark_confirmed(*receipt) for receipt in carry))
 
     async def deliver(self, delivery: Delivery, monotonic: Callable[[], float] = lambda: 0.0) -> str:
         """Send one part `take_due` marked `sending`, and record the outcome."""
@@ -197,7 +219,7 @@ class Relay:
         ident = f"report_id={delivery.report_id} part={delivery.part}/{delivery.parts}"
         if outcome.kind is OutcomeKind.CONFIRMED:
             faults.reached("K20" if delivery.photo is not None else "K8")
-            self._carry = (delivery.delivery_id, outcome.receipt or "")   # committed with the next send, or flushed
+            self._carry.append((delivery.delivery_id, outcome.receipt or ""))   # committed by the next look
             self.sent += 1
             log.info("delivered %s message_id=%s", ident, outcome.receipt)
         elif outcome.kind is OutcomeKind.NOT_SENT:

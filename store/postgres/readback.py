@@ -12,12 +12,13 @@ transaction would have written, and nothing else writes it.
 - A `sending` mark: the delivery's state. `sending` means the mark committed (the send may go ahead, once);
   `pending` means it did not (marked again); anything else means another move took it: nothing is sent.
 - A `take_due` (the due read and the `sending` mark in one transaction): the part it took is the one `sending` by
-  this sender stamped with the transaction's time, if any; the previous part's receipt it carried tells whether it
+  this sender stamped with the transaction's time, if any; the earlier parts' receipts it carried tell whether it
   committed when it took none (`confirmed`: yes; still `sending`: no, taken again). Without a receipt and without
   a part found, running it again is harmless either way (it wrote nothing, or only denials, which stand).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..records import Claim, FinishOutcome, Taken
@@ -68,14 +69,14 @@ def sending_outcome(conn: Connection, delivery_id: int) -> tuple[str, Any]:
     return REFUSED, f"now {state}"
 
 
-def take_outcome(conn: Connection, sql: DialectSQL, now: str, confirm: tuple[int, str] | None,
+def take_outcome(conn: Connection, sql: DialectSQL, now: str, confirms: Sequence[tuple[int, str]],
                  sender: str | None) -> tuple[str, Any]:
-    if confirm is not None:
-        row = conn.execute("SELECT state FROM deliveries WHERE delivery_id = $1", (confirm[0],)).fetchone()
+    for delivery_id, _ in confirms:
+        row = conn.execute("SELECT state FROM deliveries WHERE delivery_id = $1", (delivery_id,)).fetchone()
         state = row["state"] if row else None
-        if state == "sending":               # the receipt it carried is not recorded: the transaction did not commit
-            return AGAIN, "its receipt is not recorded"
+        if state == "sending":               # a receipt it carried is not recorded: the transaction did not commit
+            return AGAIN, "its receipts are not recorded"
         if state != "confirmed":
-            return REFUSED, f"the part whose receipt it carried is now {state}"
+            return REFUSED, f"a part whose receipt it carried is now {state}"
     taken = outbox.taken_at(conn, sql, now, sender)
-    return (DONE, Taken(taken)) if taken is not None or confirm is not None else (AGAIN, "no part taken")
+    return (DONE, Taken(tuple(taken))) if taken or confirms else (AGAIN, "no part taken")

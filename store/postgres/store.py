@@ -251,11 +251,11 @@ class PostgresStore(BaseStore):
                             lambda conn: readback.sending_outcome(conn, delivery_id),
                             lambda why: StoreError(f"delivery {delivery_id} was not marked sending: {why}"))
 
-    async def _commit_take(self, body: Callable[[Any], Taken], now: str, confirm: tuple[int, str] | None,
+    async def _commit_take(self, body: Callable[[Any], Taken], now: str, confirms: Sequence[tuple[int, str]],
                            sender: str | None) -> Taken:
         result: Taken = await self._settled(
-            "the sending mark of delivery (the next due one)", lambda: self.db.write(body),
-            lambda conn: readback.take_outcome(conn, self._sql, now, confirm, sender),
+            "the sending mark of delivery (the next due ones)", lambda: self.db.write(body),
+            lambda conn: readback.take_outcome(conn, self._sql, now, confirms, sender),
             lambda why: StoreError(f"no delivery was marked sending: {why}"))
         return dataclasses.replace(result, next_wake=self._on_process_clock(result.next_wake))
 

@@ -204,30 +204,34 @@ DENIED_REASON = "the chat is no longer allow-listed (C3)"
 
 
 def take_due(conn: Connection, sql: DialectSQL, now: str, skip_chats: Sequence[int],
-             refuse: Callable[[int], bool] | None, sender: str | None) -> Taken:
-    """The oldest due part (as `due_deliveries` orders them) moved to `sending` in this transaction; a due part whose
-    chat `refuse` names is denied on the way (C3 at send time, its later parts with it)."""
+             refuse: Callable[[int], bool] | None, sender: str | None, limit: int = 1) -> Taken:
+    """The oldest due parts (as `due_deliveries` orders them), up to `limit` and one per chat, moved to `sending` in
+    this transaction; a due part whose chat `refuse` names is denied on the way (C3 at send time, its later parts
+    with it). One per chat: two parts sent at once to one chat could arrive in either order."""
     faults.reached("take-due")
     denied: list[Delivery] = []
-    while due := due_deliveries(conn, sql, now, 1, skip_chats):
+    taken: list[Delivery] = []
+    skip = list(skip_chats)
+    while len(taken) < limit and (due := due_deliveries(conn, sql, now, 1, skip)):
         part = due[0]
         if refuse is not None and refuse(part.chat_id):
             mark_denied(conn, part.delivery_id, DENIED_REASON, now)
             denied.append(part)
             continue
         mark_sending(conn, part.delivery_id, now, sender)
-        return Taken(dataclasses.replace(part, state=DeliveryState.SENDING, attempts=part.attempts + 1), tuple(denied))
-    return Taken(None, tuple(denied), next_wake(conn))
+        taken.append(dataclasses.replace(part, state=DeliveryState.SENDING, attempts=part.attempts + 1))
+        skip.append(part.chat_id)
+    return Taken(tuple(taken), tuple(denied), None if taken else next_wake(conn))
 
 
-def taken_at(conn: Connection, sql: DialectSQL, now: str, sender: str | None) -> Delivery | None:
-    """The part a `take_due` of time `now` by `sender` moved to `sending`, if it still is (K16's read-back)."""
-    row = conn.execute(
+def taken_at(conn: Connection, sql: DialectSQL, now: str, sender: str | None) -> list[Delivery]:
+    """The parts a `take_due` of time `now` by `sender` moved to `sending`, those that still are (K16's read-back)."""
+    rows = conn.execute(
         f"""SELECT d.*, r.buttons, {sql.report_sources} AS sources FROM deliveries d JOIN reports r USING (report_id)
             WHERE d.state = 'sending' AND d.{OPEN_PARTS} AND d.updated_at = $1
               AND d.sender IS NOT DISTINCT FROM $2
-            ORDER BY d.delivery_id DESC LIMIT 1""", (now, sender)).fetchone()
-    return _delivery(row) if row else None
+            ORDER BY d.delivery_id""", (now, sender)).fetchall()
+    return [_delivery(row) for row in rows]
 
 
 def mark_confirmed(conn: Connection, delivery_id: int, receipt: str, now: str) -> None:

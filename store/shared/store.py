@@ -605,36 +605,38 @@ class BaseStore(abc.ABC):
         now = to_text(now_dt)
 
         def body(conn: Connection) -> None:
-            self._before_sending(conn, now_dt, confirm, fence)
+            self._before_sending(conn, now_dt, (confirm,) if confirm is not None else (), fence)
             outbox.mark_sending(conn, delivery_id, now, fence.sender if fence else None)
 
         await self._commit_sending(body, delivery_id)
 
-    def _before_sending(self, conn: Connection, now_dt: datetime, confirm: tuple[int, str] | None,
+    def _before_sending(self, conn: Connection, now_dt: datetime, confirms: Sequence[tuple[int, str]],
                         fence: Fence | None) -> None:
-        """In a `sending` transaction: the relay's lease checked, then the previous part's receipt recorded."""
+        """In a `sending` transaction: the relay's lease checked, then earlier parts' receipts recorded."""
         if fence is not None:
             self._leases.fence(conn, fence, now_dt)
-        if confirm is not None:
-            outbox.mark_confirmed(conn, confirm[0], confirm[1], to_text(now_dt))
+        for delivery_id, receipt in confirms:
+            outbox.mark_confirmed(conn, delivery_id, receipt, to_text(now_dt))
 
     async def _commit_sending(self, body: Callable[[Any], None], delivery_id: int) -> None:
         """The `sending` mark's commit; PostgreSQL reads a lost one back from the delivery's state (K16)."""
         await self.db.write(body)
 
-    async def take_due(self, skip_chats: Sequence[int] = (), *, confirm: tuple[int, str] | None = None,
-                       fence: Fence | None = None, refuse: Callable[[int], bool] | None = None) -> Taken:
+    async def take_due(self, skip_chats: Sequence[int] = (), *, confirms: Sequence[tuple[int, str]] = (),
+                       fence: Fence | None = None, refuse: Callable[[int], bool] | None = None,
+                       limit: int = 1) -> Taken:
         """`mark_sending` with the due read in its own transaction: the relay's wake-up costs no read before it."""
         now_dt = self.now_dt()
         now = to_text(now_dt)
         sender = fence.sender if fence else None
+        confirms = tuple(confirms)
 
         def body(conn: Connection) -> Taken:
-            self._before_sending(conn, now_dt, confirm, fence)
-            return outbox.take_due(conn, self._sql, now, skip_chats, refuse, sender)
-        return await self._commit_take(body, now, confirm, sender)
+            self._before_sending(conn, now_dt, confirms, fence)
+            return outbox.take_due(conn, self._sql, now, skip_chats, refuse, sender, limit)
+        return await self._commit_take(body, now, confirms, sender)
 
-    async def _commit_take(self, body: Callable[[Any], Taken], now: str, confirm: tuple[int, str] | None,
+    async def _commit_take(self, body: Callable[[Any], Taken], now: str, confirms: Sequence[tuple[int, str]],
                            sender: str | None) -> Taken:
         """`take_due`'s commit; PostgreSQL reads a lost one back (K16)."""
         return await self.db.write(body)

@@ -46,15 +46,22 @@ class Monotonic:
 
 
 class Recording:
-    """The real sender, with the simulated time of every send noted."""
+    """The real sender, with the simulated time of every send noted, and which sends were in flight together."""
 
     def __init__(self, sender: TelegramSender, clock: Monotonic) -> None:
         self.sender, self.clock = sender, clock
         self.sends: list[tuple[float, int]] = []
+        self.in_flight: list[int] = []            # the chats whose send has started and not yet returned
+        self.together: list[tuple[int, ...]] = []  # the chats in flight each time a send started
 
     async def send(self, chat_id, text, asks=(), *, reply_to=None):  # type: ignore[no-untyped-def]
         self.sends.append((self.clock(), chat_id))
-        return await self.sender.send(chat_id, text, asks, reply_to=reply_to)
+        self.in_flight.append(chat_id)
+        self.together.append(tuple(self.in_flight))
+        try:
+            return await self.sender.send(chat_id, text, asks, reply_to=reply_to)
+        finally:
+            self.in_flight.remove(chat_id)
 
     async def edit(self, chat_id, message_id, text, asks=()):  # type: ignore[no-untyped-def]
         self.sends.append((self.clock(), chat_id))
@@ -245,6 +252,46 @@ async def test_pacing_off_sends_everything_at_once(rig):
         await notice(store, n, OWNER_ID)()
     await send_all_due(relay, mono)
     assert len(api.sent) == 40 and relay.pace_delay(mono()) is None
+
+
+async def test_parts_of_different_chats_go_out_together_never_two_of_one_chat(rig):
+    """Issue 31: one look of the relay marks up to `in_flight` due parts `sending`, each of a different chat, and
+    their HTTP calls are in flight at once (the fake answers each after 0.2 s, so they overlap); a chat's second
+    message waits for the look after its first one's answer, so it still arrives second."""
+    store, api, mono, transport = rig
+    relay = relay_for(store, transport, chat_pace_s=0.0, global_per_s=0)
+    api.inject("sendMessage", "slow", count=6, delay=0.2)
+    for n, chat in enumerate([6001, 6001, 6002, 6003, 6004, 6005]):
+        await notice(store, n, chat)()
+    await send_all_due(relay, mono)
+    assert [m.chat_id for m in api.sent].count(6001) == 2 and len(api.sent) == 6
+    assert max(len(chats) for chats in transport.together) == 4                 # the default in_flight
+    assert all(len(set(chats)) == len(chats) for chats in transport.together)   # never two of one chat at once
+    assert [m.text for m in api.sent if m.chat_id == 6001][0].startswith("hello 0")
+    assert {d.state for r in await store.reports() for d in r.deliveries} == {"confirmed"}
+    assert await store.check() == []
+
+
+async def test_negative_control_one_in_flight_sends_one_at_a_time(rig):
+    store, api, mono, transport = rig
+    relay = relay_for(store, transport, chat_pace_s=0.0, global_per_s=0, in_flight=1)
+    api.inject("sendMessage", "slow", count=4, delay=0.05)
+    for n in range(4):
+        await notice(store, n, 6100 + n)()
+    await send_all_due(relay, mono)
+    assert len(api.sent) == 4 and max(len(chats) for chats in transport.together) == 1
+
+
+async def test_sends_in_flight_together_never_exceed_the_global_buckets_tokens(rig):
+    """Pacing decides how many go together: a global bucket of 2 lets two go at once, then one per refill."""
+    store, api, mono, transport = rig
+    relay = relay_for(store, transport, global_per_s=10, global_burst=2)
+    api.inject("sendMessage", "slow", count=5, delay=0.05)
+    arrivals = [(0.0, notice(store, n, 6200 + n)) for n in range(5)]
+    await run_until_sent(relay, mono, transport, 5, arrivals)
+    assert [len(chats) for chats in transport.together][:2] == [1, 2]
+    assert max(len(chats) for chats in transport.together) == 2
+    assert [t for t, _ in transport.sends] == pytest.approx([0.0, 0.0, 0.1, 0.2, 0.3])
 
 
 # ---- the typing indicator ------------------------------------------------------------------------------------------

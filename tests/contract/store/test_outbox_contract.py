@@ -121,13 +121,42 @@ async def test_take_due_reads_and_marks_sending_in_one_transaction_with_the_rece
     assert taken.delivery is not None and taken.delivery.report_id == third and taken.denied == ()
     assert taken.delivery.state is DeliveryState.SENDING and states(await report(store, third)) == ["sending"]
     assert [d.report_id for d in await store.due_deliveries()] == [first, second]
-    taken = await store.take_due(confirm=(taken.delivery.delivery_id, "71"))
+    taken = await store.take_due(confirms=[(taken.delivery.delivery_id, "71")])
     assert taken.delivery is not None and taken.delivery.report_id == first
     assert states(await report(store, third)) == ["confirmed"] and states(await report(store, first)) == ["sending"]
-    refused = await store.take_due(confirm=(taken.delivery.delivery_id, "72"), refuse=lambda chat_id: chat_id == 1)
+    refused = await store.take_due(confirms=[(taken.delivery.delivery_id, "72")], refuse=lambda chat_id: chat_id == 1)
     assert refused.delivery is None and [d.report_id for d in refused.denied] == [second]
     assert states(await report(store, first)) == ["confirmed"] and states(await report(store, second)) == ["denied"]
-    assert await store.take_due() == Taken(None)
+    assert await store.take_due() == Taken()
+    assert await store.check() == []
+
+
+async def report_to(store: Store, chat: int, message: int) -> str:
+    await store.admit(Occurrence(f"tg:{chat}:{message}", f"tg:{chat}", "stock", WorkKind.AGENT, f"tg:{chat}"))
+    claim = await store.claim("w1")
+    assert claim is not None
+    return (await store.finish(claim, ReportDraft(f"to {chat}", destination=f"tg:{chat}"))).report_id
+
+
+async def test_take_due_takes_up_to_its_limit_one_part_per_chat_with_the_receipts_it_carries(store: Store):
+    """Issue 31: one look marks several due parts `sending` for the relay to send at once: the oldest first, at most
+    `limit`, never two of one chat (sent at once, they could arrive in either order); a refused chat's part is
+    denied on the way and counts for nothing; the next look commits all their receipts."""
+    first, second = await report_to(store, 1, 1), await report_to(store, 1, 2)
+    third, refused, fourth = await report_to(store, 2, 1), await report_to(store, 3, 1), await report_to(store, 4, 1)
+    taken = await store.take_due(limit=3, refuse=lambda chat_id: chat_id == 3)
+    assert [d.report_id for d in taken.deliveries] == [first, third, fourth]      # chat 1's second report waits
+    assert [d.report_id for d in taken.denied] == [refused] and taken.next_wake is None
+    assert all(d.state is DeliveryState.SENDING and d.attempts == 1 for d in taken.deliveries)
+    assert [states(await report(store, r)) for r in (first, second, third, fourth)] == [
+        ["sending"], ["pending"], ["sending"], ["sending"]]
+    later, fifth = await report_to(store, 2, 2), await report_to(store, 5, 1)
+    await report_to(store, 6, 1)
+    receipts = [(d.delivery_id, str(80 + n)) for n, d in enumerate(taken.deliveries)]
+    more = await store.take_due(skip_chats=[5, 6], confirms=receipts, limit=3)
+    assert [d.report_id for d in more.deliveries] == [second, later]     # chats 5 and 6 left out by pacing
+    assert [(await report(store, r)).deliveries[0].receipt for r in (first, third, fourth)] == ["80", "81", "82"]
+    assert [d.report_id for d in (await store.take_due(limit=1)).deliveries] == [fifth]   # the limit holds
     assert await store.check() == []
 
 
@@ -147,7 +176,7 @@ async def test_take_dues_empty_answer_carries_the_next_not_before_time(store: St
     again = await store.take_due()
     assert again.delivery is not None and again.delivery.delivery_id == taken.delivery.delivery_id
     await store.mark_confirmed(again.delivery.delivery_id, "9")
-    assert await store.take_due() == Taken(None, (), None)           # nothing held: no wake-up time
+    assert await store.take_due() == Taken((), (), None)           # nothing held: no wake-up time
 
 
 async def test_atomic_wakes_the_relays_only_for_what_it_wrote_for_them(store: Store):
