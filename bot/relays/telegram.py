@@ -14,7 +14,8 @@ with the lease's fence and names the lease as the part's sender, and the lease's
 before each send, after `sending` committed; a relay that cannot know its lease is current sends nothing (the part
 stays `sending` until its sender's lease has lapsed, then becomes unknown). What no check can close is the moment
 between that check and the request's bytes leaving: a relay frozen exactly there and resumed after a takeover may
-still send once, and the owner may then get a part twice, each copy carrying its report id (docs/reliability.md).
+still send once (each part of a look that the pause caught there), and the owner may then get a part twice, each
+copy carrying its report id (docs/reliability.md).
 """
 from __future__ import annotations
 
