@@ -20,6 +20,7 @@ copy carrying its report id (docs/reliability.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -181,14 +182,18 @@ class Relay:
         return taken.deliveries
 
     async def _deliver_all(self, parts: Sequence[Delivery], monotonic: Callable[[], float]) -> None:
-        """Send the parts of one look at once; every outcome is recorded before the first error is raised."""
+        """Send the parts of one look at once. Every outcome is recorded before the first error is raised, and the
+        receipts of the parts that went out are committed first: a relay stopped by one part's error (a refused
+        token) must not leave the others `sending`, to be asked about as `unknown` after they arrived."""
         if len(parts) == 1:
             await self.deliver(parts[0], monotonic)
             return
         outcomes = await asyncio.gather(*(self.deliver(part, monotonic) for part in parts), return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        errors = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        if errors:
+            with contextlib.suppress(StoreError):     # the database failing too: the error to raise is the first
+                await self._flush()
+            raise errors[0]
 
     async def _flush(self) -> None:
         carry, self._carry = self._carry, []

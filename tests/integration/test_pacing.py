@@ -21,7 +21,7 @@ from bot.sandbox.bot_api import LocalBotApi
 from bot.sandbox.bot_api.faults import FloodLimit
 from bot.sandbox.local_setup import OWNER_ID, local_product
 from producers.telegram.client import make_bot
-from store import ManualClock, SqliteStore, Store
+from store import ManualClock, PartStopped, SqliteStore, Store
 from tests.conftest import START
 from tests.support import DATA
 
@@ -280,6 +280,23 @@ async def test_negative_control_one_in_flight_sends_one_at_a_time(rig):
         await notice(store, n, 6100 + n)()
     await send_all_due(relay, mono)
     assert len(api.sent) == 4 and max(len(chats) for chats in transport.together) == 1
+
+
+async def test_a_token_refused_in_a_look_keeps_the_receipt_of_the_part_that_went_out(rig):
+    """Issue 31: one part of a look refused with 401 stops the relay (the bot's token), while Telegram took the other
+    part of the same look: that part's receipt is committed before the relay stops, so it is not left `sending`, to
+    be asked about as `unknown` after it arrived."""
+    store, api, mono, transport = rig
+    relay = relay_for(store, transport, chat_pace_s=0.0, global_per_s=0)
+    api.inject("sendMessage", "slow", count=1, delay=0.2)     # the first call is taken, answered late
+    api.inject("sendMessage", "401", count=1)                 # the second is refused at once
+    await notice(store, 1, 6301)()
+    await notice(store, 2, 6302)()
+    with pytest.raises(PartStopped, match="Telegram refused the bot token"):
+        await relay.deliver_due(mono)
+    states = sorted(d.state for r in await store.reports() for d in r.deliveries)
+    assert len(api.sent) == 1 and states == ["confirmed", "pending"]
+    assert await store.check() == []
 
 
 async def test_sends_in_flight_together_never_exceed_the_global_buckets_tokens(rig):

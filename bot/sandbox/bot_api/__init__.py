@@ -43,6 +43,7 @@ Fault semantics (each `inject` applies to the next `count` calls of one method, 
 | non_json_200       | processed, answered 200 with an HTML body            | yes                        |
 | 429                | 429 with `parameters.retry_after`                    | no                         |
 | 400 / 403          | "Bad Request: chat not found" / "Forbidden: bot was blocked by the user" | no     |
+| 401                | "Unauthorized" (the token refused for this call only; `revoke_token` refuses it for good) | no |
 | 500 / 502_html     | 500 JSON error / 502 with an nginx HTML page         | no                         |
 | 409                | "Conflict: terminated by other getUpdates request"  | no                         |
 | huge_200           | processed, answered 200 with 17 MiB of JSON and no Content-Length | yes           |

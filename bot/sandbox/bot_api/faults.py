@@ -21,6 +21,7 @@ FAULTS = frozenset(
         "drop_before_accept",
         "429",
         "400",
+        "401",
         "403",
         "500",
         "502_html",
@@ -133,6 +134,8 @@ def _refusal(fault: _Fault) -> _Response | None:
         )
     if kind == "400":
         return _err(400, desc or "Bad Request: chat not found")
+    if kind == "401":
+        return _err(401, desc or "Unauthorized")
     if kind == "403":
         return _err(403, desc or "Forbidden: bot was blocked by the user")
     if kind == "500":
