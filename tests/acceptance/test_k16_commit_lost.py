@@ -2,6 +2,8 @@
 loses the connection right after forwarding a COMMIT (the commit happened, its answer never arrived) or right
 before (it did not): the PostgreSQL store reads the outcome back from the records on a fresh connection and never
 guesses. Audited from outside: one report per turn, one run finished, no second model call, the reply sent once.
+A relay's look of several parts (issue 31) is driven at the store's port through the same proxy: the look is read
+back whole.
 
 The finish: the process pauses itself before the finish commit (SHOPBOT_FAULT=K6:stop), the proxy is armed for
 the next COMMIT of a transaction that ends a run `finished`, then SIGCONT. The `sending` mark: the proxy is armed
@@ -18,6 +20,8 @@ import psycopg
 import pytest
 
 from bot.sandbox.bot_api import LocalBotApi
+from store import Occurrence, ReportDraft, SystemClock, WorkKind
+from store.postgres.store import PostgresStore
 from tests.support.audit import audit
 from tests.support.pg_proxy import PgProxy
 from tests.support.proc import OWNER, Product
@@ -109,3 +113,27 @@ async def test_a_sending_mark_whose_commit_answer_is_lost_is_read_back_and_sent_
     assert "commit outcome unknown for the sending mark of delivery" in log
     assert f"read back: {verdict}" in log
     assert query(pg_fresh_url, "SELECT attempts FROM deliveries") == [(1,)]     # marked sending once, sent once
+
+
+@pytest.mark.parametrize("when,verdict", [("after", "done"), ("before", "again")])
+async def test_a_look_of_two_parts_whose_commit_answer_is_lost_is_read_back_whole(proxy, pg_fresh_url, when, verdict,
+                                                                                  caplog):
+    """One look marks two parts of two chats `sending` in one transaction; its COMMIT's answer is lost. Committed
+    (`after`): both parts are read back as the look's, by its time and sender. Not committed (`before`): the look runs
+    again. Either way the relay gets both parts, each marked `sending` once."""
+    store = await PostgresStore.open(proxy.url(pg_fresh_url), SystemClock(), capacity=10, debounce_ms=0)
+    try:
+        for chat in (5101, 5102):
+            await store.admit(Occurrence(f"tg:{chat}:1", f"tg:{chat}", "stock", WorkKind.AGENT, f"tg:{chat}"))
+            claim = await store.claim("w1")
+            assert claim is not None
+            await store.finish(claim, ReportDraft(f"to {chat}", destination=f"tg:{chat}"))
+        proxy.arm(SENDING_COMMIT, when)
+        with caplog.at_level("INFO", logger="shopbot"):
+            taken = await store.take_due(limit=2)
+    finally:
+        await store.close()
+    assert [w for w, _ in proxy.drops] == [when]
+    assert sorted(d.chat_id for d in taken.deliveries) == [5101, 5102]
+    assert query(pg_fresh_url, "SELECT state, attempts FROM deliveries") == [("sending", 1), ("sending", 1)]
+    assert f"read back: {verdict}" in caplog.text
