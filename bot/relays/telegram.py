@@ -152,9 +152,10 @@ class Relay:
         handled = 0
         self._empty = None
         while handled < self.settings.batch and not self._stop.is_set():
+            limit = min(self.settings.in_flight, self.settings.batch - handled)
             room = self.pacer.global_room(monotonic())
-            limit = min(self.settings.in_flight, self.settings.batch - handled, self.settings.batch if room is None
-                        else room)
+            if room is not None:
+                limit = min(limit, room)
             if limit <= 0:
                 break
             parts = await self._take(monotonic, limit)
@@ -172,8 +173,7 @@ class Relay:
             taken = await self.store.take_due(self._paced(monotonic()), confirms=carry, fence=self._held(),
                                               refuse=lambda chat_id: not self.allowed(chat_id), limit=limit)
         except LeaseLost:
-            # those parts were confirmed by Telegram: their guarded moves stay true
-            await asyncio.gather(*(self.store.mark_confirmed(*receipt) for receipt in carry))
+            await self._confirm(carry)    # those parts were confirmed by Telegram: their guarded moves stay true
             raise
         for denied in taken.denied:
             log.warning("delivery denied report_id=%s chat=%s", denied.report_id, denied.chat_id)
@@ -197,8 +197,13 @@ class Relay:
 
     async def _flush(self) -> None:
         carry, self._carry = self._carry, []
-        if carry:      # one commit on SQLite (its writes group), concurrent transactions on PostgreSQL
-            await asyncio.gather(*(self.store.mark_confirmed(*receipt) for receipt in carry))
+        await self._confirm(carry)
+
+    async def _confirm(self, receipts: Sequence[tuple[int, str]]) -> None:
+        """Receipts committed outside a look: one commit on SQLite (its writes group), concurrent transactions on
+        PostgreSQL."""
+        if receipts:
+            await asyncio.gather(*(self.store.mark_confirmed(*receipt) for receipt in receipts))
 
     async def deliver(self, delivery: Delivery, monotonic: Callable[[], float] = lambda: 0.0) -> str:
         """Send one part `take_due` marked `sending`, and record the outcome."""
