@@ -22,7 +22,7 @@ from ..shared import metrics as metric_reads
 from ..shared.store import DEFAULT_ATTEMPT_CAP, DEFAULT_CAPACITY, DEFAULT_DEBOUNCE_MS, DEFAULT_LEASE_S, BaseStore
 from ..shop_records import StateTallies
 from . import health, leadership, migrations
-from .connection import BUSY_TIMEOUT_MS, Database, SqliteConnection
+from .connection import BUSY_TIMEOUT_MS, Database, SqliteConnection, vacuum
 from .dialect import SQLITE
 
 __all__ = ["DEFAULT_ATTEMPT_CAP", "DEFAULT_CAPACITY", "DEFAULT_DEBOUNCE_MS", "DEFAULT_LEASE_S", "SqliteStore"]
@@ -136,7 +136,7 @@ class SqliteStore(BaseStore):
             def size() -> int:
                 return conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
             before = size()
-            conn.execute("VACUUM")
+            vacuum(conn)
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return before, size()
         return await self.db.raw(run)

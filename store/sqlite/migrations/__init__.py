@@ -7,7 +7,7 @@ from ... import faults
 from ...errors import NotShopbotDatabase, SchemaTooNew
 from ...shared import migration_files
 from ...shared.connection import Connection
-from ..connection import numbered
+from ..connection import numbered, vacuum
 
 FOREIGN_KEYS_OFF = "-- pragma: foreign_keys=OFF"   # a migration that rebuilds a table starts so
 # A new database is made by applying every migration, one transaction each: a process killed between two leaves a
@@ -94,7 +94,7 @@ def migrate(conn: sqlite3.Connection, path: str, now_text: str, up_to: int | Non
             if rebuild:
                 conn.execute(f"PRAGMA foreign_keys={int(enforced)}")
         if rebuild and conn.execute("PRAGMA freelist_count").fetchone()[0]:
-            conn.execute("VACUUM")     # the old table's pages are free: handed back, not left as a free list
+            vacuum(conn)               # the old table's pages are free: handed back, not left as a free list
         applied.append(number)
     return applied
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from store import StoreBusy, StoreError
-from store.sqlite.connection import GROUP_MAX, Database, SqliteConnection
+from store.sqlite.connection import GROUP_MAX, Database, SqliteConnection, vacuum
 
 DEADLINE_S = 10
 
@@ -422,3 +422,70 @@ async def test_every_caller_is_answered_even_when_the_hooks_fail_while_rolling_b
     assert [str(r) for r in results] == ["rolled_back failed", "rolled_back failed"]
     db.hooks = None
     assert await db.write(insert, 3) == 3 and await ids(db) == [3]
+
+
+def temporary_files() -> list[str]:
+    """SQLite's temporary files this process holds open (Linux: an `etilqs_` file, deleted as soon as opened)."""
+    fds = Path("/proc/self/fd")
+    links = []
+    for fd in fds.iterdir():
+        try:
+            links.append(str(fd.readlink()))
+        except OSError:             # closed meanwhile
+            continue
+    return [link for link in links if "etilqs_" in link]
+
+
+async def sub_journal_files(db: Database) -> list[str]:
+    """Run a group of two writes whose second, inside its savepoint, rewrites every page of a table of 300 KiB (far
+    past the 64 KiB an on-disk sub-journal keeps before it spills to a file), and return the temporary files the
+    process held at that moment."""
+    await db.write(lambda conn: conn.executemany("INSERT INTO t (id, note) VALUES ($1, $2)",
+                                                 [(n, "x" * 1000) for n in range(1, 301)]))
+    seen: list[str] = []
+
+    def rewrite(conn: SqliteConnection) -> None:
+        conn.execute("UPDATE t SET note = upper(note)")
+        seen.extend(temporary_files())
+    async with Held(db) as held:
+        tasks = await issued(db, (insert, (1000,)), (rewrite, ()))
+        held.release()
+        await asyncio.gather(*tasks)
+    return seen
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads the process's open files from /proc")
+async def test_a_grouped_writes_savepoint_journal_stays_in_memory(db: Database):
+    """A write of a group runs in a savepoint; its sub-journal lives in memory (`temp_store=MEMORY`), so a large
+    write opens no temporary file (bench/RESULTS.md: on disk, most grouped finishes opened, wrote and deleted one)."""
+    assert await db.raw(lambda raw: raw.execute("PRAGMA temp_store").fetchone()[0]) == 2
+    assert await sub_journal_files(db) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads the process's open files from /proc")
+async def test_negative_control_a_sub_journal_on_disk_is_seen(db: Database):
+    """With temporary storage on disk, the same write's sub-journal is a temporary file, and the check above sees it."""
+    await db.raw(lambda raw: raw.execute("PRAGMA temp_store=FILE"))
+    assert await sub_journal_files(db) != []
+
+
+@pytest.mark.parametrize("helper", [True, False], ids=["vacuum", "negative-control-bare-VACUUM"])
+async def test_vacuum_builds_its_copy_in_a_file_and_the_connection_keeps_memory(db: Database, helper: bool):
+    """VACUUM's copy of the database is a temporary database: with the connection's temp_store=MEMORY it would be
+    built in RAM, as large as the file. `vacuum` switches to a file for its run and back after; a bare VACUUM (the
+    negative control) runs with memory, and the check sees it."""
+    def run(raw: sqlite3.Connection) -> tuple[list[str], int]:
+        statements: list[str] = []
+        raw.set_trace_callback(statements.append)
+        try:
+            if helper:
+                vacuum(raw)
+            else:
+                raw.execute("VACUUM")
+        finally:
+            raw.set_trace_callback(None)
+        return statements, raw.execute("PRAGMA temp_store").fetchone()[0]
+    statements, after = await db.raw(run)
+    pragmas_before = [s for s in statements[:statements.index("VACUUM")] if s.startswith("PRAGMA temp_store")]
+    assert after == 2
+    assert (pragmas_before[-1:] == ["PRAGMA temp_store=FILE"]) is helper
