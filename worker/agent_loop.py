@@ -391,14 +391,18 @@ def _names_any(text: str, words: Collection[str]) -> bool:
 _WORD = re.compile(r"[^\W_]+")
 
 
-def _words(text: str) -> str:
-    return " ".join(_WORD.findall(text.lower()))
-
-
 def _echoes(answer: str, question: str) -> bool:
-    """The answer is the owner's question again (case, punctuation and spacing aside)."""
-    asked = _words(question)
-    return bool(asked) and _words(answer) == asked
+    """The answer is the owner's question again (case, punctuation and spacing aside). Word by word, stopping at the
+    first that differs: most answers are longer than their question, and differ at once."""
+    asked = _WORD.findall(question.lower())
+    if not asked:
+        return False
+    said = _WORD.finditer(answer.lower())
+    for word in asked:
+        found = next(said, None)
+        if found is None or found.group() != word:
+            return False
+    return next(said, None) is None
 
 
 def _answered_calls_only(messages: list[Message]) -> tuple[Message, ...]:

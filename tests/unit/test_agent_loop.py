@@ -15,6 +15,7 @@ from worker.agent_loop import (
     NOTICE_TOOL_CALLS,
     NOTICE_TRUNCATED,
     Limits,
+    _echoes,
     run_agent,
 )
 from worker.figures import DASH
@@ -391,3 +392,16 @@ def test_tool_spec_is_a_flat_schema():
         "required": ["item", "quantity"],
     }
     assert FakeShop().registry().get("list_stock").spec().parameters == {"type": "object", "properties": {}}
+
+
+@pytest.mark.parametrize("answer, question, echoes", [
+    ("How many TUBS of yoghurt?!", "how many tubs of yoghurt", True),
+    ("how  many tubs_of yoghurt", "How many tubs of yoghurt?", True),      # `_` and spacing are not words
+    ("How many tubs of yoghurt? We have 2.", "How many tubs of yoghurt?", False),   # the question and more
+    ("How many tubs", "How many tubs of yoghurt?", False),                 # a prefix of it
+    ("We have 2 tubs of yoghurt.", "How many tubs of yoghurt?", False),
+    ("", "?!", False),                                                     # a question without words
+    ("Crème brûlée?", "crème BRÛLÉE", True),
+])
+def test_an_echo_is_the_question_again_word_for_word(answer: str, question: str, echoes: bool):
+    assert _echoes(answer, question) is echoes

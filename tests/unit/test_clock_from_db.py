@@ -42,3 +42,21 @@ def test_text_not_of_the_stores_form_is_refused(text: str) -> None:
     """The negative control: text strptime refuses is refused by the fast path too (nothing is read loosely)."""
     with pytest.raises(ValueError):
         from_text(text)
+
+
+@pytest.mark.parametrize("moment", [
+    datetime(2027, 3, 1, 9, 30, 15, 123456, tzinfo=UTC),
+    datetime(2027, 3, 1, 9, 30, tzinfo=UTC),                                    # no microseconds: still six digits
+    datetime(2027, 1, 1, 0, 30, 0, 7, tzinfo=timezone(timedelta(hours=2))),     # another zone: the UTC day before
+    datetime(2028, 2, 29, 23, 59, 59, 999999, tzinfo=timezone(timedelta(hours=-9, minutes=-30))),
+])
+def test_to_text_is_the_stores_fixed_width_utc_text(moment: datetime) -> None:
+    """to_text's isoformat path gives the format's strftime text: 27 characters, UTC, six fraction digits."""
+    text = to_text(moment)
+    assert text == moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert len(text) == 27 and from_text(text) == moment
+
+
+def test_to_text_refuses_a_naive_datetime() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        to_text(datetime(2027, 3, 1, 9, 30))
