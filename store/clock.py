@@ -19,8 +19,8 @@ def to_text(moment: datetime) -> str:
     """Render an aware datetime as the store's fixed-width UTC text (SQLite's column, either store's parameter)."""
     if moment.tzinfo is None:
         raise ValueError("naive datetime: every time in shopbot is aware UTC")
-    # `_FORMAT`'s text through isoformat: a third of strftime's time (its %f is handled in Python), and every
-    # transaction stamps one or more
+    # `_FORMAT`'s text through isoformat: less than half of strftime's time (its %f is handled in Python), and
+    # every transaction stamps one or more
     return moment.astimezone(UTC).isoformat(timespec="microseconds")[:26] + "Z"
 
 

@@ -185,7 +185,7 @@ class Relay:
         """Send the parts of one look at once. Every outcome is recorded before the first error is raised, and the
         receipts of the parts that went out are committed first: a relay stopped by one part's error (a refused
         token) must not leave the others `sending`, to be asked about as `unknown` after they arrived."""
-        if len(parts) == 1:
+        if len(parts) == 1:     # a reply's usual look: awaited directly, no task for gather to make on its path
             await self.deliver(parts[0], monotonic)
             return
         outcomes = await asyncio.gather(*(self.deliver(part, monotonic) for part in parts), return_exceptions=True)
