@@ -240,10 +240,21 @@ def setup_logs(cfg: config_module.Config) -> None:
     setup_logging(cfg.log_level, cfg.secrets(), cfg.log_file, cfg.log_format)
 
 
+def dump_stacks_on_request() -> None:
+    """`kill -USR1 <pid>` prints the stack of every thread of `shopbot run` on stderr and the process goes on: how
+    an operator (and the tests) sees where a process hangs that does not stop after SIGTERM. The dump is written by
+    faulthandler from the signal itself, so it comes even while the event loop or a thread is stuck."""
+    import faulthandler
+    import signal
+    if hasattr(signal, "SIGUSR1"):       # not on Windows
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 @command("run")
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     setup_logs(cfg)
+    dump_stacks_on_request()
     import logging
 
     from bot.app import App

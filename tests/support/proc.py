@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -126,8 +127,33 @@ class Product:
         try:
             return await asyncio.wait_for(self.proc.wait(), timeout)
         except TimeoutError:
+            stacks = await self.stacks()    # where it hangs, for the failure's message
             await self.kill()       # a process that ignored SIGTERM never outlives its test (its database is dropped)
-            raise AssertionError(f"{self.cwd.name}: still running {timeout:g} s after SIGTERM; killed") from None
+            raise AssertionError(f"{self.cwd.name}: still running {timeout:g} s after SIGTERM; killed. Its threads "
+                                 f"then:\n{stacks}") from None
+
+    async def stacks(self, timeout: float = 5.0) -> str:
+        """Every thread's stack of the running process: SIGUSR1 makes `shopbot run` print them on stderr
+        (bot/cli/commands.py `dump_stacks_on_request`); read from its stderr pipe, from the dump's first line. The
+        process goes on running."""
+        assert self.proc is not None and self.proc.stderr is not None
+        self.proc.send_signal(signal.SIGUSR1)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        seen = b""
+        while b"Current thread 0x" not in seen and loop.time() < deadline:
+            try:
+                seen += await asyncio.wait_for(self.proc.stderr.read(65536), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                break
+            if self.proc.stderr.at_eof():
+                break
+        with contextlib.suppress(TimeoutError):    # the rest of the dump, written in the same signal handler
+            while chunk := await asyncio.wait_for(self.proc.stderr.read(65536), 0.2):
+                seen += chunk
+        text = seen.decode(errors="replace")
+        start = text.find("Thread 0x") if "Thread 0x" in text else text.find("Current thread 0x")
+        return text[start:] if start >= 0 else f"(no stack dump on stderr; its end: {text[-2000:]})"
 
     async def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
