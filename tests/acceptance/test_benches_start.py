@@ -23,6 +23,7 @@ SMALLEST: dict[str, tuple[str, ...]] = {
     "agent_eval": (),
     "burst_admission": ("--runs", "1", "--updates", "200", "--no-profile"),
     "burst_ingress": ("--updates", "200", "--repeats", "1"),
+    "conversation_setup": ("--exchanges", "5", "--turns", "10", "--repeats", "1"),
     "disk_floor": ("--runs", "1", "--commits", "50", "--admits", "50"),
     "failover": ("--trials", "1", "--processes", "2"),
     "flood": ("--messages", "10", "--chats", "5", "--repeats", "1"),
