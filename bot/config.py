@@ -18,8 +18,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from telegram.constants import ReactionEmoji
-
 
 class ConfigError(ValueError):
     """One or more configuration problems; `lines` holds one line per problem (the message joins them)."""
@@ -36,8 +34,17 @@ class Secret(str):
         return "Secret('****')" if self else "Secret('')"
 
 
-# The emoji a bot may set as a reaction (Bot API `ReactionTypeEmoji`), as python-telegram-bot lists them.
-REACTIONS: tuple[str, ...] = tuple(e.value for e in ReactionEmoji)
+# The emoji a bot may set as a reaction (Bot API `ReactionTypeEmoji`), as python-telegram-bot 22.8 lists them
+# (`telegram.constants.ReactionEmoji`). Written out so that the operator commands, which load these settings, do not
+# import python-telegram-bot (a third of a `shopbot status`'s 0.5 s); tests/integration/test_receipts.py checks the
+# list against the installed library's.
+REACTIONS: tuple[str, ...] = tuple((
+    "👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 "
+    "🥱 🥴 😍 🐳 ❤️‍🔥 🌚 🌭 💯 🤣 ⚡ 🍌 🏆 💔 🤨 😐 🍓 🍾 💋 🖕 😈 "
+    "😴 😭 🤓 👻 👨‍💻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 "
+    "🆒 💘 🙉 🦄 😘 💊 🙊 😎 👾 🤷‍♂️ 🤷 🤷‍♀️ 😡"
+).split())
+
 
 def read_dotenv(path: Path) -> dict[str, str]:
     values: dict[str, str] = {}

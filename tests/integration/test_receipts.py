@@ -5,6 +5,10 @@ never by the ingress; none for strangers, groups, bots, refusals for capacity or
 outcome (the reply to setMessageReaction lost) is set again, never duplicated into a message."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from telegram import Bot
 from telegram.error import BadRequest
@@ -77,6 +81,32 @@ async def test_no_receipt_for_a_message_refused_for_capacity_nor_with_receipts_o
         run.api.post_message(OWNER_ID, OWNER_ID, "stock")
         await run.replies(1)
         assert rows(run, "SELECT count(*) FROM receipts") == [(0,)] and run.api.reaction_calls == []
+
+
+def test_the_reaction_list_is_the_installed_python_telegram_bots():
+    """bot/config.py writes the list out (the operator commands do not import python-telegram-bot): an upgrade of the
+    library that changes Telegram's list fails here."""
+    from telegram.constants import ReactionEmoji
+    assert config_module.REACTIONS == tuple(e.value for e in ReactionEmoji)
+
+
+def test_an_operator_command_does_not_import_python_telegram_bot(tmp_path):
+    """`shopbot status` loads the settings but sends nothing to Telegram: importing the library would be a third of
+    its time. A control: `shopbot run` does import it (the same check sees an import)."""
+    probe = ("import sys, runpy; sys.argv = ['shopbot', '{cmd}', '--db', {db!r}]\n"
+             "try:\n    runpy.run_module('bot.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             "print('telegram imported:', 'telegram' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOPBOT_", "TELEGRAM_"))}
+    db = str(tmp_path / "shop.sqlite3")
+    status = subprocess.run([sys.executable, "-c", probe.format(cmd="status", db=db)], capture_output=True,
+                            text=True, env={**env, "SHOPBOT_OWNER_IDS": "1"}, timeout=60)
+    assert "telegram imported: False" in status.stdout, status.stdout + status.stderr
+    not_a_database = tmp_path / "notes.txt"       # `run` imports the app, then refuses the file at once
+    not_a_database.write_text("not a database\n")
+    run = subprocess.run([sys.executable, "-c", probe.format(cmd="run", db=str(not_a_database))],
+                         capture_output=True, text=True, env={**env, "SHOPBOT_OWNER_IDS": "1",
+                                                              "SHOPBOT_HTTP_PORT": "-1"}, timeout=60)
+    assert "telegram imported: True" in run.stdout, run.stdout + run.stderr
 
 
 def test_the_setting_takes_only_telegrams_reaction_emoji():
