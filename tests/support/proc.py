@@ -136,8 +136,13 @@ class Product:
         """Every thread's stack of the running process: SIGUSR1 makes `shopbot run` print them on stderr
         (bot/cli/commands.py `dump_stacks_on_request`); read from its stderr pipe, from the dump's first line. The
         process goes on running."""
-        assert self.proc is not None and self.proc.stderr is not None
-        self.proc.send_signal(signal.SIGUSR1)
+        assert self.proc is not None
+        if self.proc.stderr is None:
+            return "(no stack dump: this process's stderr is not a pipe)"
+        try:
+            self.proc.send_signal(signal.SIGUSR1)
+        except ProcessLookupError:
+            return "(no stack dump: the process has just exited)"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         seen = b""
