@@ -68,6 +68,11 @@ def armed() -> frozenset[str]:
     return frozenset(_armed)
 
 
+def is_armed(point: str) -> bool:
+    """Whether `point` is armed now (a dict lookup): for a point whose setting-up costs something of its own."""
+    return point in _armed
+
+
 def _to_this_thread(sig: signal.Signals) -> None:
     """SIGKILL or SIGSTOP (both end or freeze the whole process) sent to the calling thread, so that it is this
     thread that takes it on its way back from the call: sent to the process, the kernel may wake another thread to

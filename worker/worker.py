@@ -67,13 +67,18 @@ PAUSE_AFTER = 3                          # consecutive transient model failures 
 
 
 class _K4Model:
-    """Wraps the model so that the fault point K4 sits inside the model call."""
+    """Wraps the model so that the fault point K4 sits inside the model call. Only while K4 is armed does the call
+    run as a task of its own with a loop pass before the point (so that the request has started when it is
+    reached): unarmed, that task and that pass let the loop's other callbacks (a receipt's HTTP call, the next
+    getUpdates) run in the middle of a turn that needs no wait, 0.4 ms of a reply in bench.latency."""
 
     def __init__(self, model: Model) -> None:
         self._model = model
         self.name = getattr(model, "name", "model")
 
     async def complete(self, system, messages, tools):  # type: ignore[no-untyped-def]
+        if not faults.is_armed("K4"):
+            return await self._model.complete(system, messages, tools)
         call = asyncio.ensure_future(self._model.complete(system, messages, tools))
         await asyncio.sleep(0)   # the request has started
         faults.reached("K4")
