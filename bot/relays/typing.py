@@ -46,7 +46,11 @@ class TypingIndicator:
 
     @contextlib.asynccontextmanager
     async def during(self, chat_id: int) -> AsyncIterator[None]:
-        """Show "typing…" in `chat_id` while the body runs; entering and leaving never wait for Telegram."""
+        """Show "typing…" in `chat_id` while the body runs; entering and leaving never wait for Telegram. With
+        `after_s` 0 the call is started here, on entering: a body that never waits (the offline model) would end,
+        and cancel the renewal task, before that task first ran."""
+        if self.after_s <= 0:
+            self.fire(chat_id)
         renewal = asyncio.get_running_loop().create_task(self._renew(chat_id), name=f"typing-{chat_id}")
         self._renewals.add(renewal)
         renewal.add_done_callback(self._done)
@@ -56,8 +60,8 @@ class TypingIndicator:
             renewal.cancel()
 
     async def _renew(self, chat_id: int) -> None:
-        if self.after_s > 0:
-            await asyncio.sleep(self.after_s)     # cancelled here when the turn answered sooner: no call at all
+        # cancelled here when the turn answered sooner: no call at all (or, at 0, only the one `during` started)
+        await asyncio.sleep(self.after_s if self.after_s > 0 else self.renew_s)
         while True:
             self.fire(chat_id)
             await asyncio.sleep(self.renew_s)
