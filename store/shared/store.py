@@ -936,9 +936,14 @@ class BaseStore(abc.ABC):
     async def status(self, window_seconds: float = 3600.0) -> Status:
         now_dt = self.now_dt()
         window = await self.stats(now_dt - timedelta(seconds=window_seconds), now_dt)
-        status = await self.db.read(lambda conn: read_status(conn, now_dt, window))
+        def read(conn: Connection) -> tuple[Status, dict[str, int]]:
+            # the counts in memory, not yet flushed, taken in the same job as the stored ones: a flush commits, and
+            # drops what it stored from memory, in a job of its own, so on SQLite (one thread) a count is in one of
+            # the two, never in neither; PostgreSQL's flush in another thread can still pass between them
+            return read_status(conn, now_dt, window), self.tallies.pending()
+        status, pending = await self.db.read(read)
         counters = dict(status.counters)
-        for kind, n in self.tallies.pending().items():        # counted in memory, not yet flushed
+        for kind, n in pending.items():
             counters[kind] = counters.get(kind, 0) + n
         # who shares the store, and who leads what (C16)
         return dataclasses.replace(status, counters=counters,
