@@ -6,7 +6,10 @@ here, per minute and kind, and written to `counters` inside the next transaction
 at most once a second when nothing else commits. A crash loses at most the last second of counts, never work.
 
 `add` may be called from the event loop or from the connection thread (inside a transaction's function); the lock
-keeps the two apart. `Database` calls the `CommitHooks` methods from its connection thread.
+keeps the two apart. `Database` calls the `CommitHooks` methods in the transaction's own thread. Each transaction's
+share is kept by its thread, as the receipts' sets are (store/shared/receipts.py `HeldSets`): PostgreSQL runs several
+transactions at once, and one's end must not settle another's counts (a failed write beside a commit that carried
+counts once made them count twice; a commit beside a failed one that carried counts once lost them).
 """
 from __future__ import annotations
 
@@ -21,8 +24,8 @@ FLUSH_S = 1.0
 class Tallies:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: dict[tuple[str, str], int] = {}       # (minute, kind) -> not yet stored
-        self._in_flight: dict[tuple[str, str], int] = {}    # written by the transaction now committing
+        self._counts: dict[tuple[str, str], int] = {}       # (minute, kind) -> not yet written by any transaction
+        self._in_flight: dict[int, dict[tuple[str, str], int]] = {}   # thread -> written by its open transaction
 
     def add(self, now: str, kind: str, by: int = 1) -> None:
         key = (inbox.minute_of(now), kind)
@@ -30,39 +33,38 @@ class Tallies:
             self._counts[key] = self._counts.get(key, 0) + by
 
     def pending(self) -> dict[str, int]:
-        """Counts not yet stored, per kind (for a status read in this process)."""
+        """Counts not yet stored, per kind (for a status read in this process): held, or in a transaction that has
+        not committed."""
         with self._lock:
             merged: dict[str, int] = {}
-            for (_, kind), n in self._counts.items():
-                merged[kind] = merged.get(kind, 0) + n
+            for share in (self._counts, *self._in_flight.values()):
+                for (_, kind), n in share.items():
+                    merged[kind] = merged.get(kind, 0) + n
             return merged
 
     def __bool__(self) -> bool:
         with self._lock:
             return bool(self._counts)
 
-    # ---- CommitHooks (called in the connection thread, inside the transaction) ---------------------------
+    # ---- CommitHooks (called in the transaction's thread, inside it) -------------------------------------
     def before_commit(self, conn: Connection) -> None:
         with self._lock:
-            due = {k: n - self._in_flight.get(k, 0) for k, n in self._counts.items()}
+            due, self._counts = self._counts, {}
+            mine = self._in_flight.setdefault(threading.get_ident(), {})
+            for key, n in due.items():
+                mine[key] = mine.get(key, 0) + n
         for (minute, kind), n in due.items():
-            if n > 0:
-                conn.execute(
-                    "INSERT INTO counters (minute, kind, count) VALUES ($1, $2, $3) "
-                    "ON CONFLICT (minute, kind) DO UPDATE SET count = counters.count + excluded.count",
-                    (minute, kind, n))
-                self._in_flight[(minute, kind)] = self._in_flight.get((minute, kind), 0) + n
+            conn.execute(
+                "INSERT INTO counters (minute, kind, count) VALUES ($1, $2, $3) "
+                "ON CONFLICT (minute, kind) DO UPDATE SET count = counters.count + excluded.count",
+                (minute, kind, n))
 
     def committed(self) -> None:
         with self._lock:
-            for key, n in self._in_flight.items():
-                left = self._counts.get(key, 0) - n
-                if left > 0:
-                    self._counts[key] = left
-                else:
-                    self._counts.pop(key, None)
-            self._in_flight = {}
+            self._in_flight.pop(threading.get_ident(), None)
 
     def rolled_back(self) -> None:
+        """Not stored: this transaction's share is held again, for the next commit."""
         with self._lock:
-            self._in_flight = {}
+            for key, n in self._in_flight.pop(threading.get_ident(), {}).items():
+                self._counts[key] = self._counts.get(key, 0) + n

@@ -1,0 +1,109 @@
+"""The refusal counts held in memory (store/shared/tallies.py) ride along with whichever commit writes next. On
+PostgreSQL several transactions run at once, each in its own thread, so one transaction's end must settle only the
+counts it carried. Before each thread kept its own share, a failed write beside a commit that carried counts made
+them count twice, and a commit beside a failed one that carried counts lost them.
+
+Each test holds one transaction (thread "carrier") after it wrote the counts and before its COMMIT, and ends another
+beside it through the store's own `run_write`."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from store import StoreError
+
+
+class HeldBeforeCommit:
+    """The store's commit hooks, unchanged except that the transaction of the thread named "carrier" waits after
+    writing the counts, before its COMMIT, until `go` is set."""
+
+    def __init__(self, hooks: Any) -> None:
+        self.hooks = hooks
+        self.held, self.go = threading.Event(), threading.Event()
+
+    def __bool__(self) -> bool:
+        return bool(self.hooks)
+
+    def before_commit(self, conn: Any) -> None:
+        self.hooks.before_commit(conn)
+        if threading.current_thread().name == "carrier":
+            self.held.set()
+            assert self.go.wait(10)
+
+    def committed(self) -> None:
+        self.hooks.committed()
+
+    def rolled_back(self) -> None:
+        self.hooks.rolled_back()
+
+
+def carrier(pg, body=lambda conn: None) -> tuple[threading.Thread, list[Any]]:  # type: ignore[no-untyped-def]
+    """A transaction that carries the counts held now, stopped before its COMMIT; its end goes in the list."""
+    ended: list[Any] = []
+
+    def run() -> None:
+        try:
+            pg.db.run_write(body)
+            ended.append("committed")
+        except BaseException as exc:        # what ended it is the result
+            ended.append(exc)
+    thread = threading.Thread(target=run, name="carrier", daemon=True)
+    thread.start()
+    assert pg.db.hooks.held.wait(10)
+    return thread, ended
+
+
+def stored(pg, kind: str) -> int:  # type: ignore[no-untyped-def]
+    return pg.db.run_write(lambda conn: conn.execute(
+        "SELECT coalesce(sum(count), 0) FROM counters WHERE kind = $1", (kind,)).fetchone()[0])
+
+
+@pytest.fixture
+def held(pg):  # type: ignore[no-untyped-def]
+    pg.db.hooks = HeldBeforeCommit(pg.db.hooks)
+    try:
+        yield pg
+    finally:
+        pg.db.hooks.go.set()
+        pg.db.hooks = pg.db.hooks.hooks
+
+
+async def test_formerly_bug_a_failed_write_beside_a_commit_carrying_counts_does_not_count_them_twice(held):
+    pg = held
+    pg.tally("till_unauthorized", 5)
+    thread, ended = carrier(pg)
+
+    def refused(conn) -> None:  # type: ignore[no-untyped-def]
+        raise ValueError("a write that fails")
+    with pytest.raises(ValueError):
+        pg.db.run_write(refused)
+    pg.db.hooks.go.set()
+    thread.join(10)
+    assert ended == ["committed"]
+    await pg.flush_counts()
+    assert stored(pg, "till_unauthorized") == 5
+    assert pg.tallies.pending() == {}
+
+
+async def test_formerly_bug_a_commit_beside_a_failed_one_carrying_counts_does_not_lose_them(held):
+    pg = held
+
+    def note_pid(conn) -> None:  # type: ignore[no-untyped-def]
+        pids.append(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+    pids: list[int] = []
+    pg.tally("till_unauthorized", 5)
+    thread, ended = carrier(pg, note_pid)
+    pg.tally("telegram_stranger", 3)
+    pg.db.run_write(lambda conn: None)                  # commits the 3, while the 5 are in the carrier's transaction
+    assert stored(pg, "telegram_stranger") == 3
+    # the carrier's connection ends before its COMMIT (as a server restart or pg_terminate_backend would end it)
+    assert pg.db.run_write(lambda conn: conn.execute("SELECT pg_terminate_backend($1, 5000)", (pids[0],)).fetchone()[0])
+    pg.db.hooks.go.set()
+    thread.join(10)
+    assert len(ended) == 1 and isinstance(ended[0], StoreError)
+    assert pg.tallies.pending() == {"till_unauthorized": 5}    # held again, not lost
+    await pg.flush_counts()
+    assert stored(pg, "till_unauthorized") == 5
+    assert stored(pg, "telegram_stranger") == 3
