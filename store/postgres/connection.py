@@ -189,8 +189,11 @@ class Database:
                             raise _IdleConnectionLost() from None   # the pool discards the broken connection
                         raise _lost(exc) from exc
                     raise
-                # the in-memory counts ride along with a write while there are any, as on SQLite
-                hooked = commit and self.hooks is not None and bool(self.hooks)
+                # the in-memory counts ride along with every write, as on SQLite (nothing is written when none are
+                # held). Every write settles its hooks, held or not: a function may hand them its connection itself
+                # (`flush_counts`), and counts held after this BEGIN may be written then; a share left unsettled
+                # would stay in flight for ever
+                hooked = commit and self.hooks is not None
                 try:
                     result = fn(PgConnection(raw), *args)
                     if hooked:

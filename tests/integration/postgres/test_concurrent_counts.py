@@ -107,3 +107,17 @@ async def test_formerly_bug_a_commit_beside_a_failed_one_carrying_counts_does_no
     await pg.flush_counts()
     assert stored(pg, "till_unauthorized") == 5
     assert stored(pg, "telegram_stranger") == 3
+
+
+async def test_formerly_bug_counts_written_by_a_function_itself_are_settled_with_its_commit(pg):
+    """`flush_counts` hands the hooks its own connection. When the counts it found were taken by another commit
+    before its BEGIN, and new ones came before its function ran, its write was not hooked: what it wrote stayed in
+    flight for ever (status counted it again, and a later rollback in that thread would have held it again)."""
+    def counts_itself(conn) -> None:  # type: ignore[no-untyped-def]
+        pg.tally("till_unauthorized", 2)              # held after BEGIN, as a refusal counted meanwhile
+        pg.db.hooks.before_commit(conn)
+    assert not pg.tallies                               # none held at BEGIN
+    pg.db.run_write(counts_itself)
+    assert stored(pg, "till_unauthorized") == 2
+    assert pg.tallies.pending() == {}
+    assert (await pg.status()).counters["till_unauthorized"] == 2
