@@ -109,6 +109,7 @@ DEFAULT_CAPACITY = 100
 FRESH_MAX = 1000          # receipts handed over and not taken (no receipt relay runs here): then dropped, as a hint
 DEFAULT_DEBOUNCE_MS = 300     # docs/running.md: long enough for a double tap or a burst of short messages
 DEFAULT_ATTEMPT_CAP = 3
+STATUS_SETTLE_S = 1.0         # how long `status` reads again while commits carrying refusal counts end beside it
 DEFAULT_LEASE_S = 30.0        # SHOPBOT_LEASE_S: a claim's lease where claims are leases (PostgreSQL, C15)
 
 log = logging.getLogger("shopbot.store")
@@ -936,12 +937,22 @@ class BaseStore(abc.ABC):
     async def status(self, window_seconds: float = 3600.0) -> Status:
         now_dt = self.now_dt()
         window = await self.stats(now_dt - timedelta(seconds=window_seconds), now_dt)
-        def read(conn: Connection) -> tuple[Status, dict[str, int]]:
-            # the counts in memory, not yet flushed, taken in the same job as the stored ones: a flush commits, and
-            # drops what it stored from memory, in a job of its own, so on SQLite (one thread) a count is in one of
-            # the two, never in neither; PostgreSQL's flush in another thread can still pass between them
-            return read_status(conn, now_dt, window), self.tallies.pending()
-        status, pending = await self.db.read(read)
+        def read(conn: Connection) -> tuple[Status, dict[str, int] | None]:
+            # the counts in memory, not yet stored, taken after the stored ones in the same job. A commit that
+            # carries counts drops them from memory once it returned: one that ends beside this read could leave a
+            # count in both or in neither, so then the read is taken again (Tallies.pending_since; only PostgreSQL
+            # commits beside a read)
+            mark = self.tallies.mark()
+            return read_status(conn, now_dt, window), self.tallies.pending_since(mark)
+        deadline = self._loop.time() + STATUS_SETTLE_S
+        while True:
+            status, pending = await self.db.read(read)
+            if pending is not None:
+                break
+            if self._loop.time() >= deadline:     # commits carrying counts kept ending: the nearest count
+                pending = self.tallies.pending()
+                break
+            await asyncio.sleep(0.005)
         counters = dict(status.counters)
         for kind, n in pending.items():
             counters[kind] = counters.get(kind, 0) + n

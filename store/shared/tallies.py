@@ -26,6 +26,7 @@ class Tallies:
         self._lock = threading.Lock()
         self._counts: dict[tuple[str, str], int] = {}       # (minute, kind) -> not yet written by any transaction
         self._in_flight: dict[int, dict[tuple[str, str], int]] = {}   # thread -> written by its open transaction
+        self._stored = 0         # commits that stored a share: a status read's check (`mark`, `pending_since`)
 
     def add(self, now: str, kind: str, by: int = 1) -> None:
         key = (inbox.minute_of(now), kind)
@@ -41,6 +42,20 @@ class Tallies:
                 for (_, kind), n in share.items():
                     merged[kind] = merged.get(kind, 0) + n
             return merged
+
+    def mark(self) -> int:
+        """Taken before a status read of the stored counts (`pending_since`)."""
+        with self._lock:
+            return self._stored
+
+    def pending_since(self, mark: int) -> dict[str, int] | None:
+        """`pending()`, for the stored counts read since `mark`; None when a commit that carried counts may have
+        ended in between, or is ending now: its COMMIT may or may not be in what the read saw (PostgreSQL commits in
+        other threads; the caller reads again). On SQLite a read never runs beside a commit, so this never fails."""
+        with self._lock:
+            if self._stored != mark or any(self._in_flight.values()):
+                return None
+        return self.pending()
 
     def __bool__(self) -> bool:
         with self._lock:
@@ -61,7 +76,8 @@ class Tallies:
 
     def committed(self) -> None:
         with self._lock:
-            self._in_flight.pop(threading.get_ident(), None)
+            if self._in_flight.pop(threading.get_ident(), None):
+                self._stored += 1
 
     def rolled_back(self) -> None:
         """Not stored: this transaction's share is held again, for the next commit."""

@@ -7,6 +7,7 @@ Each test holds one transaction (thread "carrier") after it wrote the counts and
 beside it through the store's own `run_write`."""
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -15,24 +16,29 @@ import pytest
 from store import StoreError
 
 
-class HeldBeforeCommit:
-    """The store's commit hooks, unchanged except that the transaction of the thread named "carrier" waits after
-    writing the counts, before its COMMIT, until `go` is set."""
+class Held:
+    """The store's commit hooks, unchanged except that the transaction of the thread named "carrier" waits until
+    `go` is set: after writing the counts, before its COMMIT (`before_commit`), or after its COMMIT returned, before
+    its share is settled (`committed`)."""
 
-    def __init__(self, hooks: Any) -> None:
-        self.hooks = hooks
+    def __init__(self, hooks: Any, at: str = "before_commit") -> None:
+        self.hooks, self.at = hooks, at
         self.held, self.go = threading.Event(), threading.Event()
+
+    def _wait(self, step: str) -> None:
+        if step == self.at and threading.current_thread().name == "carrier":
+            self.held.set()
+            assert self.go.wait(10)
 
     def __bool__(self) -> bool:
         return bool(self.hooks)
 
     def before_commit(self, conn: Any) -> None:
         self.hooks.before_commit(conn)
-        if threading.current_thread().name == "carrier":
-            self.held.set()
-            assert self.go.wait(10)
+        self._wait("before_commit")
 
     def committed(self) -> None:
+        self._wait("committed")
         self.hooks.committed()
 
     def rolled_back(self) -> None:
@@ -60,9 +66,9 @@ def stored(pg, kind: str) -> int:  # type: ignore[no-untyped-def]
         "SELECT coalesce(sum(count), 0) FROM counters WHERE kind = $1", (kind,)).fetchone()[0])
 
 
-@pytest.fixture
-def held(pg):  # type: ignore[no-untyped-def]
-    pg.db.hooks = HeldBeforeCommit(pg.db.hooks)
+@pytest.fixture(params=["before_commit"])
+def held(pg, request):  # type: ignore[no-untyped-def]
+    pg.db.hooks = Held(pg.db.hooks, request.param)
     try:
         yield pg
     finally:
@@ -121,3 +127,31 @@ async def test_formerly_bug_counts_written_by_a_function_itself_are_settled_with
     assert stored(pg, "till_unauthorized") == 2
     assert pg.tallies.pending() == {}
     assert (await pg.status()).counters["till_unauthorized"] == 2
+
+
+@pytest.mark.parametrize("held", ["committed"], indirect=True)
+async def test_a_status_read_beside_a_commit_that_carried_counts_is_taken_again(held):
+    """A commit that carried counts has returned but not yet dropped them from memory: a read of the stored counts
+    now sees them stored AND in memory. Such a read cannot tell, so `status` reads again once the commit settled."""
+    pg = held
+    pg.tally("till_unauthorized", 5)
+    thread, ended = carrier(pg)
+    assert stored(pg, "till_unauthorized") == 5                       # committed
+    assert pg.tallies.pending() == {"till_unauthorized": 5}           # and still in flight in memory
+    assert pg.tallies.pending_since(pg.tallies.mark()) is None        # so a read now is taken again
+    status = asyncio.create_task(pg.status())
+    pg.db.hooks.go.set()
+    assert (await asyncio.wait_for(status, 10)).counters["till_unauthorized"] == 5
+    thread.join(10)
+    assert ended == ["committed"]
+
+
+async def test_a_commit_that_carried_counts_after_the_mark_makes_the_read_be_taken_again(pg):
+    """Between the mark and the in-memory counts, a commit stored the counts and dropped them from memory: a read
+    of the stored counts taken before that commit would have neither."""
+    pg.tally("till_unauthorized", 4)
+    mark = pg.tallies.mark()
+    pg.db.run_write(lambda conn: None)                                # carries and stores the 4
+    assert pg.tallies.pending() == {}
+    assert pg.tallies.pending_since(mark) is None
+    assert pg.tallies.pending_since(pg.tallies.mark()) == {}
