@@ -37,11 +37,14 @@ class Tallies:
         """Counts not yet stored, per kind (for a status read in this process): held, or in a transaction that has
         not committed."""
         with self._lock:
-            merged: dict[str, int] = {}
-            for share in (self._counts, *self._in_flight.values()):
-                for (_, kind), n in share.items():
-                    merged[kind] = merged.get(kind, 0) + n
-            return merged
+            return self._merged()
+
+    def _merged(self) -> dict[str, int]:
+        merged: dict[str, int] = {}
+        for share in (self._counts, *self._in_flight.values()):
+            for (_, kind), n in share.items():
+                merged[kind] = merged.get(kind, 0) + n
+        return merged
 
     def mark(self) -> int:
         """Taken before a status read of the stored counts (`pending_since`)."""
@@ -55,7 +58,7 @@ class Tallies:
         with self._lock:
             if self._stored != mark or any(self._in_flight.values()):
                 return None
-        return self.pending()
+            return self._merged()
 
     def __bool__(self) -> bool:
         with self._lock:
