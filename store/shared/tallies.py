@@ -71,7 +71,9 @@ class Tallies:
             mine = self._in_flight.setdefault(threading.get_ident(), {})
             for key, n in due.items():
                 mine[key] = mine.get(key, 0) + n
-        for (minute, kind), n in due.items():
+        # in one order, the same in every transaction: two on PostgreSQL carrying the same kinds at once would
+        # otherwise lock their `counters` rows in opposite orders, and one of them would fail as a deadlock
+        for (minute, kind), n in sorted(due.items()):
             conn.execute(
                 "INSERT INTO counters (minute, kind, count) VALUES ($1, $2, $3) "
                 "ON CONFLICT (minute, kind) DO UPDATE SET count = counters.count + excluded.count",

@@ -73,3 +73,22 @@ async def test_closing_the_store_flushes_what_it_counted(db_path, clock, raw):
     await other.close()
     assert stored(raw, "malformed") == 2
 
+
+
+async def test_counts_are_written_in_one_order_whatever_order_they_came_in(store):
+    """Two transactions carrying the same kinds at once (PostgreSQL) must lock the `counters` rows in the same order,
+    or one fails as a deadlock: the rows are written sorted by minute and kind."""
+    written: list[str] = []
+
+    def trace(statement: str) -> None:
+        if statement.startswith("INSERT INTO counters"):
+            written.append(statement)
+    await store.db.raw(lambda raw: raw.set_trace_callback(trace))
+    try:
+        for kind in ("till_unauthorized", "stranger", "malformed_update"):
+            store.tally(kind)
+        await store.admit(Occurrence("tg:1001:1", "tg:1001", "stock", WorkKind.AGENT, "tg:1001"))
+    finally:
+        await store.db.raw(lambda raw: raw.set_trace_callback(None))
+    kinds = [next(k for k in ("till_unauthorized", "stranger", "malformed_update") if f"'{k}'" in s) for s in written]
+    assert kinds == ["malformed_update", "stranger", "till_unauthorized"]
