@@ -376,6 +376,8 @@ class BaseStore(abc.ABC):
         if ran[-1].wrote_receipts:
             self._hand_over(ran[-1].added_receipts)
             self.signals.receipts.notify()
+        if ran[-1].approved_action:
+            self.signals.actions.notify()
         return result
 
     # ---- an idle worker's claim, in the next admission's commit (store/offers.py) ----------------------------------

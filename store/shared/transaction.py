@@ -50,6 +50,7 @@ class Transaction:
         self.wrote_receipts = False
         self.added_receipts: list[Receipt] = []   # handed to this process's receipt relay after the commit
         self.admitted_work = False           # agent work accepted here: an idle worker's offered claim may ride along
+        self.approved_action = False         # an action queued: the action relay is woken after the commit, on the loop
 
     def isolated(self, fn: Callable[[], object]) -> BaseException | None:
         """Run `fn` in a savepoint. A bug or bad input inside it (any exception but a database error) undoes only
@@ -125,8 +126,8 @@ class Transaction:
                          destination: str, lead_time_days: int = orders.DEFAULT_LEAD_TIME_DAYS) -> Decision:
         decision = self._store._approve(self._conn, proposal_id, by, self._now, day, day_max_cents, destination,
                                         lead_time_days)
-        if decision.action_id is not None:
-            self._store.signals.actions.notify()
+        # not woken here: this runs in the driver's thread, before the commit (an asyncio event is the loop's)
+        self.approved_action |= decision.action_id is not None
         return decision
 
     def reject_proposal(self, proposal_id: int, by: str) -> Decision:

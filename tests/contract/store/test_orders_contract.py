@@ -303,3 +303,24 @@ async def test_an_unknown_report_and_a_sent_message_read_as_records(store: Store
     assert isinstance(unknown, UnknownReport) and unknown.kind is WorkKind.AGENT
     assert (unknown.report_id, unknown.chat_id, unknown.preview, unknown.resends) == (lost, 7, "Lost reply", 0)
     assert unknown.since == clock.now() and unknown.created_at == clock.now()
+
+
+async def test_an_approval_wakes_the_action_relay_after_its_commit_on_the_event_loop(shop: Store):
+    """Found by an audit: `approve_proposal` set the action relay's asyncio event from inside the transaction, in
+    the database driver's thread and before the commit (an event is the loop's own: a wake-up could be lost, and the
+    relay looked before the action was there). It is woken once the commit returned, on the loop."""
+    store = shop
+    proposal_id = (await propose(store, "vanilla", 6)).proposal_id
+    actions = store.signals.actions  # type: ignore[attr-defined]
+    await actions.wait(0)                              # no earlier wake-up left over
+    inside: list[bool] = []
+
+    def approving(tx):  # type: ignore[no-untyped-def]
+        decision = tx.approve_proposal(proposal_id, "owner:1", day="2027-03-01", day_max_cents=None,
+                                       destination=DESTINATION, lead_time_days=3)
+        inside.append(actions._event.is_set())         # in the driver's thread, before the commit
+        return decision
+    decision = await store.atomic(approving)
+    assert decision.action_id is not None
+    assert inside == [False]
+    assert await actions.wait(0)                       # woken after the commit
