@@ -16,6 +16,7 @@ stock, the last reports, and an inline SVG chart of λ, W and L per hour over th
 """
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import secrets
@@ -110,6 +111,7 @@ class OpsPage:
         self._token = token.encode("utf-8")
         self._sessions: dict[str, float] = {}
         self._tallies: StateTallies = {}      # the store's counts of ended rows, advanced at each view (as /metrics)
+        self._tallying = asyncio.Lock()       # one view at a time advances them (two at once counted rows twice)
         self._failed: dict[str, tuple[int, float]] = {}   # address -> (wrong tokens in a row, not before)
         self._refusals = Refusals()
 
@@ -176,7 +178,8 @@ class OpsPage:
     async def page(self, request: Request) -> Response:
         if not self._valid(request):
             return _page("shopbot: log in", _login_form(), 401)
-        status = await self.store.ops_view(self._tallies)
+        async with self._tallying:
+            status = await self.store.ops_view(self._tallies)
         reports = await self.store.reports(10)
         items = await self.store.shop_items()
         series = await self.store.day_series(24)

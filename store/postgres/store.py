@@ -308,10 +308,13 @@ class PostgresStore(BaseStore):
         now_dt = self.now_dt()
         start, end = to_text(now_dt - timedelta(seconds=window_seconds)), to_text(now_dt)
 
+        settled = await self._settled_ids()
+
         def read(conn: Connection) -> MetricsSnapshot:
             window = stats.window(conn, start, end)
             size = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
-            return metric_reads.snapshot(conn, now_dt, metric_reads.Sizes(size), window, tallies, self._sql.oldest_open)
+            return metric_reads.snapshot(conn, now_dt, metric_reads.Sizes(size), window, tallies, self._sql.oldest_open,
+                                         settled)
         return await self.db.read(read)
 
     async def vacuum(self) -> tuple[int, int]:

@@ -19,6 +19,11 @@ class DialectSQL:
     report_sources: str
     # The oldest open row of each tallied table (metrics), read through its partial index.
     oldest_open: Mapping[str, str]
+    # Where transactions commit at once (PostgreSQL), the highest id of each tallied table that no transaction still
+    # open can be holding below (NULL while one writes to the table): an id is drawn at INSERT, so a row committed
+    # later may have a lower id than one already seen. Read in a transaction of its own before the tally's read
+    # (store/shared/metrics.py `settled_ids`). None where one writer commits at a time (SQLite).
+    settled: Mapping[str, str] | None
     # Retention: one batch of old journal rows (operations of ended runs with no proposal or draft), oldest first;
     # parameters (cutoff, batch).
     prune_operations: str

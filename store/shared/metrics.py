@@ -42,13 +42,22 @@ class Sizes:
     wal_bytes: int = 0
 
 
-def tallied(conn: Connection, table: str, tally: Tally,
-            oldest_open_sql: Mapping[str, str]) -> dict[tuple[str, ...], int]:
-    """Counts by state of every row of `table`, advancing `tally` to just below its oldest open row."""
+def settled_ids(conn: Connection, settled_sql: Mapping[str, str]) -> dict[str, int | None]:
+    """Each tallied table's highest settled id (DialectSQL.settled), in a transaction before the tally's read."""
+    return {table: conn.execute(sql).fetchone()[0] for table, sql in settled_sql.items()}
+
+
+def tallied(conn: Connection, table: str, tally: Tally, oldest_open_sql: Mapping[str, str],
+            settled: Mapping[str, int | None] | None = None) -> dict[tuple[str, ...], int]:
+    """Counts by state of every row of `table`, advancing `tally` to just below its oldest open row, and no further
+    than its highest settled id where `settled` is given (PostgreSQL: None there keeps `tally` where it is)."""
     key, group = _TALLIED[table]
     oldest_open = conn.execute(oldest_open_sql[table]).fetchone()[0]
     frontier = oldest_open - 1 if oldest_open is not None else \
         conn.execute(f"SELECT coalesce(max({key}), 0) FROM {table}").fetchone()[0]
+    if settled is not None:
+        bound = settled.get(table)
+        frontier = min(frontier, bound) if bound is not None else tally.upto
     if frontier > tally.upto:
         for *labels, n in conn.execute(f"SELECT {group}, count(*) FROM {table} WHERE {key} > $1 AND {key} <= $2 "
                                        f"GROUP BY {group}", (tally.upto, frontier)):
@@ -62,18 +71,19 @@ def tallied(conn: Connection, table: str, tally: Tally,
 
 
 def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, tallies: StateTallies | None,
-             oldest_open_sql: Mapping[str, str]) -> MetricsSnapshot:
+             oldest_open_sql: Mapping[str, str], settled: Mapping[str, int | None] | None = None) -> MetricsSnapshot:
     """Counts by state, the oldest pending age, the counters of the last complete minute, the database size, with
     C14's `window` read in the same snapshot.
     `tallies` (kept by the caller between scrapes) makes the work and delivery counts cost only the rows added or
     still open since the last scrape."""
     tallies = tallies if tallies is not None else {}
     work = {(k, s): 0 for k in WORK_KINDS for s in WORK_STATES}
-    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally()), oldest_open_sql).items():
+    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally()), oldest_open_sql,
+                                    settled).items():
         work[(kind, state)] = n
     deliveries = dict.fromkeys(DELIVERY_STATES, 0)
     for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()),
-                                   oldest_open_sql).items():
+                                   oldest_open_sql, settled).items():
         deliveries[state] = n
     actions = dict.fromkeys(ACTION_STATES, 0)
     for state, n in conn.execute("SELECT state, count(*) FROM actions GROUP BY state"):
@@ -98,18 +108,20 @@ def snapshot(conn: Connection, now: datetime, sizes: Sizes, window: Stats, talli
     )
 
 
-def ops_view(conn: Connection, now: datetime, tallies: StateTallies, oldest_open_sql: Mapping[str, str]) -> OpsView:
+def ops_view(conn: Connection, now: datetime, tallies: StateTallies, oldest_open_sql: Mapping[str, str],
+             settled: Mapping[str, int | None] | None = None) -> OpsView:
     """What the operator page shows beside the status counts, each read through an index (no full scan): unknown
     deliveries, the last failed work and failed or denied parts, open and quarantined actions, the counters of the
     last hour, the oldest pending age."""
     work: dict[str, int] = {}
     agent_work: dict[str, int] = {}
-    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally()), oldest_open_sql).items():
+    for (kind, state), n in tallied(conn, "work", tallies.setdefault("work", Tally()), oldest_open_sql,
+                                    settled).items():
         work[state] = work.get(state, 0) + n
         if kind == "agent":
             agent_work[state] = n
     deliveries = {state: n for (state,), n in tallied(conn, "deliveries", tallies.setdefault("deliveries", Tally()),
-                                                      oldest_open_sql).items()}
+                                                      oldest_open_sql, settled).items()}
     oldest = conn.execute(OLDEST_PENDING).fetchone()[0]
     unknown = tuple(UnknownPart(r["report_id"], r["part"], r["parts"], r["chat_id"], r["reason"],
                                 from_db(r["updated_at"])) for r in conn.execute(

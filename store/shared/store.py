@@ -969,7 +969,12 @@ class BaseStore(abc.ABC):
         """The operator page's figures (store/shared/metrics.py `ops_view`): each read through an index, the counts by
         state kept in `tallies` as for `metrics`; a read."""
         now_dt = self.clock.now()
-        return await self.db.read(metric_reads.ops_view, now_dt, tallies, self._sql.oldest_open)
+        settled = await self._settled_ids()
+        return await self.db.read(metric_reads.ops_view, now_dt, tallies, self._sql.oldest_open, settled)
+
+    async def _settled_ids(self) -> dict[str, int | None] | None:
+        """The tallied tables' settled ids (DialectSQL.settled), read before the tally's own read; None on SQLite."""
+        return None if self._sql.settled is None else await self.db.read(metric_reads.settled_ids, self._sql.settled)
 
     async def runs_ended_since(self, mark: datetime, limit: int = 10_000) -> list[EndedRun]:
         """Runs that ended at or after `mark`, oldest end first (store/shared/metrics.py `runs_ended_since`); a read."""

@@ -13,6 +13,7 @@ SQLITE = DialectSQL(
         "deliveries": "SELECT min(delivery_id) FROM deliveries INDEXED BY deliveries_open "
                       "WHERE state IN ('pending', 'sending', 'unknown')",
     },
+    settled=None,       # one writer: a row seen is never overtaken by a lower id committed later
     # driven from the journal's oldest rows (CROSS JOIN keeps that join order in SQLite): what was deleted is gone
     # from the front, so a daily prune does not walk every old run again
     prune_operations=(
