@@ -160,6 +160,7 @@ class BaseStore(abc.ABC):
         self._flushing: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._closed = False
+        self.tallies.held_again = self._held_again
         self._ending: set[str] = set()     # runs whose ending write is in flight here (`ending`)
         self._offers: list[ClaimOffer] = []    # idle workers' claims, for the next admission's commit (`offer_claim`)
         self._rider_failed = False         # a rider's failure is logged once at warning, later ones at debug
@@ -323,6 +324,14 @@ class BaseStore(abc.ABC):
             self._arm_flush()
         else:
             self._loop.call_soon_threadsafe(self._arm_flush)
+
+    def _held_again(self) -> None:
+        """A transaction that carried counts rolled back (in its own thread): they are flushed a second from now,
+        as if just counted (a flush that ran meanwhile found none held and armed no other)."""
+        try:
+            self._loop.call_soon_threadsafe(self._arm_flush)
+        except RuntimeError:            # the loop is closed: the process is ending, and a crash loses a second anyway
+            pass
 
     def _arm_flush(self) -> None:
         if self._flush is None and self._flushing is None and not self._closed:

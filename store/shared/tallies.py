@@ -14,6 +14,7 @@ counts once made them count twice; a commit beside a failed one that carried cou
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from . import inbox
 from .connection import Connection
@@ -27,6 +28,7 @@ class Tallies:
         self._counts: dict[tuple[str, str], int] = {}       # (minute, kind) -> not yet written by any transaction
         self._in_flight: dict[int, dict[tuple[str, str], int]] = {}   # thread -> written by its open transaction
         self._stored = 0         # commits that stored a share: a status read's check (`mark`, `pending_since`)
+        self.held_again: Callable[[], None] | None = None    # told when a rolled-back share is held again
 
     def add(self, now: str, kind: str, by: int = 1) -> None:
         key = (inbox.minute_of(now), kind)
@@ -87,5 +89,8 @@ class Tallies:
     def rolled_back(self) -> None:
         """Not stored: this transaction's share is held again, for the next commit."""
         with self._lock:
-            for key, n in self._in_flight.pop(threading.get_ident(), {}).items():
+            share = self._in_flight.pop(threading.get_ident(), {})
+            for key, n in share.items():
                 self._counts[key] = self._counts.get(key, 0) + n
+        if share and self.held_again is not None:
+            self.held_again()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -63,6 +64,12 @@ def carrier(pg, body=lambda conn: None) -> tuple[threading.Thread, list[Any]]:  
 
 def stored(pg, kind: str) -> int:  # type: ignore[no-untyped-def]
     return pg.db.run_write(lambda conn: conn.execute(
+        "SELECT coalesce(sum(count), 0) FROM counters WHERE kind = $1", (kind,)).fetchone()[0])
+
+
+async def read_stored(pg, kind: str) -> int:  # type: ignore[no-untyped-def]
+    """As `stored`, in a read (a write carries whatever counts are held)."""
+    return await pg.db.read(lambda conn: conn.execute(
         "SELECT coalesce(sum(count), 0) FROM counters WHERE kind = $1", (kind,)).fetchone()[0])
 
 
@@ -155,3 +162,28 @@ async def test_a_commit_that_carried_counts_after_the_mark_makes_the_read_be_tak
     assert pg.tallies.pending() == {}
     assert pg.tallies.pending_since(mark) is None
     assert pg.tallies.pending_since(pg.tallies.mark()) == {}
+
+
+async def test_counts_held_again_after_a_rollback_are_flushed_without_another_write(held):
+    """A flush that runs while another transaction carries the counts finds none held and arms no other; when that
+    transaction then rolls back, its counts are held again and must still be written within a second or so, not only
+    when some later write happens to carry them."""
+    pg = held
+
+    def note_pid(conn) -> None:  # type: ignore[no-untyped-def]
+        pids.append(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+    pids: list[int] = []
+    pg.tally("till_unauthorized", 5)
+    thread, ended = carrier(pg, note_pid)
+    assert await pg.flush_counts() == 0                 # as the timer's flush would: nothing held now
+    if pg._flush is not None:                           # the timer armed by the tally: out of the way
+        pg._flush.cancel()
+        pg._flush = None
+    assert pg.db.run_write(lambda conn: conn.execute("SELECT pg_terminate_backend($1, 5000)", (pids[0],)).fetchone()[0])
+    pg.db.hooks.go.set()
+    thread.join(10)
+    assert len(ended) == 1 and isinstance(ended[0], StoreError)
+    deadline = time.monotonic() + 10
+    while await read_stored(pg, "till_unauthorized") != 5:   # no write of the test's carries them: the flush does
+        assert time.monotonic() < deadline, "the counts held again were never flushed"
+        await asyncio.sleep(0.05)
