@@ -193,14 +193,14 @@ class Database:
                 # held). Every write settles its hooks, held or not: a function may hand them its connection itself
                 # (`flush_counts`), and counts held after this BEGIN may be written then; a share left unsettled
                 # would stay in flight for ever
-                hooked = commit and self.hooks is not None
+                hooks = self.hooks if commit else None     # the same object from before_commit to the end
                 try:
                     result = fn(PgConnection(raw), *args)
-                    if hooked:
-                        self.hooks.before_commit(PgConnection(raw))
+                    if hooks is not None:
+                        hooks.before_commit(PgConnection(raw))
                 except BaseException as exc:
-                    if hooked:
-                        self.hooks.rolled_back()
+                    if hooks is not None:
+                        hooks.rolled_back()
                     if raw.broken:
                         # the server ended the connection inside the transaction, so it rolled it back: a ROLLBACK
                         # here would only fail again ("the connection is closed") and hide why
@@ -213,15 +213,21 @@ class Database:
                 try:
                     raw.execute("COMMIT")
                 except psycopg.Error as exc:
-                    if hooked:
-                        self.hooks.rolled_back()
-                    if commit_outcome_unknown(raw, exc):
+                    unknown = commit_outcome_unknown(raw, exc)
+                    if hooks is not None:
+                        # an outcome nobody can read back is taken as stored: the counts may be lost (as in a crash),
+                        # never written twice; a receipt's set not stored is found pending and set again (C19)
+                        if unknown:
+                            hooks.committed()
+                        else:
+                            hooks.rolled_back()
+                    if unknown:
                         raise CommitUnknown(f"the connection was lost after COMMIT was sent: "
                                             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
                                             ) from exc
                     raise
-                if hooked:
-                    self.hooks.committed()
+                if hooks is not None:
+                    hooks.committed()
                 return result
         except PoolTimeout as exc:
             raise StoreBusy(f"no free database connection within {CONNECT_TIMEOUT_S} s: {exc}") from exc

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from bot.sandbox.bot_api import LocalBotApi
-from store import Occurrence, ReportDraft, SystemClock, WorkKind
+from store import CommitUnknown, Occurrence, ReportDraft, SystemClock, WorkKind
 from store.postgres.store import PostgresStore
 from tests.support.audit import audit
 from tests.support.pg_proxy import PgProxy
@@ -137,3 +137,21 @@ async def test_a_look_of_two_parts_whose_commit_answer_is_lost_is_read_back_whol
     assert sorted(d.chat_id for d in taken.deliveries) == [5101, 5102]
     assert query(pg_fresh_url, "SELECT state, attempts FROM deliveries") == [("sending", 1), ("sending", 1)]
     assert f"read back: {verdict}" in caplog.text
+
+
+async def test_counts_whose_commit_answer_is_lost_after_it_committed_are_not_written_twice(proxy, pg_fresh_url):
+    """The refusal counts carried by a commit whose answer was lost (K16): nobody can read them back, so they are
+    taken as stored, never held again to be written a second time (C1: a lost commit may lose the last second of
+    counts, as a crash may, but a count never counts twice). Before, the lost commit held them again: 10 of 5."""
+    store = await PostgresStore.open(proxy.url(pg_fresh_url), SystemClock(), capacity=10, debounce_ms=0)
+    try:
+        store.tally("till_unauthorized", 5)
+        proxy.arm(r"INSERT INTO counters", "after")
+        with pytest.raises(CommitUnknown):
+            await store.flush_counts()
+        assert store.tallies.pending() == {}
+        await store.flush_counts()
+    finally:
+        await store.close()
+    assert [w for w, _ in proxy.drops] == ["after"]
+    assert query(pg_fresh_url, "SELECT sum(count) FROM counters WHERE kind = 'till_unauthorized'") == [(5,)]
