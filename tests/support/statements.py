@@ -92,6 +92,8 @@ def statements() -> Iterator[tuple[str, str, str]]:
     for dialect, named in (("sqlite", SQLITE), ("postgres", POSTGRES)):
         for field in fields(DialectSQL):
             value = getattr(named, field.name)
+            if value is None:           # a statement this dialect does not need (DialectSQL.settled on SQLite)
+                continue
             for key, sql in (value.items() if isinstance(value, dict) else [("", value)]):
                 text = sql if SQL_START.match(sql) else f"SELECT {sql} FROM deliveries d"
                 yield dialect, f"{dialect} {field.name} {key}".strip(), text
