@@ -160,7 +160,7 @@ class BaseStore(abc.ABC):
         self._flushing: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._closed = False
-        self.tallies.held_again = self._held_again
+        self.tallies.held_again = self._arm_flush_soon
         self._ending: set[str] = set()     # runs whose ending write is in flight here (`ending`)
         self._offers: list[ClaimOffer] = []    # idle workers' claims, for the next admission's commit (`offer_claim`)
         self._rider_failed = False         # a rider's failure is logged once at warning, later ones at debug
@@ -316,18 +316,19 @@ class BaseStore(abc.ABC):
         along with the next commit that writes anyway, or are flushed at most once a second (store/shared/tallies.py).
         Safe to call from inside a transaction's function (the connection thread)."""
         self.tallies.add(self.now(), kind, by)
+        self._arm_flush_soon()
+
+    def _arm_flush_soon(self) -> None:
+        """Arm the flush from any thread: at once on the store's loop, else through it (a transaction's thread). Also
+        `Tallies.held_again`: a carrier that rolled back holds its counts again, and a flush that ran meanwhile found
+        none held and armed no other."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is self._loop:
             self._arm_flush()
-        else:
-            self._loop.call_soon_threadsafe(self._arm_flush)
-
-    def _held_again(self) -> None:
-        """A transaction that carried counts rolled back (in its own thread): they are flushed a second from now,
-        as if just counted (a flush that ran meanwhile found none held and armed no other)."""
+            return
         try:
             self._loop.call_soon_threadsafe(self._arm_flush)
         except RuntimeError:            # the loop is closed: the process is ending, and a crash loses a second anyway

@@ -71,13 +71,8 @@ def refused_at_commit(conn) -> None:  # type: ignore[no-untyped-def]
     conn.execute("INSERT INTO refused VALUES (1)")
 
 
-def stored(pg, kind: str) -> int:  # type: ignore[no-untyped-def]
-    return pg.db.run_write(lambda conn: conn.execute(
-        "SELECT coalesce(sum(count), 0) FROM counters WHERE kind = $1", (kind,)).fetchone()[0])
-
-
-async def read_stored(pg, kind: str) -> int:  # type: ignore[no-untyped-def]
-    """As `stored`, in a read (a write carries whatever counts are held)."""
+async def stored(pg, kind: str) -> int:  # type: ignore[no-untyped-def]
+    """The count stored, read (a write would carry whatever counts are held)."""
     return await pg.db.read(lambda conn: conn.execute(
         "SELECT coalesce(sum(count), 0) FROM counters WHERE kind = $1", (kind,)).fetchone()[0])
 
@@ -105,7 +100,7 @@ async def test_formerly_bug_a_failed_write_beside_a_commit_carrying_counts_does_
     thread.join(10)
     assert ended == ["committed"]
     await pg.flush_counts()
-    assert stored(pg, "till_unauthorized") == 5
+    assert await stored(pg, "till_unauthorized") == 5
     assert pg.tallies.pending() == {}
 
 
@@ -116,14 +111,14 @@ async def test_formerly_bug_a_commit_beside_a_failed_one_carrying_counts_does_no
     thread, ended = carrier(pg, refused_at_commit)
     pg.tally("telegram_stranger", 3)
     pg.db.run_write(lambda conn: None)                  # commits the 3, while the 5 are in the carrier's transaction
-    assert stored(pg, "telegram_stranger") == 3
+    assert await stored(pg, "telegram_stranger") == 3
     pg.db.hooks.go.set()
     thread.join(10)
     assert len(ended) == 1 and isinstance(ended[0], StoreError)
     assert pg.tallies.pending() == {"till_unauthorized": 5}    # held again, not lost
     await pg.flush_counts()
-    assert stored(pg, "till_unauthorized") == 5
-    assert stored(pg, "telegram_stranger") == 3
+    assert await stored(pg, "till_unauthorized") == 5
+    assert await stored(pg, "telegram_stranger") == 3
 
 
 async def test_formerly_bug_counts_written_by_a_function_itself_are_settled_with_its_commit(pg):
@@ -135,7 +130,7 @@ async def test_formerly_bug_counts_written_by_a_function_itself_are_settled_with
         pg.db.hooks.before_commit(conn)
     assert not pg.tallies                               # none held at BEGIN
     pg.db.run_write(counts_itself)
-    assert stored(pg, "till_unauthorized") == 2
+    assert await stored(pg, "till_unauthorized") == 2
     assert pg.tallies.pending() == {}
     assert (await pg.status()).counters["till_unauthorized"] == 2
 
@@ -147,7 +142,7 @@ async def test_a_status_read_beside_a_commit_that_carried_counts_is_taken_again(
     pg = held
     pg.tally("till_unauthorized", 5)
     thread, ended = carrier(pg)
-    assert stored(pg, "till_unauthorized") == 5                       # committed
+    assert await stored(pg, "till_unauthorized") == 5                       # committed
     assert pg.tallies.pending() == {"till_unauthorized": 5}           # and still in flight in memory
     assert pg.tallies.pending_since(pg.tallies.mark()) is None        # so a read now is taken again
     status = asyncio.create_task(pg.status())
@@ -184,6 +179,6 @@ async def test_counts_held_again_after_a_rollback_are_flushed_without_another_wr
     thread.join(10)
     assert len(ended) == 1 and isinstance(ended[0], StoreError)
     deadline = time.monotonic() + 10
-    while await read_stored(pg, "till_unauthorized") != 5:   # no write of the test's carries them: the flush does
+    while await stored(pg, "till_unauthorized") != 5:   # no write of the test's carries them: the flush does
         assert time.monotonic() < deadline, "the counts held again were never flushed"
         await asyncio.sleep(0.05)
